@@ -1,0 +1,21 @@
+"""Settings read from the environment, all in one place (see docs/environment.md)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+#: Environment variables anekit reads, with what each does.
+ENVIRONMENT: dict[str, str] = {
+    "ANEKIT_HOME": "cache root for models, demo output and compiled packages "
+    "(default: $XDG_CACHE_HOME/anekit or ~/.cache/anekit)",
+}
+
+
+def home() -> Path:
+    """anekit's cache root: ``$ANEKIT_HOME``, else ``$XDG_CACHE_HOME/anekit``."""
+    configured = os.environ.get("ANEKIT_HOME")
+    if configured:
+        return Path(configured).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME")
+    return (Path(cache).expanduser() if cache else Path.home() / ".cache") / "anekit"
