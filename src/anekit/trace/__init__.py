@@ -1,0 +1,6 @@
+"""The NumPy tracer: run an ordinary NumPy function on tracer arrays, get a MIL program."""
+
+from anekit.trace.api import TensorSpec, TraceResult, trace_function
+from anekit.trace.tracer import Tracer
+
+__all__ = ["TensorSpec", "TraceResult", "Tracer", "trace_function"]

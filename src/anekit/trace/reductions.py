@@ -1,0 +1,186 @@
+"""Reductions on tracers (``np.sum``, ``np.mean``, ``np.var``, ``np.argmax``, ...).
+
+Result dtypes come from NumPy on probe arrays (``sum`` of int32 is int64 there,
+so int32 here); the input is cast to it before the MIL ``reduce_*`` op.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from anekit.trace import dtypes
+from anekit.trace import primitives as P
+from anekit.trace.lowering import (
+    NO_VALUE,
+    finish,
+    probe_dtype,
+    static_axis,
+    tracer_arg,
+    unsupported,
+)
+from anekit.trace.tracer import Tracer
+
+
+def _reduction(
+    op_type: str,
+    numpy_func: Callable[..., Any],
+    x: Any,
+    axis: Any,
+    dtype: Any,
+    out: Any,
+    keepdims: bool,
+    what: str,
+    extra: dict[str, Any],
+) -> Tracer:
+    for key, value in extra.items():
+        if key == "initial" and value is not NO_VALUE:
+            raise unsupported(f"{what}(..., initial=...)")
+        if key == "where" and value is not True:
+            raise unsupported(f"{what}(..., where=...)")
+    t = tracer_arg(x, what)
+    axes = P.normalize_axes(static_axis(axis, what), t.ndim, what)
+    kwargs = {"dtype": dtype} if dtype is not None else {}
+    result_dtype = P.canonical(probe_dtype(numpy_func, t.dtype, **kwargs), what)
+    compute = result_dtype if result_dtype != dtypes.BOOL else t.dtype
+    source = P.cast(t, compute)
+    result = P.reduce(op_type, source, axes, keepdims)
+    return finish(P.cast(result, result_dtype), out)
+
+
+def sum_(
+    a: Any,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    keepdims: bool = False,
+    **extra: Any,
+) -> Tracer:
+    return _reduction("reduce_sum", np.sum, a, axis, dtype, out, keepdims, "np.sum", extra)
+
+
+def mean(
+    a: Any,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    keepdims: bool = False,
+    **extra: Any,
+) -> Tracer:
+    return _reduction("reduce_mean", np.mean, a, axis, dtype, out, keepdims, "np.mean", extra)
+
+
+def prod(
+    a: Any,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    keepdims: bool = False,
+    **extra: Any,
+) -> Tracer:
+    return _reduction("reduce_prod", np.prod, a, axis, dtype, out, keepdims, "np.prod", extra)
+
+
+def max_(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, **extra: Any) -> Tracer:
+    return _reduction("reduce_max", np.max, a, axis, None, out, keepdims, "np.max", extra)
+
+
+def min_(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, **extra: Any) -> Tracer:
+    return _reduction("reduce_min", np.min, a, axis, None, out, keepdims, "np.min", extra)
+
+
+def _logical_reduction(
+    op_type: str, a: Any, axis: Any, out: Any, keepdims: bool, what: str, extra: dict[str, Any]
+) -> Tracer:
+    if extra.get("where", True) is not True:
+        raise unsupported(f"{what}(..., where=...)")
+    t = tracer_arg(a, what)
+    axes = P.normalize_axes(static_axis(axis, what), t.ndim, what)
+    as_int = P.cast(P.cast(t, dtypes.BOOL), dtypes.INT32)
+    result = P.reduce(op_type, as_int, axes, keepdims)
+    return finish(P.cast(result, dtypes.BOOL), out)
+
+
+def any_(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, **extra: Any) -> Tracer:
+    return _logical_reduction("reduce_max", a, axis, out, keepdims, "np.any", extra)
+
+
+def all_(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, **extra: Any) -> Tracer:
+    return _logical_reduction("reduce_min", a, axis, out, keepdims, "np.all", extra)
+
+
+def _arg_reduction(op_type: str, a: Any, axis: Any, out: Any, keepdims: bool, what: str) -> Tracer:
+    t = tracer_arg(a, what)
+    if axis is None:
+        flat = P.reshape(t, (t.size,))
+        result = P.emit(op_type, [flat], x=flat._var, axis=0, keep_dims=False)
+        if keepdims:
+            result = P.reshape(result, (1,) * t.ndim)
+    else:
+        axis_index = P.normalize_axis(static_axis(axis, what), t.ndim, what)
+        result = P.emit(op_type, [t], x=t._var, axis=axis_index, keep_dims=bool(keepdims))
+    return finish(P.expect(result, dtypes.INT32), out)
+
+
+def argmax(a: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Tracer:
+    return _arg_reduction("reduce_argmax", a, axis, out, keepdims, "np.argmax")
+
+
+def argmin(a: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Tracer:
+    return _arg_reduction("reduce_argmin", a, axis, out, keepdims, "np.argmin")
+
+
+def var(
+    a: Any,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    ddof: float = 0,
+    keepdims: bool = False,
+    **extra: Any,
+) -> Tracer:
+    if extra.get("where", True) is not True or extra.get("mean", NO_VALUE) is not NO_VALUE:
+        raise unsupported("np.var with where= or mean=")
+    if extra.get("correction", NO_VALUE) is not NO_VALUE:
+        ddof = extra["correction"]
+    t = tracer_arg(a, "np.var")
+    axes = P.normalize_axes(static_axis(axis, "np.var"), t.ndim, "np.var")
+    kwargs = {"dtype": dtype} if dtype is not None else {}
+    result_dtype = P.canonical(probe_dtype(np.var, t.dtype, **kwargs), "np.var")
+    x = P.cast(t, result_dtype)
+    centred = P.binary("sub", x, P.reduce("reduce_mean", x, axes, True), result_dtype, result_dtype)
+    squares = P.binary("mul", centred, centred, result_dtype, result_dtype)
+    count = math.prod(t.shape[i] for i in axes)
+    total = P.reduce("reduce_sum", squares, axes, keepdims)
+    divisor = max(count - ddof, 0)
+    result = P.binary("real_div", total, float(divisor), result_dtype, result_dtype)
+    return finish(result, out)
+
+
+def std(
+    a: Any,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    ddof: float = 0,
+    keepdims: bool = False,
+    **extra: Any,
+) -> Tracer:
+    variance = var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, **extra)
+    return finish(P.unary("sqrt", variance), out)
+
+
+def cumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Tracer:
+    t = tracer_arg(a, "np.cumsum")
+    kwargs = {"dtype": dtype} if dtype is not None else {}
+    result_dtype = P.canonical(probe_dtype(np.cumsum, t.dtype, **kwargs), "np.cumsum")
+    t = P.cast(t, result_dtype)
+    if axis is None:
+        t = P.reshape(t, (t.size,))
+        axis = 0
+    axis = P.normalize_axis(static_axis(axis, "np.cumsum"), t.ndim, "np.cumsum")
+    result = P.emit("cumsum", [t], x=t._var, axis=axis, exclusive=False, reverse=False)
+    return finish(result, out)
