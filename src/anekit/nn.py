@@ -1,0 +1,377 @@
+"""Neural-network helpers that work on NumPy arrays and trace to native MIL ops.
+
+Each function computes with NumPy when given plain arrays (the fp32 reference)
+and, when any argument is traced, emits the native MIL op where one exists
+(``softmax``, ``layer_norm``, ``gelu``, ``silu``, ``erf``, ``conv``, ``linear``)
+or its expansion into primitive ops otherwise (``rms_norm``; ``linear`` and
+``conv1x1`` with traced weights). Computation happens in the dtype of ``x``;
+weights given as arrays are cast to it, as in PyTorch modules.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from anekit.errors import ShapeError, TraceError
+from anekit.trace import dtypes
+from anekit.trace import primitives as P
+from anekit.trace.source import user_location
+from anekit.trace.tracer import Tracer
+
+__all__ = [
+    "conv1x1",
+    "embedding",
+    "erf",
+    "gelu",
+    "layer_norm",
+    "linear",
+    "relu",
+    "rms_norm",
+    "sigmoid",
+    "silu",
+    "softmax",
+]
+
+Array = Any  # an ndarray or a Tracer
+
+
+def _traced(*values: Any) -> bool:
+    return P.any_tracer(values)
+
+
+def _float_input(x: Any, what: str) -> Any:
+    """``x`` as a floating array (tracer or ndarray); integers are refused."""
+    if isinstance(x, Tracer):
+        if not dtypes.is_float(x.dtype):
+            raise TraceError(
+                f"anekit.nn.{what} needs a float16 or float32 input, got {x.dtype}",
+                location=user_location(),
+            )
+        return x
+    array = np.asarray(x)
+    if array.dtype.kind != "f":
+        raise TypeError(f"anekit.nn.{what} needs a floating-point input, got {array.dtype}")
+    return array
+
+
+def _constant(value: Any, dtype: np.dtype[Any]) -> Any:
+    """A weight cast to the compute dtype (a traced weight stays traced)."""
+    if value is None or isinstance(value, Tracer):
+        return value if value is None else P.cast(value, dtype)
+    return np.asarray(value).astype(dtype, copy=False)
+
+
+def _tracer_of(x: Tracer, value: Any) -> Tracer:
+    """A constant as a traced array in ``x``'s trace."""
+    if isinstance(value, Tracer):
+        return value
+    ctx = P.context_of([x])
+    return P.wrap(ctx, ctx.constant(value, x.dtype), frozenset())
+
+
+# -- activations ----------------------------------------------------------------------
+
+
+def softmax(x: Array, axis: int = -1) -> Array:
+    """``exp(x) / sum(exp(x))`` along ``axis`` (max-subtracted); MIL ``softmax``."""
+    x = _float_input(x, "softmax")
+    if isinstance(x, Tracer):
+        return P.unary("softmax", x, axis=P.normalize_axis(axis, x.ndim, "softmax"))
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    exps = np.exp(shifted)
+    return exps / np.sum(exps, axis=axis, keepdims=True)
+
+
+def silu(x: Array) -> Array:
+    """``x * sigmoid(x)``; MIL ``silu``."""
+    x = _float_input(x, "silu")
+    if isinstance(x, Tracer):
+        return P.unary("silu", x)
+    return x * sigmoid(x)
+
+
+def sigmoid(x: Array) -> Array:
+    """``1 / (1 + exp(-x))``; MIL ``sigmoid``."""
+    x = _float_input(x, "sigmoid")
+    if isinstance(x, Tracer):
+        return P.unary("sigmoid", x)
+    with np.errstate(over="ignore"):
+        return (1 / (1 + np.exp(-x))).astype(x.dtype, copy=False)
+
+
+def relu(x: Array) -> Array:
+    """``max(x, 0)``; MIL ``relu``."""
+    x = _float_input(x, "relu")
+    if isinstance(x, Tracer):
+        return P.unary("relu", x)
+    return np.maximum(x, 0).astype(x.dtype, copy=False)
+
+
+_erf_scalar = np.frompyfunc(math.erf, 1, 1)
+
+
+def erf(x: Array) -> Array:
+    """The error function; MIL ``erf``. The NumPy path uses ``math.erf`` per element."""
+    x = _float_input(x, "erf")
+    if isinstance(x, Tracer):
+        return P.unary("erf", x)
+    return np.asarray(_erf_scalar(x.astype(np.float64)), dtype=np.float64).astype(x.dtype)
+
+
+def gelu(x: Array, approximate: Literal["none", "tanh"] = "none") -> Array:
+    """GELU: exact ``x * Φ(x)`` (``approximate="none"``) or the tanh form.
+
+    MIL ``gelu`` with mode ``EXACT`` or ``TANH_APPROXIMATION``. The names follow
+    ``torch.nn.functional.gelu``.
+    """
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    x = _float_input(x, "gelu")
+    if isinstance(x, Tracer):
+        return P.unary("gelu", x, mode="EXACT" if approximate == "none" else "TANH_APPROXIMATION")
+    wide = x.astype(np.float64)
+    if approximate == "tanh":
+        inner = math.sqrt(2.0 / math.pi) * (wide + 0.044715 * wide**3)
+        result = 0.5 * wide * (1.0 + np.tanh(inner))
+    else:
+        result = 0.5 * wide * (1.0 + erf(wide / math.sqrt(2.0)))
+    return result.astype(x.dtype)
+
+
+# -- normalization --------------------------------------------------------------------
+
+
+def _norm_axes(x: Any, axis: int | Sequence[int], what: str) -> tuple[int, ...]:
+    if isinstance(x, Tracer):
+        return P.normalize_axes(axis, x.ndim, what)
+    items = (axis,) if isinstance(axis, int) else tuple(axis)
+    return tuple(sorted(item % x.ndim for item in items))
+
+
+def _check_param(param: Any, x: Any, axes: tuple[int, ...], name: str, what: str) -> None:
+    if param is None:
+        return
+    expected = tuple(x.shape[axis] for axis in axes)
+    shape = param.shape if isinstance(param, Tracer) else np.shape(param)
+    if tuple(shape) != expected:
+        raise ShapeError(
+            f"anekit.nn.{what}: {name} must have shape {expected} (the normalized axes of "
+            f"x {tuple(x.shape)}), got {tuple(shape)}",
+            location=user_location(),
+        )
+
+
+def _param_view(param: Any, x: Any, axes: tuple[int, ...]) -> Any:
+    """A weight of the normalized axes' shape, reshaped to broadcast against ``x``."""
+    shape = [x.shape[axis] if axis in axes else 1 for axis in range(x.ndim)]
+    if isinstance(param, Tracer):
+        return P.reshape(param, shape)
+    return np.asarray(param).reshape(shape)
+
+
+def layer_norm(
+    x: Array,
+    weight: Array | None = None,
+    bias: Array | None = None,
+    *,
+    axis: int | Sequence[int] = -1,
+    eps: float = 1e-5,
+) -> Array:
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` over ``axis``; MIL ``layer_norm``.
+
+    ``weight`` and ``bias`` have the shape of the normalized axes.
+    """
+    x = _float_input(x, "layer_norm")
+    axes = _norm_axes(x, axis, "layer_norm")
+    _check_param(weight, x, axes, "weight", "layer_norm")
+    _check_param(bias, x, axes, "bias", "layer_norm")
+    gamma, beta = _constant(weight, x.dtype), _constant(bias, x.dtype)
+    if isinstance(x, Tracer) and not _traced(gamma, beta):
+        ctx = P.context_of([x])
+        inputs: dict[str, Any] = {"x": x._var, "axes": list(axes), "epsilon": x.dtype.type(eps)}
+        if gamma is not None:
+            inputs["gamma"] = ctx.constant(np.asarray(weight), x.dtype)
+        if beta is not None:
+            inputs["beta"] = ctx.constant(np.asarray(bias), x.dtype)
+        return P.expect(P.emit("layer_norm", [x], **inputs), x.dtype, x.shape)
+    mean = np.mean(x, axis=axes, keepdims=True)
+    centred = x - mean
+    variance = np.mean(centred * centred, axis=axes, keepdims=True)
+    result = centred / np.sqrt(variance + x.dtype.type(eps))
+    if gamma is not None:
+        result = result * _param_view(gamma, x, axes)
+    if beta is not None:
+        result = result + _param_view(beta, x, axes)
+    return result
+
+
+def rms_norm(
+    x: Array,
+    weight: Array | None = None,
+    *,
+    axis: int | Sequence[int] = -1,
+    eps: float = 1e-6,
+) -> Array:
+    """``x / sqrt(mean(x²) + eps) * weight`` over ``axis``.
+
+    MIL has no RMSNorm op: traced, this is ``mul``, ``reduce_mean``, ``rsqrt``
+    (with ``eps`` as its epsilon) and ``mul``.
+    """
+    x = _float_input(x, "rms_norm")
+    axes = _norm_axes(x, axis, "rms_norm")
+    _check_param(weight, x, axes, "weight", "rms_norm")
+    gamma = _constant(weight, x.dtype)
+    if isinstance(x, Tracer):
+        squares = P.binary("mul", x, x, x.dtype, x.dtype)
+        mean_square = P.reduce("reduce_mean", squares, axes, True)
+        scale = P.unary("rsqrt", mean_square, epsilon=x.dtype.type(eps))
+        result = P.binary("mul", x, scale, x.dtype, x.dtype)
+        if gamma is not None:
+            gamma_view = _tracer_of(x, _param_view(gamma, x, axes))
+            result = P.binary("mul", result, gamma_view, x.dtype, x.dtype)
+        return result
+    mean_square = np.mean(x * x, axis=axes, keepdims=True)
+    result = x / np.sqrt(mean_square + x.dtype.type(eps))
+    if gamma is not None:
+        result = result * _param_view(gamma, x, axes)
+    return result
+
+
+# -- lookups ------------------------------------------------------------------------
+
+
+def embedding(ids: Array, table: Array) -> Array:
+    """``table[ids]``: rows of ``table`` picked by integer ``ids``; MIL ``gather``.
+
+    NumPy does not let a traced index reach a constant table (``table[ids]`` asks
+    for the concrete index), so traced code spells the lookup this way. Note that
+    ``gather`` does not run on the ANE: anekit's models do lookups on the host.
+    """
+    if not _traced(ids, table):
+        return np.asarray(table)[np.asarray(ids)]
+    from anekit.trace.indexing import gather
+
+    ctx = P.context_of([ids, table])
+    traced_table = (
+        table
+        if isinstance(table, Tracer)
+        else P.wrap(
+            ctx,
+            ctx.constant(np.asarray(table), P.canonical(np.asarray(table).dtype, "embedding")),
+            frozenset(),
+        )
+    )
+    if not isinstance(ids, Tracer):
+        return gather(traced_table, np.asarray(ids), 0)
+    return gather(traced_table, ids, 0)
+
+
+# -- linear layers -------------------------------------------------------------------
+
+
+def linear(x: Array, weight: Array, bias: Array | None = None) -> Array:
+    """``x @ weight.T + bias`` with ``weight`` of shape (out, in), as ``torch.nn.Linear``.
+
+    Traced with a constant weight and ``x`` of rank 1 to 3 this is MIL ``linear``;
+    otherwise ``matmul`` and ``add``.
+    """
+    x = _float_input(x, "linear")
+    w = _constant(weight, x.dtype)
+    b = _constant(bias, x.dtype)
+    if w.ndim != 2 or w.shape[1] != x.shape[-1]:
+        raise ShapeError(
+            f"anekit.nn.linear: weight must have shape (out, {x.shape[-1]}), got {tuple(w.shape)}",
+            location=user_location(),
+        )
+    if b is not None and tuple(b.shape) != (w.shape[0],):
+        raise ShapeError(
+            f"anekit.nn.linear: bias must have shape ({w.shape[0]},), got {tuple(b.shape)}",
+            location=user_location(),
+        )
+    if isinstance(x, Tracer) and not _traced(w, b) and 1 <= x.ndim <= 3:
+        ctx = P.context_of([x])
+        # The caller's arrays (not the dtype-cast copies) keep the user's names in MIL.
+        inputs: dict[str, Any] = {"x": x._var, "weight": ctx.constant(np.asarray(weight), x.dtype)}
+        if b is not None:
+            inputs["bias"] = ctx.constant(np.asarray(bias), x.dtype)
+        return P.expect(P.emit("linear", [x], **inputs), x.dtype, (*x.shape[:-1], w.shape[0]))
+    if _traced(x, w, b):
+        ctx = P.context_of([x, w, b])
+        tx = x if isinstance(x, Tracer) else P.wrap(ctx, ctx.constant(x, w.dtype), frozenset())
+        product = P.matmul(tx, P.transpose(_tracer_of(tx, w), (1, 0)))
+        if b is None:
+            return product
+        return P.binary("add", product, _tracer_of(tx, b), product.dtype, product.dtype)
+    result = x @ w.T
+    return result if b is None else result + b
+
+
+def conv1x1(x: Array, weight: Array, bias: Array | None = None) -> Array:
+    """A 1×1 convolution over (B, C, H, W), the ANE's linear layer on (B, C, 1, S).
+
+    ``weight`` is (C_out, C_in) or (C_out, C_in, 1, 1). Traced with a constant
+    weight this is MIL ``conv``; with a traced weight, ``matmul`` over channels.
+    """
+    x = _float_input(x, "conv1x1")
+    w = _constant(weight, x.dtype)
+    b = _constant(bias, x.dtype)
+    if x.ndim != 4:
+        raise ShapeError(
+            f"anekit.nn.conv1x1: x must be (B, C, H, W), got shape {tuple(x.shape)}",
+            location=user_location(),
+        )
+    if w.ndim == 4:
+        if tuple(w.shape[2:]) != (1, 1):
+            raise ShapeError(
+                f"anekit.nn.conv1x1: weight must be (C_out, C_in, 1, 1), got {tuple(w.shape)}",
+                location=user_location(),
+            )
+        w = w.reshape(w.shape[0], w.shape[1])
+    if w.ndim != 2 or w.shape[1] != x.shape[1]:
+        raise ShapeError(
+            f"anekit.nn.conv1x1: weight must be (C_out, {x.shape[1]}), got {tuple(w.shape)}",
+            location=user_location(),
+        )
+    if b is not None and tuple(b.shape) != (w.shape[0],):
+        raise ShapeError(
+            f"anekit.nn.conv1x1: bias must have shape ({w.shape[0]},), got {tuple(b.shape)}",
+            location=user_location(),
+        )
+    batch, _, height, width = x.shape
+    out_channels = w.shape[0]
+    if isinstance(x, Tracer) and not _traced(w, b):
+        ctx = P.context_of([x])
+        inputs: dict[str, Any] = {
+            "x": x._var,
+            "weight": ctx.constant(
+                np.asarray(weight)
+                if np.ndim(weight) == 4
+                else np.asarray(weight)[:, :, None, None],
+                x.dtype,
+            ),
+            "strides": [1, 1],
+            "pad_type": "valid",
+            "dilations": [1, 1],
+            "groups": 1,
+        }
+        if b is not None:
+            inputs["bias"] = ctx.constant(np.asarray(bias), x.dtype)
+        return P.expect(
+            P.emit("conv", [x], **inputs), x.dtype, (batch, out_channels, height, width)
+        )
+    if _traced(x, w, b):
+        ctx = P.context_of([x, w, b])
+        tx = x if isinstance(x, Tracer) else P.wrap(ctx, ctx.constant(x, w.dtype), frozenset())
+        flat = P.reshape(tx, (batch, x.shape[1], height * width))
+        product = P.matmul(_tracer_of(tx, w), flat)
+        result = P.reshape(product, (batch, out_channels, height, width))
+        if b is None:
+            return result
+        bias_view = P.reshape(_tracer_of(tx, b), (1, out_channels, 1, 1))
+        return P.binary("add", result, bias_view, result.dtype, result.dtype)
+    result = np.einsum("oc,bchw->bohw", w, x)
+    return result if b is None else result + b.reshape(1, -1, 1, 1)
