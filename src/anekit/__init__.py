@@ -1,0 +1,43 @@
+"""anekit: put NumPy functions and PyTorch models on the Apple Neural Engine."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+# Imported first: it quiets the warnings coremltools logs at import on Linux.
+from anekit import _coremltools as _coremltools
+from anekit._version import __version__
+from anekit.program import CompiledProgram
+from anekit.trace import TensorSpec
+
+__all__ = ["CompiledProgram", "TensorSpec", "__version__", "compile"]
+
+
+def compile(
+    fn: Callable[..., Any],
+    *example_args: Any,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    deployment_target: str = "macOS15",
+) -> CompiledProgram:
+    """Trace ``fn`` on inputs shaped like ``example_args`` into a Core ML MIL program.
+
+    ``example_args`` are NumPy arrays (float16, float32, or int32 for ids) or
+    :class:`TensorSpec` objects; only their shapes and dtypes matter. Arrays the
+    function closes over become constants. Returns a :class:`CompiledProgram` that
+    can be saved as ``.mlpackage``, printed, and called.
+
+    >>> import numpy as np, anekit
+    >>> prog = anekit.compile(lambda x: np.tanh(x) * 2, np.zeros((4, 32), np.float16))
+    >>> [spec.describe() for spec in prog.output_specs]
+    ['output: float16[4, 32]']
+    """
+    from anekit.program import deployment_target_from_name
+    from anekit.trace import trace_function
+
+    target = deployment_target_from_name(deployment_target)
+    traced = trace_function(
+        fn, example_args, input_names=input_names, output_names=output_names, target=target
+    )
+    return CompiledProgram(traced, deployment_target=deployment_target)

@@ -1,0 +1,65 @@
+"""Core ML backend (macOS): run the saved package through coremltools' ``MLModel``.
+
+Kept thin on purpose and unverified on hardware in this project's CI (no Mac):
+it saves the program as an ``.mlpackage`` in a temporary directory and loads it
+with ``compute_units=CPU_AND_NE`` (coremltools ``ct.ComputeUnit``), so Core ML
+places what it can on the Neural Engine.
+"""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import tempfile
+import weakref
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from anekit._coremltools import core_ml_runtime_available, ct
+
+if TYPE_CHECKING:
+    from anekit.program import CompiledProgram
+
+COMPUTE_UNITS = ("CPU_AND_NE", "CPU_AND_GPU", "CPU_ONLY", "ALL")
+
+
+class CoreMLSession:
+    """A package loaded by Core ML."""
+
+    def __init__(self, model: Any, directory: str) -> None:
+        self.model = model
+        self._cleanup = weakref.finalize(self, shutil.rmtree, directory, ignore_errors=True)
+
+    def predict(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        outputs = self.model.predict(dict(feeds))
+        return {name: np.asarray(value) for name, value in outputs.items()}
+
+
+class CoreMLBackend:
+    """Core ML through coremltools, on the compute units given (ANE by default)."""
+
+    name = "coreml"
+
+    def __init__(self, compute_units: str = "CPU_AND_NE") -> None:
+        if compute_units not in COMPUTE_UNITS:
+            raise ValueError(f"compute_units must be one of {COMPUTE_UNITS}, got {compute_units!r}")
+        self.compute_units = compute_units
+
+    def available(self) -> bool:
+        return core_ml_runtime_available()
+
+    def unavailable_reason(self) -> str:
+        if platform.system() != "Darwin":
+            return "Core ML exists only on macOS"
+        return "coremltools could not load its Core ML bindings (libcoremlpython)"
+
+    def load(self, program: CompiledProgram) -> CoreMLSession:
+        directory = tempfile.mkdtemp(prefix="anekit-coreml-")
+        path = program.save(Path(directory) / "model.mlpackage")
+        model = ct.models.MLModel(
+            str(path), compute_units=getattr(ct.ComputeUnit, self.compute_units)
+        )
+        return CoreMLSession(model, directory)

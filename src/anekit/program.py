@@ -1,0 +1,244 @@
+"""``CompiledProgram``: a MIL program with its I/O contract, ready to save or run."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from anekit import _miltext
+from anekit._coremltools import Program, core_ml_runtime_available, ct, quiet_passes
+from anekit._version import __version__
+from anekit.errors import ProgramError
+from anekit.trace.api import TensorSpec, TraceResult
+
+#: Deployment targets a traced program may name (ML programs need iOS 16 / macOS 13
+#: or later for the ops the tracer emits).
+DEPLOYMENT_TARGETS = (
+    "macOS13",
+    "macOS14",
+    "macOS15",
+    "macOS26",
+    "iOS16",
+    "iOS17",
+    "iOS18",
+    "iOS26",
+)
+
+
+def deployment_target_from_name(name: str) -> Any:
+    """``ct.target.macOS15`` for ``"macOS15"``; a clear error for anything else."""
+    available = [target for target in DEPLOYMENT_TARGETS if hasattr(ct.target, target)]
+    if name not in available:
+        raise ProgramError(
+            f"unknown deployment target {name!r}; choose one of {', '.join(available)}"
+        )
+    return getattr(ct.target, name)
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    """One op of a program, for listings: name, type, output types, user line."""
+
+    name: str
+    op_type: str
+    outputs: tuple[str, ...]
+    location: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "type": self.op_type,
+            "outputs": list(self.outputs),
+            "location": self.location,
+        }
+
+
+@dataclass(frozen=True)
+class WeightInfo:
+    """A weight tensor of a program (a float ``const``)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype[Any]
+    nbytes: int
+
+
+class CompiledProgram:
+    """A traced MIL program and the contract to call it.
+
+    ``program`` is the coremltools MIL ``Program`` exactly as traced (NumPy dtypes
+    and semantics). :meth:`save` lowers it with coremltools' default pass pipeline
+    at fp16 compute precision into an ``.mlpackage``.
+    """
+
+    def __init__(self, traced: TraceResult, *, deployment_target: str = "macOS15") -> None:
+        self._traced = traced
+        self.deployment_target = deployment_target
+        self._target = deployment_target_from_name(deployment_target)
+        self._sessions: dict[str, Any] = {}
+
+    # -- contract -------------------------------------------------------------------
+
+    @property
+    def program(self) -> Program:
+        """The MIL program (coremltools ``Program``)."""
+        return self._traced.program
+
+    @property
+    def function_name(self) -> str:
+        return self._traced.function_name
+
+    @property
+    def input_specs(self) -> tuple[TensorSpec, ...]:
+        return self._traced.input_specs
+
+    @property
+    def output_specs(self) -> tuple[TensorSpec, ...]:
+        return self._traced.output_specs
+
+    @property
+    def source(self) -> str:
+        """The traced function, as ``module.qualname``."""
+        return self._traced.source
+
+    def ops(self) -> list[OpInfo]:
+        """The program's ops in order, constants included."""
+        function = self.program.functions[self.function_name]
+        return [
+            OpInfo(
+                name=op.name,
+                op_type=op.op_type,
+                outputs=tuple(
+                    _miltext.type_text(var)
+                    if var.name == op.name
+                    else f"{var.name}: {_miltext.type_text(var)}"
+                    for var in op.outputs
+                ),
+                location=_miltext.op_location(op),
+            )
+            for op in function.operations
+        ]
+
+    def weights(self) -> list[WeightInfo]:
+        """The program's weight tensors: float constants with at least one dimension."""
+        function = self.program.functions[self.function_name]
+        found = []
+        for op in function.operations:
+            value = op.outputs[0].val if op.op_type == "const" else None
+            if value is None or np.ndim(value) == 0 or np.asarray(value).dtype.kind != "f":
+                continue
+            array = np.asarray(value)
+            found.append(WeightInfo(op.name, tuple(array.shape), array.dtype, int(array.nbytes)))
+        return found
+
+    def mil_text(self) -> str:
+        """A readable dump of the program, each op with the user line that made it."""
+        return _miltext.format_program(self.program)
+
+    def __repr__(self) -> str:
+        inputs = ", ".join(spec.describe() for spec in self.input_specs)
+        outputs = ", ".join(spec.describe() for spec in self.output_specs)
+        count = sum(1 for op in self.ops() if op.op_type != "const")
+        return f"<CompiledProgram {self.source}({inputs}) -> ({outputs}), {count} ops>"
+
+    # -- packaging ------------------------------------------------------------------
+
+    def to_mlmodel(self) -> Any:
+        """Convert to a coremltools ``MLModel`` (mlprogram, fp16 compute precision).
+
+        On machines without Core ML the model is spec-only (``skip_model_load``).
+        """
+        program = copy.deepcopy(self.program)
+        with quiet_passes():
+            model = ct.convert(
+                program,
+                convert_to="mlprogram",
+                minimum_deployment_target=self._target,
+                compute_precision=ct.precision.FLOAT16,
+                skip_model_load=not core_ml_runtime_available(),
+            )
+        model.author = "anekit"
+        model.version = __version__
+        model.short_description = f"{self.source}, traced by anekit {__version__}"
+        model.user_defined_metadata["anekit.version"] = __version__
+        model.user_defined_metadata["anekit.source"] = self.source
+        for spec in self.input_specs:
+            model.input_description[spec.name] = spec.describe()
+        for spec in self.output_specs:
+            model.output_description[spec.name] = spec.describe()
+        return model
+
+    def save(self, path: str | Path) -> Path:
+        """Write the program as an ``.mlpackage`` at ``path`` and return the path."""
+        target = Path(path)
+        if target.suffix != ".mlpackage":
+            raise ProgramError(
+                f"{target}: a Core ML ML program is saved as a directory ending in .mlpackage"
+            )
+        if target.exists() and not target.is_dir():
+            raise ProgramError(f"{target}: exists and is not a directory")
+        model = self.to_mlmodel()
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.exists():
+                shutil.rmtree(target)
+            model.save(str(target))
+        except OSError as error:
+            raise ProgramError(f"{target}: could not write the package: {error}") from error
+        return target
+
+    # -- running --------------------------------------------------------------------
+
+    def _feeds(self, arrays: tuple[Any, ...]) -> dict[str, np.ndarray]:
+        if len(arrays) != len(self.input_specs):
+            expected = ", ".join(spec.describe() for spec in self.input_specs)
+            raise ProgramError(
+                f"{self.source} takes {len(self.input_specs)} input(s) ({expected}), "
+                f"got {len(arrays)}"
+            )
+        feeds: dict[str, np.ndarray] = {}
+        for spec, value in zip(self.input_specs, arrays, strict=True):
+            array = np.asarray(value)
+            if array.shape != spec.shape:
+                raise ProgramError(
+                    f"input {spec.name!r} must have shape {spec.shape}, got {array.shape}; "
+                    "compiled programs have static shapes: compile again for this shape"
+                )
+            if array.dtype != spec.dtype:
+                if not np.can_cast(array.dtype, spec.dtype, casting="same_kind"):
+                    raise ProgramError(
+                        f"input {spec.name!r} must be {spec.dtype}, got {array.dtype}"
+                    )
+                array = array.astype(spec.dtype)
+            feeds[str(spec.name)] = array
+        return feeds
+
+    def __call__(self, *arrays: Any, backend: str | None = None) -> Any:
+        """Run the program on the best available backend (or the one named)."""
+        from anekit.backends import select_backend
+
+        feeds = self._feeds(arrays)
+        chosen = select_backend(backend)
+        session = self._sessions.get(chosen.name)
+        if session is None:
+            session = chosen.load(self)
+            self._sessions[chosen.name] = session
+        outputs = session.predict(feeds)
+        results = [
+            np.asarray(outputs[str(spec.name)]).reshape(spec.shape).astype(spec.dtype, copy=False)
+            for spec in self.output_specs
+        ]
+        tree = self._traced.output_tree
+        if tree == "single":
+            return results[0]
+        if tree == "dict":
+            return {
+                str(spec.name): result
+                for spec, result in zip(self.output_specs, results, strict=True)
+            }
+        return tuple(results) if tree == "tuple" else results
