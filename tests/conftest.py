@@ -1,0 +1,38 @@
+"""Shared test configuration: offline hubs, platform markers, fixtures."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from anekit._coremltools import core_ml_runtime_available
+
+    if core_ml_runtime_available():
+        return
+    skip = pytest.mark.skip(reason="needs macOS with Core ML (unverified on hardware in CI)")
+    for item in items:
+        if "macos" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANEKIT_HOME", str(tmp_path_factory.mktemp("anekit-home")))
+
+
+__all__ = ["sys"]

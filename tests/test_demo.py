@@ -1,0 +1,96 @@
+"""The seed-003 FFN acceptance test, and the demo and version commands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import coremltools as ct
+import numpy as np
+from click.testing import CliRunner
+
+import anekit
+from anekit import demo
+from anekit.cli import cli
+from tracing import run_program
+
+
+def test_ffn_traces_validates_and_computes_what_numpy_computes() -> None:
+    ffn = demo.make_ffn()
+    x = demo.example_input()
+    program = anekit.compile(ffn, x)
+    program.program.validate()
+    assert [spec.describe() for spec in program.input_specs] == ["x: float16[256, 512]"]
+    assert [spec.describe() for spec in program.output_specs] == ["output: float16[256, 512]"]
+    assert sorted({w.name for w in program.weights()}) == ["W1_T", "W2_T", "W3_T", "g"]
+    # fp16 program evaluated op by op in fp16 matches NumPy's fp16 evaluation.
+    (got,) = run_program(program, x)
+    want = ffn(x)
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=0, atol=1e-2)
+    # ... and the same function traced at fp32 matches NumPy fp32 closely.
+    x32 = x.astype(np.float32)
+    program32 = anekit.compile(ffn, x32)
+    (got32,) = run_program(program32, x32)
+    np.testing.assert_allclose(got32, ffn(x32), rtol=1e-5, atol=1e-5)
+
+
+def test_ffn_package_loads_back_with_the_expected_ops(tmp_path: Path) -> None:
+    result = demo.run(tmp_path)
+    model = ct.models.MLModel(str(result.package), skip_model_load=True)
+    spec = model.get_spec()
+    function = spec.mlProgram.functions["main"]
+    ops = [op.type for op in function.block_specializations[function.opset].operations]
+    for expected in ("matmul", "exp", "sqrt", "real_div", "mul", "add"):
+        assert expected in ops, ops
+    assert ops.count("matmul") == 3
+    (inp,) = spec.description.input
+    (out,) = spec.description.output
+    assert (inp.name, list(inp.type.multiArrayType.shape)) == ("x", [256, 512])
+    assert (out.name, list(out.type.multiArrayType.shape)) == ("output", [256, 512])
+    # three 512x1536 fp16 matrices and the norm weight
+    assert result.package_bytes > 3 * 512 * 1536 * 2
+
+
+def test_demo_command_json(tmp_path: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(cli, ["demo", "--out", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    assert payload["inputs"] == [{"name": "x", "shape": [256, 512], "dtype": "float16"}]
+    assert payload["compute_ops"] == 16
+    assert Path(payload["package"]["path"]).is_dir()
+    assert payload["package"]["bytes"] > 4_000_000
+
+
+def test_demo_command_text(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["demo", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    for text in ("Inputs and outputs", "matmul", "demo.py:", "ffn.mlpackage", "weight tensors"):
+        assert text in result.output
+
+
+def test_demo_defaults_to_anekit_home() -> None:
+    import os
+
+    result = CliRunner().invoke(cli, ["demo", "--json"])
+    assert result.exit_code == 0, result.output
+    package = Path(json.loads(result.output)["package"]["path"])
+    assert package.parent == Path(os.environ["ANEKIT_HOME"]) / "demo"
+
+
+def test_version_command() -> None:
+    result = CliRunner().invoke(cli, ["version", "--json"])
+    assert result.exit_code == 0
+    payload = json.loads(result.output)
+    assert payload["coremltools"] == "9.0"
+    assert "TraceError" in payload["error_codes"]
+    assert "ANEKIT_HOME" in payload["environment"]
+
+
+def test_errors_exit_2_with_one_line(tmp_path: Path) -> None:
+    blocker = tmp_path / "out"
+    blocker.write_text("a file where the demo wants a directory")
+    result = CliRunner().invoke(cli, ["demo", "--out", str(blocker / "sub"), "--json"])
+    assert result.exit_code == 2
+    payload = json.loads(result.output)
+    assert payload["error"] == "ProgramError"

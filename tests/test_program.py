@@ -1,0 +1,161 @@
+"""CompiledProgram: specs, MIL text, saving .mlpackage, and running."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import coremltools as ct
+import numpy as np
+import pytest
+
+import anekit
+from anekit import errors
+from anekit._coremltools import core_ml_runtime_available
+from tracing import run_program
+
+F32 = np.float32
+
+
+def two_outputs(x: Any, ids: Any) -> Any:
+    scaled = x * 2
+    return {"scaled": scaled, "picked": ids + 1}
+
+
+@pytest.fixture
+def program() -> anekit.CompiledProgram:
+    return anekit.compile(two_outputs, np.ones((2, 40), np.float16), np.zeros((3,), np.int32))
+
+
+def test_specs_use_parameter_and_dict_names(program: anekit.CompiledProgram) -> None:
+    assert [spec.describe() for spec in program.input_specs] == [
+        "x: float16[2, 40]",
+        "ids: int32[3]",
+    ]
+    assert [spec.describe() for spec in program.output_specs] == [
+        "scaled: float16[2, 40]",
+        "picked: int32[3]",
+    ]
+    assert "two_outputs" in program.source
+    assert "CompiledProgram" in repr(program) and "2 ops" in repr(program)
+
+
+def test_names_can_be_given(rng: np.random.Generator) -> None:
+    program = anekit.compile(
+        lambda a, b: (a + b, a - b),
+        np.ones(4, F32),
+        np.ones(4, F32),
+        input_names=["left", "right"],
+        output_names=["total", "difference"],
+    )
+    assert [spec.name for spec in program.input_specs] == ["left", "right"]
+    assert [spec.name for spec in program.output_specs] == ["total", "difference"]
+    spec_input = anekit.TensorSpec((4,), np.float16, name="tokens")
+    program = anekit.compile(lambda a: a * 2, spec_input)
+    assert program.input_specs[0].describe() == "tokens: float16[4]"
+
+
+def test_invalid_names_are_refused() -> None:
+    with pytest.raises(errors.TraceError, match="not a valid identifier"):
+        anekit.compile(lambda a: a, np.ones(4, F32), input_names=["not valid"])
+    with pytest.raises(errors.TraceError, match="already the name of an input"):
+        anekit.compile(lambda a: a + 1, np.ones(4, F32), output_names=["a"])
+    with pytest.raises(errors.TraceError, match="unique"):
+        anekit.compile(lambda a, b: a + b, np.ones(4, F32), np.ones(4, F32), input_names=["a", "a"])
+
+
+def test_special_outputs_get_ops() -> None:
+    program = anekit.compile(lambda x: (x, x.sum(), x.sum()), np.ones((2, 3), F32))
+    outputs = run_program(program, np.arange(6, dtype=F32).reshape(2, 3))
+    np.testing.assert_array_equal(outputs[0], np.arange(6, dtype=F32).reshape(2, 3))
+    assert outputs[1].shape == (1,) and outputs[1][0] == 15
+    assert outputs[2][0] == 15
+    assert [spec.shape for spec in program.output_specs] == [(2, 3), (1,), (1,)]
+
+
+def test_mil_text_names_ops_weights_and_lines(program: anekit.CompiledProgram) -> None:
+    weight = np.ones((8, 40), np.float16)
+    traced = anekit.compile(lambda x: x @ weight.T, np.ones((2, 40), np.float16))
+    text = traced.mil_text()
+    assert "func main(%x: fp16[2, 40])" in text
+    assert "%weight_T: fp16[40, 8] = const(<320 values>)" in text
+    assert "matmul(" in text and "test_program.py:" in text
+    assert text.count("\n") >= 3
+
+
+def test_same_function_traces_to_the_same_text() -> None:
+    weight = np.ones((8, 40), np.float16)
+
+    def fn(x: Any) -> Any:
+        return np.tanh(x @ weight.T).sum(axis=-1)
+
+    first = anekit.compile(fn, np.ones((2, 40), np.float16)).mil_text()
+    second = anekit.compile(fn, np.ones((2, 40), np.float16)).mil_text()
+    assert first == second
+
+
+def test_save_writes_a_loadable_mlpackage(program: anekit.CompiledProgram, tmp_path: Path) -> None:
+    path = program.save(tmp_path / "nested" / "model.mlpackage")
+    assert path.is_dir() and (path / "Manifest.json").is_file()
+    model = ct.models.MLModel(str(path), skip_model_load=True)
+    spec = model.get_spec()
+    assert [item.name for item in spec.description.input] == ["x", "ids"]
+    assert [item.name for item in spec.description.output] == ["scaled", "picked"]
+    metadata = dict(spec.description.metadata.userDefined)
+    assert metadata["anekit.source"] == program.source
+    assert "anekit.version" in metadata
+    function = spec.mlProgram.functions["main"]
+    assert function.opset == "CoreML8"  # macOS 15 / iOS 18
+    ops = [op.type for op in function.block_specializations[function.opset].operations]
+    assert "mul" in ops and "add" in ops
+    program.save(path)  # overwriting works
+
+
+def test_save_refuses_bad_paths(program: anekit.CompiledProgram, tmp_path: Path) -> None:
+    with pytest.raises(errors.ProgramError, match=r"\.mlpackage"):
+        program.save(tmp_path / "model.mlmodel")
+    blocker = tmp_path / "file.mlpackage"
+    blocker.write_text("not a package")
+    with pytest.raises(errors.ProgramError, match="not a directory"):
+        program.save(blocker)
+
+
+def test_deployment_target_is_checked() -> None:
+    program = anekit.compile(lambda x: x + 1, np.ones(3, F32), deployment_target="iOS17")
+    assert program.program.functions["main"].opset_version == ct.target.iOS17
+    with pytest.raises(errors.ProgramError, match="unknown deployment target"):
+        anekit.compile(lambda x: x + 1, np.ones(3, F32), deployment_target="macOS9")
+
+
+@pytest.mark.skipif(core_ml_runtime_available(), reason="checks the no-backend error off macOS")
+def test_call_without_a_backend_says_why(program: anekit.CompiledProgram) -> None:
+    with pytest.raises(errors.BackendUnavailableError, match="Core ML exists only on macOS"):
+        program(np.ones((2, 40), np.float16), np.zeros(3, np.int32))
+
+
+def test_call_validates_inputs_first(program: anekit.CompiledProgram) -> None:
+    with pytest.raises(errors.ProgramError, match="takes 2 input"):
+        program(np.ones((2, 40), np.float16))
+    with pytest.raises(errors.ProgramError, match="static shapes"):
+        program(np.ones((3, 40), np.float16), np.zeros(3, np.int32))
+    with pytest.raises(errors.ProgramError, match="must be int32"):
+        program(np.ones((2, 40), np.float16), np.zeros(3, np.float32))
+
+
+@pytest.mark.macos
+def test_call_runs_on_core_ml(program: anekit.CompiledProgram) -> None:
+    x = np.linspace(-1, 1, 80, dtype=np.float16).reshape(2, 40)
+    result = program(x, np.arange(3, dtype=np.int32))
+    np.testing.assert_allclose(result["scaled"], x * 2, rtol=1e-3)
+    np.testing.assert_array_equal(result["picked"], np.arange(1, 4))
+
+
+@pytest.mark.macos
+def test_call_runs_the_demo_ffn_on_core_ml() -> None:
+    from anekit import demo
+
+    ffn, x = demo.make_ffn(), demo.example_input()
+    program = anekit.compile(ffn, x)
+    got = program(x).astype(np.float32)
+    want = ffn(x.astype(np.float32)).astype(np.float32)
+    assert np.abs(got - want).max() / np.abs(want).max() < 1e-2

@@ -1,0 +1,69 @@
+"""Helpers for tracer tests: trace a function, evaluate its program, compare with NumPy."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import anekit
+from anekit.program import CompiledProgram
+from mil_eval import evaluate
+
+_CANONICAL = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32)}
+
+
+def flatten(result: Any) -> list[np.ndarray]:
+    if isinstance(result, dict):
+        return [np.asarray(value) for value in result.values()]
+    if isinstance(result, tuple | list):
+        return [np.asarray(value) for value in result]
+    return [np.asarray(result)]
+
+
+def run_program(program: CompiledProgram, *args: np.ndarray) -> list[np.ndarray]:
+    """Evaluate the traced program with coremltools' value inference."""
+    feeds = {
+        str(spec.name): np.asarray(arg) for spec, arg in zip(program.input_specs, args, strict=True)
+    }
+    return evaluate(program.program, feeds)
+
+
+def assert_traces_like_numpy(
+    fn: Callable[..., Any],
+    *args: np.ndarray,
+    rtol: float = 1e-6,
+    atol: float = 1e-6,
+) -> CompiledProgram:
+    """Trace ``fn``, run the program, and compare with calling ``fn`` on arrays."""
+    program = anekit.compile(fn, *args)
+    with np.errstate(all="ignore"):
+        expected = flatten(fn(*args))
+    actual = run_program(program, *args)
+    assert len(actual) == len(expected)
+    for index, (got, want) in enumerate(zip(actual, expected, strict=True)):
+        want_dtype = _CANONICAL.get(want.dtype, want.dtype)
+        want_shape = want.shape if want.ndim else (1,)
+        assert got.dtype == want_dtype, f"output {index}: dtype {got.dtype}, NumPy {want_dtype}"
+        assert got.shape == want_shape, f"output {index}: shape {got.shape}, NumPy {want_shape}"
+        assert program.output_specs[index].dtype == want_dtype
+        assert program.output_specs[index].shape == want_shape
+        if want.dtype.kind in "fc":
+            np.testing.assert_allclose(
+                got.astype(np.float64),
+                want.reshape(want_shape).astype(np.float64),
+                rtol=rtol,
+                atol=atol,
+                err_msg=f"output {index}",
+            )
+        else:
+            np.testing.assert_array_equal(
+                got, want.reshape(want_shape).astype(want_dtype), err_msg=f"output {index}"
+            )
+    return program
+
+
+def op_types(program: CompiledProgram) -> list[str]:
+    """The program's op types in order, constants left out."""
+    return [op.op_type for op in program.ops() if op.op_type != "const"]
