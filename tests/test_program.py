@@ -159,3 +159,18 @@ def test_call_runs_the_demo_ffn_on_core_ml() -> None:
     got = program(x).astype(np.float32)
     want = ffn(x.astype(np.float32)).astype(np.float32)
     assert np.abs(got - want).max() / np.abs(want).max() < 1e-2
+
+
+def test_saved_package_computes_in_fp16_with_fp32_io(tmp_path: Path) -> None:
+    program = anekit.compile(lambda x: np.tanh(x) * 2, np.ones((4, 32), F32))
+    path = program.save(tmp_path / "f32.mlpackage")
+    spec = ct.models.MLModel(str(path), skip_model_load=True).get_spec()
+    assert (
+        spec.description.input[0].type.multiArrayType.dataType
+        == ct.proto.FeatureTypes_pb2.ArrayFeatureType.FLOAT32
+    )
+    function = spec.mlProgram.functions["main"]
+    ops = function.block_specializations[function.opset].operations
+    tanh = next(op for op in ops if op.type == "tanh")
+    assert tanh.outputs[0].type.tensorType.dataType == ct.proto.MIL_pb2.DataType.FLOAT16
+    assert [op.type for op in ops].count("cast") == 2  # fp32 -> fp16 in, fp16 -> fp32 out

@@ -156,6 +156,15 @@ def broadcast_to(x: Any, shape: Any, subok: bool = False) -> Tracer:
     return P.view_of(P.broadcast_to(t, dims), t)
 
 
+def _joined_parts(arrays: Sequence[Any], dtype: Any, what: str) -> list[Tracer]:
+    """The arrays to join, as tracers of their common dtype (NumPy's, or ``dtype``)."""
+    items = list(arrays)
+    if not items:
+        raise ShapeError(f"need at least one array to {what}", location=user_location())
+    target = P.canonical(np.dtype(dtype), what) if dtype is not None else result_dtype(items, what)
+    return as_tracers(items, target, what)
+
+
 def concatenate(
     arrays: Sequence[Any],
     axis: Any = 0,
@@ -164,15 +173,7 @@ def concatenate(
     dtype: Any = None,
     casting: str = "same_kind",
 ) -> Tracer:
-    arrays = list(arrays)
-    if not arrays:
-        raise ShapeError("need at least one array to concatenate", location=user_location())
-    target = (
-        P.canonical(np.dtype(dtype), "concatenate")
-        if dtype is not None
-        else result_dtype(arrays, "concatenate")
-    )
-    parts = as_tracers(arrays, target, "concatenate")
+    parts = _joined_parts(arrays, dtype, "concatenate")
     if axis is None:
         parts = [P.reshape(part, (part.size,)) for part in parts]
         axis = 0
@@ -207,15 +208,7 @@ def stack(
     dtype: Any = None,
     casting: str = "same_kind",
 ) -> Tracer:
-    arrays = list(arrays)
-    if not arrays:
-        raise ShapeError("need at least one array to stack", location=user_location())
-    target = (
-        P.canonical(np.dtype(dtype), "stack")
-        if dtype is not None
-        else result_dtype(arrays, "stack")
-    )
-    parts = as_tracers(arrays, target, "stack")
+    parts = _joined_parts(arrays, dtype, "stack")
     if any(part.shape != parts[0].shape for part in parts):
         raise ShapeError(
             f"all input arrays must have the same shape; got {[p.shape for p in parts]}",
