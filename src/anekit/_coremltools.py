@@ -2,8 +2,9 @@
 
 On Linux, coremltools logs a warning per missing native proxy at import
 ("Failed to load _MLModelProxy ..."): the prediction and compute-plan libraries
-only exist on macOS (coremltools issue #2465). Those lines are expected there and
-are filtered out here, so they do not drown anekit's own output. Its pass pipeline
+only exist on macOS (coremltools issue #2465). Those lines, and its note that the
+installed torch is newer than the one it was tested with, are filtered out here
+so they do not drown anekit's own output. Its pass pipeline
 also draws a tqdm progress bar per conversion; :func:`quiet_passes` turns that off.
 """
 
@@ -26,14 +27,23 @@ __all__ = [
 ]
 
 
-class _MissingProxyFilter(logging.Filter):
+class _ImportNoiseFilter(logging.Filter):
+    """Drops the messages coremltools logs at import that say nothing actionable here:
+    missing macOS-only proxies on Linux, and the torch version it was last tested with
+    (anekit pins torch==2.13.0 and tests the conversions it relies on)."""
+
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        return not (message.startswith("Failed to load _ML") and "libcoremlpython" in message)
+        if message.startswith("Failed to load _ML") and "libcoremlpython" in message:
+            return False
+        return not (
+            message.startswith("Torch version")
+            and "has not been tested with coremltools" in message
+        )
 
 
 # coremltools logs these through its package logger (``coremltools._logger``).
-logging.getLogger("coremltools").addFilter(_MissingProxyFilter())
+logging.getLogger("coremltools").addFilter(_ImportNoiseFilter())
 
 import coremltools as ct  # noqa: E402
 from coremltools.converters.mil import Builder as mb  # noqa: E402

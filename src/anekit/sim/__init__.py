@@ -1,0 +1,27 @@
+"""The ANE simulator: run any MIL program with the Neural Engine's fp16 numerics.
+
+``run(program, feeds, mode="ane")`` interprets a coremltools MIL program on any
+machine, storing every float value as fp16 with IEEE overflow (``mode="fp32"``
+for reference math), and returns the outputs with a :class:`NumericsReport`:
+per-op ranges, the first op that produced inf/NaN, and warnings for the ANE's
+known numeric cliffs. Results are simulations, never ANE measurements.
+"""
+
+from anekit.sim import ops as _ops  # noqa: F401  (registers the op implementations)
+from anekit.sim.interpreter import SimResult, run
+from anekit.sim.numerics import Numerics
+from anekit.sim.registry import supported_ops
+from anekit.sim.report import RULES, NumericsReport, NumericsWarning, OpStats
+from anekit.sim.single_op import run_op
+
+__all__ = [
+    "RULES",
+    "Numerics",
+    "NumericsReport",
+    "NumericsWarning",
+    "OpStats",
+    "SimResult",
+    "run",
+    "run_op",
+    "supported_ops",
+]

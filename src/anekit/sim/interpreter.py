@@ -1,0 +1,378 @@
+"""The MIL interpreter: one loop over a function's ops, dispatching on op type.
+
+Values live in a dict keyed by Var; each op's inputs are loaded into compute
+form, its implementation runs, and its outputs are stored with the run's
+numerics, checked against the shape MIL declares, measured for the numerics
+report and freed after their last use. Constants (and decompressed weights) are
+stored once per op and numerics mode and reused by later runs.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from coremltools.converters.mil.mil import types
+
+from anekit import _miltext
+from anekit.errors import ProgramError, UnsupportedOpError
+from anekit.sim import cliffs
+from anekit.sim.numerics import Numerics
+from anekit.sim.registry import REGISTRY, OpContext, supported_ops
+from anekit.sim.report import NumericsReport, NumericsWarning, OpStats
+
+#: Ops whose float outputs are some of their float inputs' values, moved or selected:
+#: inputs already stored as fp16 need no rounding again.
+VALUE_PRESERVING = frozenset(
+    {
+        "reshape",
+        "transpose",
+        "expand_dims",
+        "squeeze",
+        "slice_by_index",
+        "slice_by_size",
+        "concat",
+        "stack",
+        "split",
+        "tile",
+        "reverse",
+        "gather",
+        "gather_along_axis",
+        "gather_nd",
+        "identity",
+        "select",
+        "reduce_max",
+        "reduce_min",
+        "maximum",
+        "minimum",
+        "abs",
+        "relu",
+        "flatten2d",
+        "depth_to_space",
+        "space_to_depth",
+        "pixel_shuffle",
+        "pixel_unshuffle",
+    }
+)
+
+#: Ops whose value does not depend on the program's inputs.
+CONSTANT_OPS = frozenset({"const"}) | frozenset(
+    name for name in REGISTRY if name.startswith("constexpr_")
+)
+
+_CONSTANTS: weakref.WeakKeyDictionary[Any, dict[str, tuple[Any, ...]]] = weakref.WeakKeyDictionary()
+
+
+@dataclass
+class SimResult:
+    """Outputs of one simulated run, its numerics report, and optionally every value."""
+
+    outputs: dict[str, np.ndarray]
+    report: NumericsReport
+    seconds: float
+    intermediates: dict[str, np.ndarray] | None = None
+
+
+def _numpy_dtype(var: Any) -> np.dtype[Any] | None:
+    """The NumPy dtype of a tensor or scalar Var, or None for strings and lists."""
+    if not (types.is_tensor(var.sym_type) or types.is_scalar(var.sym_type)):
+        return None
+    if var.dtype is types.str:
+        return None
+    result: np.dtype[Any] = np.dtype(types.nptype_from_builtin(var.dtype))
+    return result
+
+
+def _static_shape(var: Any) -> tuple[int, ...] | None:
+    try:
+        return tuple(int(dim) for dim in var.shape)
+    except TypeError:
+        return None
+
+
+def _float_stats(value: np.ndarray) -> tuple[float, int]:
+    """(max |finite value|, count of inf/NaN) of a float array."""
+    if value.size == 0:
+        return 0.0, 0
+    high, low = float(np.max(value)), float(np.min(value))
+    if np.isfinite(high) and np.isfinite(low):  # NaN or inf anywhere would show here
+        return max(abs(high), abs(low)), 0
+    finite = np.isfinite(value)
+    nonfinite = int(value.size - np.count_nonzero(finite))
+    if nonfinite == value.size:
+        return 0.0, nonfinite
+    return float(np.max(np.abs(value[finite]))), nonfinite
+
+
+def _is_float(value: Any) -> bool:
+    return isinstance(value, np.ndarray | np.generic) and np.asarray(value).dtype.kind == "f"
+
+
+@dataclass(frozen=True, eq=False)
+class _Origin:
+    """Where a value's inf/NaN started: an op that produced them, or a constant."""
+
+    stats: OpStats
+    reason: str
+
+
+class _Run:
+    """The state of one interpretation of one function."""
+
+    def __init__(self, func: Any, name: str, numerics: Numerics, intermediate: bool) -> None:
+        self.func = func
+        self.numerics = numerics
+        self.env: dict[int, Any] = {}
+        self.origins: dict[int, _Origin] = {}
+        self.reported: set[int] = set()
+        self.report = NumericsReport(
+            mode=numerics.mode, accumulation=numerics.accumulation, function=name
+        )
+        self.kept: dict[str, np.ndarray] | None = {} if intermediate else None
+        self.last_use: dict[int, int] = {}
+        for index, op in enumerate(func.operations):
+            for var in op.get_flattened_inputs():
+                self.last_use[id(var)] = index
+        for var in func.outputs:
+            self.last_use[id(var)] = len(func.operations)
+
+    # -- inputs -----------------------------------------------------------------------
+
+    def feed(self, feeds: Mapping[str, Any]) -> None:
+        unknown = sorted(set(feeds) - set(self.func.inputs))
+        if unknown:
+            raise ProgramError(
+                f"unknown input(s) {', '.join(map(repr, unknown))}; "
+                f"the function takes {', '.join(self.func.inputs)}"
+            )
+        for input_name, var in self.func.inputs.items():
+            if input_name not in feeds:
+                raise ProgramError(f"missing input {input_name!r}")
+            value = np.asarray(feeds[input_name])
+            shape = _static_shape(var)
+            if shape is not None and value.shape != shape:
+                raise ProgramError(
+                    f"input {input_name!r} must have shape {shape}, got {value.shape}"
+                )
+            stored = self.numerics.store(self.numerics.load(value), _numpy_dtype(var))
+            self.env[id(var)] = stored
+            if _is_float(stored) and not bool(np.isfinite(stored).all()):
+                max_abs, count = _float_stats(np.asarray(stored))
+                stats = OpStats(input_name, "input", tuple(stored.shape), max_abs, count, None)
+                reason = "does not fit fp16" if np.isfinite(value).all() else "holds inf/NaN"
+                self.origins[id(var)] = _Origin(stats, f"values of the input: it {reason}")
+
+    def arguments(self, op: Any) -> dict[str, Any]:
+        """The op's inputs by MIL name, in compute form, with MIL's defaults filled in."""
+        values: dict[str, Any] = {}
+        for name, var in op.inputs.items():
+            if isinstance(var, list | tuple):
+                values[name] = [self.numerics.load(self.env[id(item)]) for item in var]
+            else:
+                values[name] = self.numerics.load(self.env[id(var)])
+        try:
+            defaults = op.default_inputs()
+        except Exception:
+            defaults = {}
+        for name, value in defaults.items():
+            if name not in values and value is not None:
+                values[name] = value
+        return values
+
+    # -- execution --------------------------------------------------------------------
+
+    def execute(self, index: int, op: Any) -> None:
+        if op.op_type in CONSTANT_OPS:
+            self._constant(op)
+        else:
+            self._compute(op)
+        for var in op.get_flattened_inputs():
+            if self.last_use.get(id(var)) == index:
+                self.env.pop(id(var), None)
+
+    def _implementation(self, op: Any) -> Any:
+        impl = REGISTRY.get(op.op_type)
+        if impl is None:
+            where = _miltext.op_location(op)
+            raise UnsupportedOpError(
+                f"the simulator has no implementation of MIL op `{op.op_type}` (op {op.name!r}"
+                + (f", traced from {where}" if where else "")
+                + f"); it runs: {', '.join(supported_ops())}"
+            )
+        return impl
+
+    def _call(self, op: Any, arguments: dict[str, Any]) -> tuple[tuple[Any, ...], bool]:
+        ctx = OpContext(numerics=self.numerics, op=op)
+        try:
+            result = self._implementation(op)(ctx, **arguments)
+        except (UnsupportedOpError, ProgramError):
+            raise
+        except Exception as error:
+            shapes = ", ".join(
+                f"{key}={np.shape(value)}"
+                for key, value in arguments.items()
+                if not isinstance(value, list | str)
+            )
+            raise ProgramError(
+                f"simulating op {op.name!r} ({op.op_type}) failed: {error}; input shapes {shapes}"
+            ) from error
+        results = result if isinstance(result, tuple) else (result,)
+        if len(results) != len(op.outputs):
+            raise ProgramError(
+                f"op {op.name!r} ({op.op_type}) returned {len(results)} values "
+                f"for {len(op.outputs)} outputs"
+            )
+        location = _miltext.op_location(op)
+        for note in ctx.notes:
+            self.report.warnings.append(
+                NumericsWarning(note.rule, op.name, op.op_type, note.message, location)
+            )
+        return results, ctx.stored
+
+    def _store(self, op: Any, var: Any, value: Any, already_stored: bool = False) -> Any:
+        dtype = _numpy_dtype(var)
+        preserved = already_stored or op.op_type in VALUE_PRESERVING
+        if preserved and _is_float(value) and value.dtype == np.float32:
+            stored = value  # rounded by the op, or stored values moved or selected
+        else:
+            stored = self.numerics.store(value, dtype)
+        shape = _static_shape(var)
+        if shape is not None and dtype is not None and np.shape(stored) != shape:
+            raise ProgramError(
+                f"simulator bug: op {op.name!r} ({op.op_type}) produced shape "
+                f"{np.shape(stored)}, MIL declares {shape}"
+            )
+        return stored
+
+    def _constant(self, op: Any) -> None:
+        """Store a constant once per numerics mode, noting inf/NaN it holds once stored.
+
+        A constant holds inf/NaN either because its value does not fit fp16
+        (``finfo(float32).min`` as a mask fill) or because the package already stores
+        inf (an fp16 conversion did). That is only reported when the values reach a
+        computed result: an infinite clip bound is harmless.
+        """
+        cache = _CONSTANTS.setdefault(op, {})
+        key = f"{self.numerics.mode}"
+        if key not in cache:
+            results, _ = self._call(op, {})
+            stored = tuple(
+                self._store(op, var, value) for var, value in zip(op.outputs, results, strict=True)
+            )
+            finite_source = tuple(
+                not _is_float(value) or bool(np.isfinite(value).all()) for value in results
+            )
+            cache[key] = (stored, finite_source)
+        stored, finite_source = cache[key]
+        for var, value, was_finite in zip(op.outputs, stored, finite_source, strict=True):
+            self.env[id(var)] = value
+            if _is_float(value) and not bool(np.isfinite(value).all()):
+                reason = "does not fit fp16 (|x| > 65504)" if was_finite else "holds inf/NaN"
+                max_abs, count = _float_stats(np.asarray(value))
+                stats = OpStats(
+                    var.name, op.op_type, tuple(np.shape(value)), max_abs, count,
+                    _miltext.op_location(op),
+                )  # fmt: skip
+                self.origins[id(var)] = _Origin(stats, f"values of the constant: it {reason}")
+            dtype = _numpy_dtype(var)
+            if self.kept is not None and dtype is not None:
+                self.kept[var.name] = self.numerics.export(value, dtype)
+
+    def _compute(self, op: Any) -> None:
+        arguments = self.arguments(op)
+        results, already_stored = self._call(op, arguments)
+        for var, value in zip(op.outputs, results, strict=True):
+            stored = self._store(op, var, value, already_stored)
+            self.env[id(var)] = stored
+            dtype = _numpy_dtype(var)
+            if dtype is not None and dtype.kind == "f":
+                self._record(op, var, stored, arguments)
+            if self.kept is not None and dtype is not None:
+                self.kept[var.name] = self.numerics.export(stored, dtype)
+
+    # -- reporting --------------------------------------------------------------------
+
+    def _record(self, op: Any, var: Any, stored: Any, arguments: Mapping[str, Any]) -> None:
+        location = _miltext.op_location(op)
+        max_abs, nonfinite = _float_stats(np.asarray(stored))
+        stats = OpStats(var.name, op.op_type, tuple(np.shape(stored)), max_abs, nonfinite, location)
+        self.report.ops.append(stats)
+        if nonfinite:
+            inherited = next(
+                (
+                    self.origins[id(source)]
+                    for source in op.get_flattened_inputs()
+                    if id(source) in self.origins
+                ),
+                None,
+            )
+            origin = inherited or _Origin(stats, "values are inf/NaN from finite inputs")
+            self.origins[id(var)] = origin
+            self._report_origin(origin)
+        for rule, message in cliffs.check(op, arguments, max_abs):
+            self.report.warnings.append(
+                NumericsWarning(rule, var.name, op.op_type, message, location)
+            )
+
+    def _report_origin(self, origin: _Origin) -> None:
+        """Report where inf/NaN started, once per source."""
+        if id(origin) in self.reported:
+            return
+        self.reported.add(id(origin))
+        stats = origin.stats
+        if self.report.first_nonfinite is None:
+            self.report.first_nonfinite = stats
+        if stats.op_type in CONSTANT_OPS or stats.op_type == "input":
+            self.report.ops.append(stats)
+        self.report.warnings.append(
+            NumericsWarning(
+                "sim.nonfinite",
+                stats.name,
+                stats.op_type,
+                f"{stats.nonfinite} of {int(np.prod(stats.shape, dtype=np.int64))} {origin.reason}",
+                stats.location,
+            )
+        )
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        result = {}
+        for var in self.func.outputs:
+            dtype = _numpy_dtype(var)
+            value = self.env[id(var)]
+            result[var.name] = self.numerics.export(value, dtype) if dtype is not None else value
+        return result
+
+
+def run(
+    program: Any,
+    feeds: Mapping[str, Any],
+    *,
+    mode: str = "ane",
+    accumulation: str = "fp16",
+    function: str | None = None,
+    intermediate: bool = False,
+) -> SimResult:
+    """Interpret ``function`` of a MIL ``program`` on ``feeds``.
+
+    ``mode="ane"`` stores every float value in fp16 (the Neural Engine's
+    arithmetic), ``mode="fp32"`` computes reference math. ``accumulation`` picks
+    how sums accumulate in ``ane`` mode. With ``intermediate=True`` every value is
+    returned too, by Var name, for fp16-vs-fp32 diffing.
+    """
+    numerics = Numerics(mode, accumulation)  # type: ignore[arg-type]
+    name = function or "main"
+    if name not in program.functions:
+        raise ProgramError(
+            f"the program has no function {name!r}; it has {', '.join(program.functions)}"
+        )
+    start = time.perf_counter()
+    state = _Run(program.functions[name], name, numerics, intermediate)
+    state.feed(feeds)
+    for index, op in enumerate(state.func.operations):
+        state.execute(index, op)
+    outputs = state.outputs()
+    return SimResult(outputs, state.report, time.perf_counter() - start, state.kept)

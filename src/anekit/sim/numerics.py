@@ -1,0 +1,125 @@
+"""The two numeric modes of the simulator: fp32 reference math and ANE fp16.
+
+Values of every float MIL type are held in float32 arrays. What differs is how
+an op's result is *stored*:
+
+- ``fp32``: kept in float32 (fp16-declared values too: reference math).
+- ``ane``: rounded to float16, with IEEE overflow to ±inf, as the Neural Engine
+  stores every activation (ane-knowledge.md §2.1 rule 1). The rounded values are
+  kept in float32 arrays (exactly representable there), so the next op reads them
+  without a conversion and BLAS runs at float32 speed. Matmul-like ops compute
+  their float32 product and are rounded once; sums accumulate in fp16 (pairwise,
+  each partial sum rounded) or in fp32, by option.
+
+Integers and booleans are exact in both modes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from anekit.errors import ProgramError
+from anekit.sim.kernels import round_fp16
+
+Mode = Literal["fp32", "ane"]
+Accumulation = Literal["fp16", "fp32"]
+
+MODES: tuple[Mode, ...] = ("fp32", "ane")
+ACCUMULATIONS: tuple[Accumulation, ...] = ("fp16", "fp32")
+
+_FLOAT_KINDS = "f"
+
+
+@dataclass(frozen=True)
+class Numerics:
+    """How values are stored and summed in one simulator run."""
+
+    mode: Mode
+    accumulation: Accumulation = "fp16"
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ProgramError(
+                f"unknown simulator mode {self.mode!r}; choose one of {', '.join(MODES)}"
+            )
+        if self.accumulation not in ACCUMULATIONS:
+            raise ProgramError(
+                f"unknown accumulation {self.accumulation!r}; "
+                f"choose one of {', '.join(ACCUMULATIONS)}"
+            )
+
+    @property
+    def fp16(self) -> bool:
+        """True in ``ane`` mode: float values are stored as float16."""
+        return self.mode == "ane"
+
+    def load(self, value: Any) -> Any:
+        """A value in compute form: floats as float32 (stored values already are)."""
+        if (
+            isinstance(value, np.ndarray)
+            and value.dtype.kind in _FLOAT_KINDS
+            and value.dtype != np.float32
+        ):
+            return value.astype(np.float32)
+        if isinstance(value, np.float16 | np.float64):
+            return np.float32(value)
+        return value
+
+    def store(self, value: Any, dtype: np.dtype[Any] | None) -> Any:
+        """An op result as the program stores it, for a Var of NumPy ``dtype``."""
+        if dtype is None or not isinstance(value, np.ndarray | np.generic | int | float | bool):
+            return value
+        array = np.asarray(value)
+        if dtype.kind in _FLOAT_KINDS:
+            if self.fp16:
+                return round_fp16(array)
+            return array.astype(np.float32, copy=False)
+        if dtype.kind == "b":
+            return array.astype(np.bool_, copy=False)
+        return array.astype(dtype, copy=False)
+
+    def round(self, value: np.ndarray) -> np.ndarray:
+        """An intermediate of a composite op, as the ANE would hold it (float32 form)."""
+        if self.fp16:
+            return round_fp16(value)
+        return value
+
+    def export(self, value: Any, dtype: np.dtype[Any]) -> np.ndarray:
+        """A program output as the caller receives it: the declared dtype, except that
+        reference (``fp32``) runs return every float as float32."""
+        array = np.asarray(value)
+        if dtype.kind in _FLOAT_KINDS and not self.fp16:
+            return array.astype(np.float32, copy=False)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return array.astype(dtype, copy=False)
+
+    def sum(self, x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+        """Sum over ``axes`` with this run's accumulation (float inputs in float32 form)."""
+        if not self.fp16 or self.accumulation == "fp32" or x.dtype.kind not in _FLOAT_KINDS:
+            return np.asarray(np.sum(x, axis=axes, keepdims=keepdims, dtype=x.dtype))
+        return pairwise_fp16_sum(x, axes, keepdims)
+
+
+def pairwise_fp16_sum(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+    """Sum with every partial sum rounded to fp16, combining neighbours pairwise.
+
+    Vectorized: the reduced axes are moved last and flattened, then each level of
+    the pairwise tree adds adjacent columns and rounds (log2(n) levels).
+    """
+    kept = [axis for axis in range(x.ndim) if axis not in axes]
+    moved = np.transpose(x, kept + list(axes))
+    outer = moved.shape[: len(kept)]
+    count = int(np.prod([x.shape[axis] for axis in axes], dtype=np.int64))
+    values = round_fp16(moved.reshape((*outer, count)))
+    while values.shape[-1] > 1:
+        if values.shape[-1] % 2:
+            values = np.concatenate([values, np.zeros((*outer, 1), np.float32)], axis=-1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            values = round_fp16(values[..., 0::2] + values[..., 1::2])
+    result = values[..., 0] if count else np.zeros(outer, np.float32)
+    if keepdims:
+        result = result.reshape([1 if axis in axes else x.shape[axis] for axis in range(x.ndim)])
+    return np.asarray(result)

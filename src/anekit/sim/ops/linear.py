@@ -1,0 +1,215 @@
+"""Matmul-like ops: ``matmul``, ``linear``, ``einsum``, ``conv``, ``conv_transpose``.
+
+They multiply fp16-valued operands in float32 (BLAS) and the interpreter rounds
+the result once: the ANE accumulates these in higher precision than it stores.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from anekit.sim import kernels
+from anekit.sim.ops._util import errstate, out_shape
+from anekit.sim.registry import OpContext, register
+
+
+def _is_float32(a: Any) -> bool:
+    return np.asarray(a).dtype == np.float32
+
+
+def _swap_last(a: Any) -> Any:
+    return np.swapaxes(a, -1, -2) if np.ndim(a) >= 2 else a
+
+
+@register("matmul")
+def matmul(
+    ctx: OpContext, x: Any, y: Any, transpose_x: Any = False, transpose_y: Any = False
+) -> Any:
+    a = _swap_last(x) if transpose_x else x
+    b = _swap_last(y) if transpose_y else y
+    if not (_is_float32(a) and _is_float32(b)):
+        return np.matmul(a, b)
+    ctx.stored = ctx.numerics.fp16
+    with errstate():
+        return kernels.matmul(a, b, rounded=ctx.numerics.fp16)
+
+
+@register("linear")
+def linear(ctx: OpContext, x: Any, weight: Any, bias: Any = None) -> Any:
+    x = np.asarray(x, np.float32)
+    ctx.stored = ctx.numerics.fp16
+    with errstate():
+        # One 2-D GEMM over all leading axes; the bias is added before the one rounding.
+        flat = x.reshape(-1, x.shape[-1])
+        result = kernels.gemm_bt(
+            flat, np.asarray(weight, np.float32), bias, rounded=ctx.numerics.fp16
+        )
+        return result.reshape(*x.shape[:-1], result.shape[-1])
+
+
+@register("einsum")
+def einsum(ctx: OpContext, values: Any, equation: Any) -> Any:
+    with errstate():
+        return np.einsum(str(equation), *values, optimize=True)
+
+
+def _conv_padding(
+    pad_type: str,
+    pad: Any,
+    spatial: tuple[int, ...],
+    kernel: tuple[int, ...],
+    strides: list[int],
+    dilations: list[int],
+) -> list[tuple[int, int]]:
+    if pad_type == "valid":
+        return [(0, 0)] * len(spatial)
+    if pad_type == "custom":
+        flat = [int(value) for value in np.asarray(pad).reshape(-1)]
+        return [(flat[2 * i], flat[2 * i + 1]) for i in range(len(spatial))]
+    if pad_type in ("same", "same_lower"):
+        result = []
+        for size, k, s, d in zip(spatial, kernel, strides, dilations, strict=True):
+            out = math.ceil(size / s)
+            total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
+            small, large = total // 2, total - total // 2
+            result.append((large, small) if pad_type == "same_lower" else (small, large))
+        return result
+    raise ValueError(f"conv: unknown pad_type {pad_type!r}")
+
+
+@register("conv")
+def conv(
+    ctx: OpContext,
+    x: Any,
+    weight: Any,
+    bias: Any = None,
+    strides: Any = None,
+    pad_type: Any = "valid",
+    pad: Any = None,
+    dilations: Any = None,
+    groups: Any = 1,
+) -> Any:
+    x = np.asarray(x)
+    weight = np.asarray(weight)
+    spatial_rank = x.ndim - 2
+    kernel = tuple(weight.shape[2:])
+    stride = (
+        [1] * spatial_rank if strides is None else [int(s) for s in np.asarray(strides).reshape(-1)]
+    )
+    dilation = (
+        [1] * spatial_rank
+        if dilations is None
+        else [int(d) for d in np.asarray(dilations).reshape(-1)]
+    )
+    groups = int(groups)
+    padding = _conv_padding(str(pad_type), pad, tuple(x.shape[2:]), kernel, stride, dilation)
+    with errstate():
+        pointwise = (
+            all(k == 1 for k in kernel)
+            and all(s == 1 for s in stride)
+            and not any(a or b for a, b in padding)
+        )
+        if pointwise and groups == 1:
+            # The ANE's linear layer: one BLAS matmul over channels.
+            flat = x.reshape(x.shape[0], x.shape[1], -1)
+            result = kernels.matmul(weight.reshape(weight.shape[0], -1), flat).reshape(
+                x.shape[0], weight.shape[0], *x.shape[2:]
+            )
+        else:
+            padded = np.pad(x, [(0, 0), (0, 0), *padding])
+            extents = tuple((k - 1) * d + 1 for k, d in zip(kernel, dilation, strict=True))
+            windows = sliding_window_view(padded, extents, axis=tuple(range(2, x.ndim)))  # type: ignore[call-overload]
+            strided = windows[(slice(None), slice(None), *(slice(None, None, s) for s in stride))]
+            strided = strided[(Ellipsis, *(slice(None, None, d) for d in dilation))]
+            # strided: (N, C_in, *out_spatial, *kernel)
+            in_per_group = x.shape[1] // groups
+            out_per_group = weight.shape[0] // groups
+            parts = []
+            kernel_axes = tuple(range(2 + spatial_rank, 2 + 2 * spatial_rank))
+            for group in range(groups):
+                patch = strided[:, group * in_per_group : (group + 1) * in_per_group]
+                w = weight[group * out_per_group : (group + 1) * out_per_group]
+                # contract channels and kernel positions
+                contracted = np.tensordot(
+                    patch, w, axes=([1, *kernel_axes], [1, *range(2, 2 + spatial_rank)])
+                )
+                parts.append(np.moveaxis(contracted, -1, 1))
+            result = np.concatenate(parts, axis=1) if groups > 1 else parts[0]
+        if bias is not None:
+            result = result + np.reshape(bias, (1, -1) + (1,) * spatial_rank)
+    return result
+
+
+@register("conv_transpose")
+def conv_transpose(
+    ctx: OpContext,
+    x: Any,
+    weight: Any,
+    bias: Any = None,
+    pad: Any = None,
+    output_shape: Any = None,
+    pad_type: Any = "valid",
+    strides: Any = None,
+    dilations: Any = None,
+    groups: Any = 1,
+) -> Any:
+    x = np.asarray(x)
+    weight = np.asarray(weight)  # (C_in, C_out / groups, *kernel)
+    spatial_rank = x.ndim - 2
+    kernel = tuple(weight.shape[2:])
+    stride = (
+        [1] * spatial_rank if strides is None else [int(s) for s in np.asarray(strides).reshape(-1)]
+    )
+    dilation = (
+        [1] * spatial_rank
+        if dilations is None
+        else [int(d) for d in np.asarray(dilations).reshape(-1)]
+    )
+    groups = int(groups)
+    in_spatial = x.shape[2:]
+    full = [
+        (n - 1) * s + (k - 1) * d + 1
+        for n, s, k, d in zip(in_spatial, stride, kernel, dilation, strict=True)
+    ]
+    in_per_group = x.shape[1] // groups
+    out_per_group = weight.shape[1]
+    result = np.zeros((x.shape[0], out_per_group * groups, *full), np.float32)
+    with errstate():
+        for group in range(groups):
+            xs = x[:, group * in_per_group : (group + 1) * in_per_group]
+            ws = weight[group * in_per_group : (group + 1) * in_per_group]
+            for offsets in itertools.product(*(range(k) for k in kernel)):
+                contribution = np.tensordot(
+                    xs, ws[(slice(None), slice(None), *offsets)], axes=([1], [0])
+                )
+                contribution = np.moveaxis(contribution, -1, 1)
+                target = tuple(
+                    slice(o * d, o * d + (n - 1) * s + 1, s)
+                    for o, d, n, s in zip(offsets, dilation, in_spatial, stride, strict=True)
+                )
+                result[
+                    (
+                        slice(None),
+                        slice(group * out_per_group, (group + 1) * out_per_group),
+                        *target,
+                    )
+                ] += contribution
+    declared = out_shape(ctx)
+    wanted = list(declared[2:]) if declared else full
+    if str(pad_type) == "custom" and pad is not None:
+        flat = [int(v) for v in np.asarray(pad).reshape(-1)]
+        begins = [flat[2 * i] for i in range(spatial_rank)]
+    elif str(pad_type) in ("same", "same_lower"):
+        begins = [max(f - w, 0) // 2 for f, w in zip(full, wanted, strict=True)]
+    else:
+        begins = [0] * spatial_rank
+    crop = tuple(slice(b, b + w) for b, w in zip(begins, wanted, strict=True))
+    result = result[(slice(None), slice(None), *crop)]
+    if bias is not None:
+        result = result + np.reshape(bias, (1, -1) + (1,) * spatial_rank)
+    return result

@@ -1,0 +1,120 @@
+"""Constants, compile-time weight decompression, pooling and attention."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from anekit.sim.ops._util import errstate
+from anekit.sim.registry import OpContext, register
+
+#: Compile-time (constexpr) weight ops; coremltools defines how each decompresses.
+CONSTEXPR_OPS = (
+    "constexpr_affine_dequantize",
+    "constexpr_cast",
+    "constexpr_lut_to_dense",
+    "constexpr_sparse_to_dense",
+    "constexpr_blockwise_shift_scale",
+    "constexpr_lut_to_sparse",
+    "constexpr_sparse_blockwise_shift_scale",
+)
+
+
+@register("const")
+def const(ctx: OpContext, **_: Any) -> Any:
+    return ctx.op.outputs[0].val
+
+
+@register(*CONSTEXPR_OPS)
+def constexpr(ctx: OpContext, **_: Any) -> Any:
+    """Materialize a compressed weight with coremltools' own decompression."""
+    return ctx.op.materialized_val_inference()
+
+
+def _pool(
+    x: Any, kernel_sizes: Any, strides: Any, pad_type: Any, pad: Any, ceil_mode: Any, fill: float
+) -> tuple[Any, Any]:
+    from anekit.sim.ops.linear import _conv_padding
+
+    spatial_rank = np.ndim(x) - 2
+    kernel = tuple(int(k) for k in np.asarray(kernel_sizes).reshape(-1))
+    stride = (
+        [int(s) for s in np.asarray(strides).reshape(-1)]
+        if strides is not None
+        else [1] * spatial_rank
+    )
+    padding = _conv_padding(
+        str(pad_type), pad, tuple(np.shape(x)[2:]), kernel, stride, [1] * spatial_rank
+    )
+    if ceil_mode:
+        padding = [
+            (b, e + (s - (n + b + e - k) % s) % s)
+            for (b, e), n, k, s in zip(padding, np.shape(x)[2:], kernel, stride, strict=True)
+        ]
+    padded = np.pad(x, [(0, 0), (0, 0), *padding], constant_values=fill)
+    valid = np.pad(np.ones(np.shape(x)[2:], np.float32), padding)
+    windows = sliding_window_view(padded, kernel, axis=tuple(range(2, np.ndim(x))))  # type: ignore[call-overload]
+    counts = sliding_window_view(valid, kernel)
+    step = tuple(slice(None, None, s) for s in stride)
+    return windows[(slice(None), slice(None), *step)], counts[step]
+
+
+@register("max_pool")
+def max_pool(
+    ctx: OpContext,
+    x: Any,
+    kernel_sizes: Any,
+    strides: Any = None,
+    pad_type: Any = "valid",
+    pad: Any = None,
+    ceil_mode: Any = False,
+) -> Any:
+    windows, _ = _pool(x, kernel_sizes, strides, pad_type, pad, ceil_mode, -np.inf)
+    return windows.max(axis=tuple(range(-(np.ndim(x) - 2), 0)))
+
+
+@register("avg_pool")
+def avg_pool(
+    ctx: OpContext,
+    x: Any,
+    kernel_sizes: Any,
+    strides: Any = None,
+    pad_type: Any = "valid",
+    pad: Any = None,
+    exclude_padding_from_average: Any = False,
+    ceil_mode: Any = False,
+) -> Any:
+    windows, counts = _pool(x, kernel_sizes, strides, pad_type, pad, ceil_mode, 0.0)
+    kernel_axes = tuple(range(-(np.ndim(x) - 2), 0))
+    total = windows.sum(axis=kernel_axes)
+    divisor = (
+        counts.sum(axis=kernel_axes)
+        if exclude_padding_from_average
+        else np.prod(np.shape(windows)[-(np.ndim(x) - 2) :])
+    )
+    return total / divisor
+
+
+@register("scaled_dot_product_attention")
+def scaled_dot_product_attention(
+    ctx: OpContext, query: Any, key: Any, value: Any, attn_mask: Any = None
+) -> Any:
+    """softmax(Q Kᵀ / sqrt(d) + mask) V, with intermediates stored as activations."""
+    numerics = ctx.numerics
+    with errstate():
+        scores = numerics.round(np.matmul(query, np.swapaxes(key, -1, -2)))
+        scores = numerics.round(scores / np.float32(math.sqrt(np.shape(query)[-1])))
+        if attn_mask is not None:
+            if np.asarray(attn_mask).dtype == np.bool_:
+                scores = np.where(attn_mask, scores, -np.inf).astype(np.float32)
+            else:
+                scores = numerics.round(scores + attn_mask)
+        shifted = numerics.round(scores - scores.max(axis=-1, keepdims=True))
+        exps = numerics.round(np.exp(shifted))
+        weights = numerics.round(
+            exps / numerics.round(numerics.sum(exps, (np.ndim(exps) - 1,), True))
+        )
+        return np.matmul(weights, value)

@@ -1,0 +1,111 @@
+"""Normalizations, as composites whose intermediates are stored like activations.
+
+In ``ane`` mode every intermediate (mean, centred values, their squares, the
+variance) is rounded to fp16, so the variance of activations whose deviation
+from the mean exceeds 256 overflows (256² = 65536 > 65504) exactly as the seeds
+report; the op notes it (rule ``sim.internal_overflow``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from anekit.sim.ops._util import axes_of, broadcastable, errstate
+from anekit.sim.registry import OpContext, register
+
+
+def _check_variance(ctx: OpContext, x: Any, variance: Any, what: str) -> None:
+    if ctx.numerics.fp16 and not np.isfinite(variance).all() and np.isfinite(x).all():
+        ctx.note(
+            "sim.internal_overflow",
+            f"{what}: the variance overflowed fp16 (a squared deviation above 65504, "
+            "i.e. |x - mean| > 256); its output is wrong",
+        )
+
+
+def _normalize(ctx: OpContext, x: Any, axes: tuple[int, ...], epsilon: Any, what: str) -> Any:
+    numerics = ctx.numerics
+    count = np.float32(int(np.prod([np.shape(x)[axis] for axis in axes], dtype=np.int64)))
+    with errstate():
+        mean = numerics.round(numerics.round(numerics.sum(x, axes, True)) / count)
+        centred = numerics.round(x - mean)
+        squares = numerics.round(centred * centred)
+        variance = numerics.round(numerics.round(numerics.sum(squares, axes, True)) / count)
+        _check_variance(ctx, x, variance, what)
+        scale = numerics.round(np.sqrt(numerics.round(variance + epsilon)))
+        return numerics.round(centred / scale)
+
+
+@register("layer_norm")
+def layer_norm(
+    ctx: OpContext,
+    x: Any,
+    axes: Any = None,
+    gamma: Any = None,
+    beta: Any = None,
+    epsilon: Any = 1e-5,
+) -> Any:
+    chosen = axes_of(axes, np.ndim(x))
+    result = _normalize(ctx, x, chosen, epsilon, "layer_norm")
+    with errstate():
+        if gamma is not None:
+            result = ctx.numerics.round(result * broadcastable(gamma, np.ndim(x), chosen))
+        if beta is not None:
+            result = result + broadcastable(beta, np.ndim(x), chosen)
+    return result
+
+
+@register("instance_norm")
+def instance_norm(
+    ctx: OpContext, x: Any, gamma: Any = None, beta: Any = None, epsilon: Any = 1e-5
+) -> Any:
+    result = _normalize(ctx, x, tuple(range(2, np.ndim(x))), epsilon, "instance_norm")
+    with errstate():
+        if gamma is not None:
+            result = ctx.numerics.round(result * broadcastable(gamma, np.ndim(x), (1,)))
+        if beta is not None:
+            result = result + broadcastable(beta, np.ndim(x), (1,))
+    return result
+
+
+@register("batch_norm")
+def batch_norm(
+    ctx: OpContext,
+    x: Any,
+    mean: Any,
+    variance: Any,
+    gamma: Any = None,
+    beta: Any = None,
+    epsilon: Any = 1e-5,
+) -> Any:
+    with errstate():
+        scale = 1.0 / np.sqrt(variance + epsilon)
+        if gamma is not None:
+            scale = scale * gamma
+        shift = -mean * scale if beta is None else beta - mean * scale
+        return x * broadcastable(scale, np.ndim(x), (1,)) + broadcastable(shift, np.ndim(x), (1,))
+
+
+@register("l2_norm")
+def l2_norm(ctx: OpContext, x: Any, epsilon: Any = 1e-6) -> Any:
+    # MIL normalizes over the last three axes (rank-3 inputs: over all of them).
+    axes = tuple(range(max(np.ndim(x) - 3, 0), np.ndim(x)))
+    with errstate():
+        squares = ctx.numerics.round(np.asarray(x) * x)
+        total = ctx.numerics.round(ctx.numerics.sum(squares, axes, True))
+        return x / np.sqrt(total + epsilon)
+
+
+@register("local_response_norm")
+def local_response_norm(
+    ctx: OpContext, x: Any, size: Any, alpha: Any = 1e-4, beta: Any = 0.75, k: Any = 1.0
+) -> Any:
+    # Over channels (axis 1): x / (k + alpha/size * sum of squares in a window)^beta.
+    half = int(size) // 2
+    squares = np.asarray(x) * x
+    padded = np.pad(squares, [(0, 0), (half, int(size) - 1 - half)] + [(0, 0)] * (np.ndim(x) - 2))
+    window = sum(padded[:, i : i + np.shape(x)[1]] for i in range(int(size)))
+    with errstate():
+        return x / np.power(k + alpha / int(size) * window, beta)

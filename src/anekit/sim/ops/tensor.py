@@ -1,0 +1,352 @@
+"""Layout, indexing and creation ops. Values pass through unchanged (no rounding
+happens that storage would not do anyway); shapes follow MIL's definitions, and
+the interpreter checks every result against the shape MIL declared."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from coremltools.converters.mil.mil.ops.defs._utils import solve_slice_by_index_slice
+
+from anekit.sim.ops._util import axes_of, axis_of, errstate, out_shape
+from anekit.sim.registry import OpContext, register
+
+
+@register("reshape")
+def reshape(ctx: OpContext, x: Any, shape: Any) -> Any:
+    declared = out_shape(ctx)
+    if declared is not None:
+        return np.reshape(x, declared)
+    dims = [int(d) for d in np.asarray(shape).reshape(-1)]
+    dims = [np.shape(x)[i] if d == 0 else d for i, d in enumerate(dims)]
+    return np.reshape(x, dims)
+
+
+@register("reshape_like")
+def reshape_like(
+    ctx: OpContext, x: Any, ref_tensors: Any, begins: Any, ends: Any, end_masks: Any
+) -> Any:
+    declared = out_shape(ctx)
+    assert declared is not None
+    return np.reshape(x, declared)
+
+
+@register("transpose")
+def transpose(ctx: OpContext, x: Any, perm: Any) -> Any:
+    return np.transpose(x, [int(p) for p in np.asarray(perm).reshape(-1)])
+
+
+@register("expand_dims")
+def expand_dims(ctx: OpContext, x: Any, axes: Any) -> Any:
+    rank = np.ndim(x) + np.size(axes)
+    positions = sorted(int(a) % rank for a in np.asarray(axes).reshape(-1))
+    return np.expand_dims(x, tuple(positions))
+
+
+@register("squeeze")
+def squeeze(ctx: OpContext, x: Any, axes: Any = None) -> Any:
+    if axes is None:
+        return np.squeeze(x)
+    # MIL (like PyTorch) ignores listed axes whose size is not 1.
+    chosen = tuple(axis for axis in axes_of(axes, np.ndim(x)) if np.shape(x)[axis] == 1)
+    return np.squeeze(x, axis=chosen) if chosen else np.asarray(x)
+
+
+@register("flatten2d")
+def flatten2d(ctx: OpContext, x: Any, axis: Any = 1) -> Any:
+    # MIL: (prod(shape[:axis]), prod(shape[axis:])), with Python's slicing of axis.
+    shape = np.shape(x)
+    return np.reshape(x, (int(np.prod(shape[: int(axis)], dtype=np.int64)), -1))
+
+
+@register("concat")
+def concat(ctx: OpContext, values: Any, axis: Any, interleave: Any = False) -> Any:
+    index = axis_of(axis, np.ndim(values[0]))
+    if not interleave:
+        return np.concatenate(values, axis=index)
+    stacked = np.stack(values, axis=index + 1)
+    shape = list(np.shape(values[0]))
+    shape[index] *= len(values)
+    return stacked.reshape(shape)
+
+
+@register("stack")
+def stack(ctx: OpContext, values: Any, axis: Any) -> Any:
+    return np.stack(values, axis=int(axis) % (np.ndim(values[0]) + 1))
+
+
+@register("split")
+def split(
+    ctx: OpContext, x: Any, num_splits: Any = None, split_sizes: Any = None, axis: Any = 0
+) -> Any:
+    index = axis_of(axis, np.ndim(x))
+    if split_sizes is not None:
+        bounds = np.cumsum(np.asarray(split_sizes).reshape(-1))[:-1]
+        return tuple(np.split(x, bounds, axis=index))
+    return tuple(np.split(x, int(num_splits), axis=index))
+
+
+@register("slice_by_index")
+def slice_by_index(
+    ctx: OpContext,
+    x: Any,
+    begin: Any,
+    end: Any,
+    stride: Any = None,
+    begin_mask: Any = None,
+    end_mask: Any = None,
+    squeeze_mask: Any = None,
+) -> Any:
+    rank = np.ndim(x)
+    masks = [
+        np.zeros(rank, bool) if m is None else np.asarray(m, bool)
+        for m in (begin_mask, end_mask, squeeze_mask)
+    ]
+    steps = np.ones(rank, np.int32) if stride is None else np.asarray(stride)
+    slices = solve_slice_by_index_slice(
+        np.shape(x), np.asarray(begin), np.asarray(end), steps, *masks
+    )
+    result = np.asarray(x)[tuple(slices)]
+    squeeze_axes = tuple(i for i, flag in enumerate(masks[2]) if flag)
+    return np.squeeze(result, axis=squeeze_axes) if squeeze_axes else result
+
+
+@register("slice_by_size")
+def slice_by_size(ctx: OpContext, x: Any, begin: Any, size: Any) -> Any:
+    index = []
+    for b, s, dim in zip(
+        np.asarray(begin).reshape(-1), np.asarray(size).reshape(-1), np.shape(x), strict=True
+    ):
+        start = int(b) % dim if dim else 0
+        index.append(slice(start, dim if int(s) == -1 else start + int(s)))
+    return np.asarray(x)[tuple(index)]
+
+
+@register("tile")
+def tile(ctx: OpContext, x: Any, reps: Any) -> Any:
+    return np.tile(x, [int(r) for r in np.asarray(reps).reshape(-1)])
+
+
+@register("reverse")
+def reverse(ctx: OpContext, x: Any, axes: Any = None) -> Any:
+    return np.flip(x, axis=axes_of(axes, np.ndim(x)))
+
+
+_PAD_MODES = {
+    "constant": "constant",
+    "reflect": "reflect",
+    "replicate": "edge",
+    "symmetric": "symmetric",
+}
+
+
+@register("pad")
+def pad(ctx: OpContext, x: Any, pad: Any, mode: Any = "constant", constant_val: Any = 0.0) -> Any:
+    flat = [int(v) for v in np.asarray(pad).reshape(-1)]
+    count = len(flat) // 2
+    widths = [(0, 0)] * (np.ndim(x) - count) + [
+        (flat[2 * i], flat[2 * i + 1]) for i in range(count)
+    ]
+    numpy_mode = _PAD_MODES[str(mode)]
+    if numpy_mode == "constant":
+        return np.pad(x, widths, mode="constant", constant_values=constant_val)
+    return np.pad(x, widths, mode=numpy_mode)  # type: ignore[call-overload]
+
+
+def _wrap_indices(indices: Any, size: int) -> Any:
+    array = np.asarray(indices).astype(np.int64)
+    return np.where(array < 0, array + size, array)
+
+
+@register("gather")
+def gather(
+    ctx: OpContext,
+    x: Any,
+    indices: Any,
+    axis: Any = 0,
+    batch_dims: Any = 0,
+    validate_indices: Any = False,
+) -> Any:
+    index = axis_of(axis, np.ndim(x))
+    batch = int(batch_dims)
+    picked = _wrap_indices(indices, np.shape(x)[index])
+    if batch == 0:
+        return np.take(x, picked, axis=index)
+    batch_shape = np.shape(x)[:batch]
+    flat_x = np.reshape(x, (-1, *np.shape(x)[batch:]))
+    flat_i = np.reshape(picked, (-1, *np.shape(picked)[batch:]))
+    parts = [np.take(flat_x[b], flat_i[b], axis=index - batch) for b in range(flat_x.shape[0])]
+    return np.reshape(np.stack(parts), (*batch_shape, *parts[0].shape))
+
+
+@register("gather_along_axis")
+def gather_along_axis(
+    ctx: OpContext, x: Any, indices: Any, axis: Any = 0, validate_indices: Any = False
+) -> Any:
+    index = axis_of(axis, np.ndim(x))
+    return np.take_along_axis(np.asarray(x), _wrap_indices(indices, np.shape(x)[index]), axis=index)
+
+
+@register("gather_nd")
+def gather_nd(
+    ctx: OpContext, x: Any, indices: Any, batch_dims: Any = 0, validate_indices: Any = False
+) -> Any:
+    if int(batch_dims):
+        raise NotImplementedError("gather_nd with batch_dims > 0")
+    picked = np.asarray(indices).astype(np.int64)
+    depth = picked.shape[-1]
+    wrapped = [
+        np.where(picked[..., i] < 0, picked[..., i] + np.shape(x)[i], picked[..., i])
+        for i in range(depth)
+    ]
+    return np.asarray(x)[tuple(wrapped)]
+
+
+@register("fill")
+def fill(ctx: OpContext, shape: Any, value: Any = 0.0) -> Any:
+    return np.full([int(d) for d in np.asarray(shape).reshape(-1)], value)
+
+
+@register("fill_like")
+def fill_like(ctx: OpContext, ref_tensor: Any, value: Any = 0.0) -> Any:
+    return np.full(np.shape(ref_tensor), value)
+
+
+@register("range_1d")
+def range_1d(ctx: OpContext, start: Any, end: Any, step: Any) -> Any:
+    return np.arange(start, end, step)
+
+
+@register("shape")
+def shape(ctx: OpContext, x: Any) -> Any:
+    return np.asarray(np.shape(x), np.int32)
+
+
+@register("one_hot")
+def one_hot(
+    ctx: OpContext,
+    indices: Any,
+    one_hot_vector_size: Any,
+    axis: Any = -1,
+    on_value: Any = 1,
+    off_value: Any = 0,
+) -> Any:
+    size = int(one_hot_vector_size)
+    encoded = np.arange(size) == np.expand_dims(np.asarray(indices), -1)
+    result = np.where(encoded, on_value, off_value)
+    return np.moveaxis(result, -1, int(axis) % result.ndim)
+
+
+@register("band_part")
+def band_part(ctx: OpContext, x: Any, lower: Any = -1, upper: Any = -1) -> Any:
+    rows, cols = np.shape(x)[-2:]
+    m = np.arange(rows)[:, None]
+    n = np.arange(cols)[None, :]
+    keep = ((int(lower) < 0) | (m - n <= int(lower))) & ((int(upper) < 0) | (n - m <= int(upper)))
+    return np.where(keep, x, 0).astype(np.asarray(x).dtype)
+
+
+@register("depth_to_space", "pixel_shuffle")
+def depth_to_space(
+    ctx: OpContext, x: Any, block_size: Any = None, upscale_factor: Any = None
+) -> Any:
+    b = int(block_size if block_size is not None else upscale_factor)
+    n, c, h, w = np.shape(x)
+    if ctx.op.op_type == "pixel_shuffle":
+        y = np.reshape(x, (n, c // (b * b), b, b, h, w)).transpose(0, 1, 4, 2, 5, 3)
+    else:
+        y = np.reshape(x, (n, b, b, c // (b * b), h, w)).transpose(0, 3, 4, 1, 5, 2)
+    return y.reshape(n, c // (b * b), h * b, w * b)
+
+
+@register("space_to_depth", "pixel_unshuffle")
+def space_to_depth(
+    ctx: OpContext, x: Any, block_size: Any = None, downscale_factor: Any = None
+) -> Any:
+    b = int(block_size if block_size is not None else downscale_factor)
+    n, c, h, w = np.shape(x)
+    y = np.reshape(x, (n, c, h // b, b, w // b, b))
+    if ctx.op.op_type == "pixel_unshuffle":
+        y = y.transpose(0, 1, 3, 5, 2, 4)
+    else:
+        y = y.transpose(0, 3, 5, 1, 2, 4)
+    return y.reshape(n, c * b * b, h // b, w // b)
+
+
+def _sorted_indices(x: Any, axis: int, ascending: bool) -> Any:
+    keys = np.asarray(x) if ascending else -np.asarray(x)
+    return np.argsort(keys, axis=axis, kind="stable")
+
+
+@register("argsort")
+def argsort(ctx: OpContext, x: Any, axis: Any = -1, ascending: Any = False) -> Any:
+    return _sorted_indices(x, axis_of(axis, np.ndim(x)), bool(ascending)).astype(np.int32)
+
+
+@register("topk")
+def topk(
+    ctx: OpContext,
+    x: Any,
+    k: Any = 1,
+    axis: Any = -1,
+    ascending: Any = False,
+    sort: Any = True,
+    return_indices: Any = True,
+    output_indices_dtype: Any = "int32",
+) -> Any:
+    index = axis_of(axis, np.ndim(x))
+    order = np.take(_sorted_indices(x, index, bool(ascending)), range(int(k)), axis=index)
+    values = np.take_along_axis(np.asarray(x), order, axis=index)
+    if not return_indices:
+        return values
+    return values, order.astype(np.dtype(str(output_indices_dtype)))
+
+
+@register("upsample_nearest_neighbor")
+def upsample_nearest_neighbor(
+    ctx: OpContext, x: Any, scale_factor_height: Any = 1, scale_factor_width: Any = 1
+) -> Any:
+    declared = out_shape(ctx)
+    assert declared is not None
+    height, width = declared[-2:]
+    rows = (np.arange(height) / float(scale_factor_height)).astype(np.int64)
+    cols = (np.arange(width) / float(scale_factor_width)).astype(np.int64)
+    return np.asarray(x)[..., rows[:, None], cols[None, :]]
+
+
+@register("quantize")
+def quantize(
+    ctx: OpContext,
+    input: Any,
+    scale: Any,
+    output_dtype: Any,
+    zero_point: Any = None,
+    axis: Any = None,
+) -> Any:
+    dtype = np.int8 if str(output_dtype) == "int8" else np.uint8
+    scale_b, zero_b = _broadcast_quant(input, scale, zero_point, axis)
+    info = np.iinfo(dtype)
+    with errstate():
+        values = np.round(np.asarray(input, np.float32) / scale_b) + zero_b
+    return np.clip(values, info.min, info.max).astype(dtype)
+
+
+@register("dequantize")
+def dequantize(
+    ctx: OpContext, input: Any, scale: Any, zero_point: Any = None, axis: Any = None
+) -> Any:
+    scale_b, zero_b = _broadcast_quant(input, scale, zero_point, axis)
+    return (np.asarray(input, np.float32) - zero_b) * scale_b
+
+
+def _broadcast_quant(data: Any, scale: Any, zero_point: Any, axis: Any) -> tuple[Any, Any]:
+    def shaped(param: Any) -> Any:
+        array = np.asarray(param, np.float32)
+        if array.ndim == 0 or axis is None:
+            return array
+        shape = [1] * np.ndim(data)
+        shape[int(axis) % np.ndim(data)] = array.size
+        return array.reshape(shape)
+
+    return shaped(scale), (np.float32(0) if zero_point is None else shaped(zero_point))

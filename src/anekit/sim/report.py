@@ -1,0 +1,133 @@
+"""The numerics report of a simulator run: per-op ranges, inf/NaN, ANE cliffs.
+
+Every run is labelled ``simulated``: these are properties of the program's fp16
+arithmetic as modelled here, not measurements of a Neural Engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Warning rules: id -> what it means and where the number comes from.
+RULES: dict[str, str] = {
+    "sim.nonfinite": "the op produced inf or NaN from finite inputs",
+    "sim.internal_overflow": "an intermediate inside the op overflowed fp16, so its output "
+    "is wrong even where finite",
+    "ane.matmul_saturation": "matmul/conv/linear/einsum outputs above 32752 (about fp16 max / 2) "
+    "saturate to ±inf on the ANE (M2 Pro, M5; aneforge docs/numeric-cliffs.md, prior-art.md §1.7)",
+    "ane.small_log_input": "rsqrt/log inputs below about 7.63e-6 return ±inf on the ANE "
+    "(libane docs/graph-ir.md, prior-art.md §1.8)",
+    "ane.attention_score_size": "a per-head attention score tensor of 2^20 elements or more gives "
+    "wrong results on the ANE; split the query rows (eeane attention_split.py, prior-art.md §1.4)",
+    "ane.width_slice_saturation": "before A16, a slice with a non-zero offset on the last axis "
+    "saturates values above |4094| (ane-knowledge.md §2.1 rule 7)",
+}
+
+
+@dataclass(frozen=True)
+class OpStats:
+    """What one op's float output looked like."""
+
+    name: str
+    op_type: str
+    shape: tuple[int, ...]
+    max_abs: float
+    nonfinite: int
+    location: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "op": self.name,
+            "type": self.op_type,
+            "shape": list(self.shape),
+            "max_abs": self.max_abs,
+            "nonfinite": self.nonfinite,
+            "location": self.location,
+        }
+
+
+@dataclass(frozen=True)
+class NumericsWarning:
+    """A rule that fired on one op."""
+
+    rule: str
+    op: str
+    op_type: str
+    message: str
+    location: str | None
+
+    def __str__(self) -> str:
+        where = f" at {self.location}" if self.location else ""
+        return f"[{self.rule}] {self.op} ({self.op_type}){where}: {self.message}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "op": self.op,
+            "type": self.op_type,
+            "message": self.message,
+            "location": self.location,
+        }
+
+
+@dataclass
+class NumericsReport:
+    """Per-op statistics and warnings of one simulated run."""
+
+    mode: str
+    accumulation: str
+    function: str
+    ops: list[OpStats] = field(default_factory=list)
+    warnings: list[NumericsWarning] = field(default_factory=list)
+    first_nonfinite: OpStats | None = None
+    simulated: bool = True
+
+    @property
+    def ok(self) -> bool:
+        """No inf/NaN produced and no warning raised."""
+        return self.first_nonfinite is None and not self.warnings
+
+    def stats(self, op_name: str) -> OpStats:
+        """The statistics of the op called ``op_name``."""
+        for item in self.ops:
+            if item.name == op_name:
+                return item
+        raise KeyError(op_name)
+
+    def warnings_for(self, rule: str) -> list[NumericsWarning]:
+        return [warning for warning in self.warnings if warning.rule == rule]
+
+    def summary(self) -> str:
+        """One paragraph: mode, largest magnitude, first inf/NaN, warnings."""
+        peak = max(self.ops, key=lambda item: item.max_abs, default=None)
+        lines = [
+            f"simulated ({self.mode} numerics, {self.accumulation} accumulation) over "
+            f"{len(self.ops)} ops of function {self.function!r}"
+        ]
+        if peak is not None:
+            lines.append(f"largest |value|: {peak.max_abs:.6g} at {peak.name} ({peak.op_type})")
+        if self.first_nonfinite is not None:
+            first = self.first_nonfinite
+            where = f" at {first.location}" if first.location else ""
+            lines.append(
+                f"first inf/NaN: {first.name} ({first.op_type}){where}, "
+                f"{first.nonfinite} non-finite values"
+            )
+        else:
+            lines.append("no inf or NaN produced")
+        lines.extend(f"warning {warning}" for warning in self.warnings)
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "simulated": self.simulated,
+            "mode": self.mode,
+            "accumulation": self.accumulation,
+            "function": self.function,
+            "first_nonfinite": None
+            if self.first_nonfinite is None
+            else self.first_nonfinite.to_json(),
+            "warnings": [warning.to_json() for warning in self.warnings],
+            "ops": [item.to_json() for item in self.ops],
+        }
