@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -11,7 +12,7 @@ from anekit._version import __version__
 from anekit.program import CompiledProgram
 from anekit.trace import TensorSpec
 
-__all__ = ["CompiledProgram", "TensorSpec", "__version__", "compile"]
+__all__ = ["CompiledProgram", "TensorSpec", "__version__", "compile", "load"]
 
 
 def compile(
@@ -40,4 +41,16 @@ def compile(
     traced = trace_function(
         fn, example_args, input_names=input_names, output_names=output_names, target=target
     )
-    return CompiledProgram(traced, deployment_target=deployment_target)
+    return CompiledProgram.from_trace(traced, deployment_target=deployment_target)
+
+
+def load(path: str | os.PathLike[str], *, function: str | None = None) -> CompiledProgram:
+    """Read an ``.mlpackage`` (or mlprogram ``.mlmodel``) back into a MIL program.
+
+    Works on any OS (coremltools' milproto loader); ``function`` picks a function
+    of a multifunction package (default: the package's default function). The
+    result runs in the simulator off macOS and on Core ML on a Mac.
+    """
+    from anekit.frontends.mlpackage import load_package
+
+    return load_package(path, function=function)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,10 @@ import numpy as np
 from anekit import _miltext
 from anekit._coremltools import Program, core_ml_runtime_available, ct, quiet_passes
 from anekit._version import __version__
+from anekit.backends import RunReport
 from anekit.errors import ProgramError
-from anekit.trace.api import TensorSpec, TraceResult
+from anekit.trace import dtypes
+from anekit.trace.api import OutputTree, TensorSpec, TraceResult
 
 #: Deployment targets a traced program may name (ML programs need iOS 16 / macOS 13
 #: or later for the ops the tracer emits).
@@ -38,6 +41,10 @@ def deployment_target_from_name(name: str) -> Any:
             f"unknown deployment target {name!r}; choose one of {', '.join(available)}"
         )
     return getattr(ct.target, name)
+
+
+def _spec(var: Any, name: str) -> TensorSpec:
+    return TensorSpec(tuple(int(dim) for dim in var.shape), dtypes.from_mil(var.dtype), name)
 
 
 @dataclass(frozen=True)
@@ -69,42 +76,87 @@ class WeightInfo:
 
 
 class CompiledProgram:
-    """A traced MIL program and the contract to call it.
+    """A MIL program, one of its functions, and the contract to call it.
 
-    ``program`` is the coremltools MIL ``Program`` exactly as traced (NumPy dtypes
-    and semantics). :meth:`save` lowers it with coremltools' default pass pipeline
-    at fp16 compute precision into an ``.mlpackage``.
+    ``program`` is a coremltools MIL ``Program``: exactly as traced (NumPy dtypes
+    and semantics) for :func:`anekit.compile`, or as read back from a package for
+    :func:`anekit.load`. :meth:`save` lowers it with coremltools' default pass
+    pipeline at fp16 compute precision into an ``.mlpackage``.
     """
 
-    def __init__(self, traced: TraceResult, *, deployment_target: str = "macOS15") -> None:
-        self._traced = traced
-        self.deployment_target = deployment_target
-        self._target = deployment_target_from_name(deployment_target)
+    def __init__(
+        self,
+        program: Program,
+        *,
+        function_name: str = "main",
+        output_tree: OutputTree = "single",
+        source: str = "<program>",
+        deployment_target: Any = "macOS15",
+        locations: dict[str, Any] | None = None,
+    ) -> None:
+        if function_name not in program.functions:
+            raise ProgramError(
+                f"the program has no function {function_name!r}; "
+                f"it has {', '.join(program.functions)}"
+            )
+        self._program = program
+        self._function_name = function_name
+        self._output_tree = output_tree
+        self._source = source
+        self._target = (
+            deployment_target_from_name(deployment_target)
+            if isinstance(deployment_target, str)
+            else deployment_target
+        )
+        self.deployment_target = (
+            deployment_target if isinstance(deployment_target, str) else str(deployment_target.name)
+        )
+        self.locations = dict(locations or {})
+        function = program.functions[function_name]
+        self._input_specs = tuple(_spec(var, name) for name, var in function.inputs.items())
+        self._output_specs = tuple(_spec(var, var.name) for var in function.outputs)
         self._sessions: dict[str, Any] = {}
+        #: How the last call ran (backend, simulated or not, numerics report).
+        self.last_run: RunReport | None = None
+
+    @classmethod
+    def from_trace(
+        cls, traced: TraceResult, *, deployment_target: str = "macOS15"
+    ) -> CompiledProgram:
+        """The program a trace produced."""
+        return cls(
+            traced.program,
+            function_name=traced.function_name,
+            output_tree=traced.output_tree,
+            source=traced.source,
+            deployment_target=deployment_target,
+            locations=traced.locations,
+        )
 
     # -- contract -------------------------------------------------------------------
 
     @property
     def program(self) -> Program:
         """The MIL program (coremltools ``Program``)."""
-        return self._traced.program
+        return self._program
 
     @property
     def function_name(self) -> str:
-        return self._traced.function_name
+        """The function of :attr:`program` this object runs and saves."""
+        return self._function_name
 
     @property
     def input_specs(self) -> tuple[TensorSpec, ...]:
-        return self._traced.input_specs
+        return self._input_specs
 
     @property
     def output_specs(self) -> tuple[TensorSpec, ...]:
-        return self._traced.output_specs
+        return self._output_specs
 
     @property
     def source(self) -> str:
-        """The traced function, as ``module.qualname``."""
-        return self._traced.source
+        """Where the program came from: ``module.qualname`` or a package path."""
+        return self._source
 
     def ops(self) -> list[OpInfo]:
         """The program's ops in order, constants included."""
@@ -153,7 +205,7 @@ class CompiledProgram:
 
         On machines without Core ML the model is spec-only (``skip_model_load``).
         """
-        program = copy.deepcopy(self.program)
+        program = self._single_function_copy()
         with quiet_passes():
             model = ct.convert(
                 program,
@@ -172,6 +224,19 @@ class CompiledProgram:
         for spec in self.output_specs:
             model.output_description[spec.name] = spec.describe()
         return model
+
+    def _single_function_copy(self) -> Program:
+        """A deep copy of the program holding only this function, named ``main``."""
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, 20_000))  # deep op graphs recurse in deepcopy
+        try:
+            program = copy.deepcopy(self._program)
+        finally:
+            sys.setrecursionlimit(limit)
+        function = program.functions[self._function_name]
+        program.functions.clear()
+        program.functions["main"] = function
+        return program
 
     def save(self, path: str | Path) -> Path:
         """Write the program as an ``.mlpackage`` at ``path`` and return the path."""
@@ -218,25 +283,32 @@ class CompiledProgram:
             feeds[str(spec.name)] = array
         return feeds
 
-    def __call__(self, *arrays: Any, backend: str | None = None) -> Any:
-        """Run the program on the best available backend (or the one named)."""
+    def __call__(self, *arrays: Any, backend: str | None = None, mode: str | None = None) -> Any:
+        """Run the program on the best available backend (or the one named).
+
+        On a Mac that is Core ML (``CPU_AND_NE``); elsewhere the ANE simulator, in
+        ``ane`` numerics unless ``mode="fp32"``. :attr:`last_run` says which ran and,
+        for the simulator, holds its numerics report.
+        """
         from anekit.backends import select_backend
 
         feeds = self._feeds(arrays)
-        chosen = select_backend(backend)
-        session = self._sessions.get(chosen.name)
+        chosen = select_backend(backend if backend is not None else ("sim" if mode else None))
+        key = f"{chosen.name}:{mode or ''}"
+        session = self._sessions.get(key)
         if session is None:
-            session = chosen.load(self)
-            self._sessions[chosen.name] = session
+            session = chosen.load(self, mode=mode)
+            self._sessions[key] = session
         outputs = session.predict(feeds)
+        self.last_run = session.last_run
         results = [
             np.asarray(outputs[str(spec.name)]).reshape(spec.shape).astype(spec.dtype, copy=False)
             for spec in self.output_specs
         ]
-        tree = self._traced.output_tree
-        if tree == "single":
+        tree = self._output_tree
+        if tree == "single" and len(results) == 1:
             return results[0]
-        if tree == "dict":
+        if tree in ("dict", "single"):
             return {
                 str(spec.name): result
                 for spec, result in zip(self.output_specs, results, strict=True)

@@ -1,7 +1,8 @@
 """Backends run compiled programs: one protocol, imported lazily by name.
 
-Only the Core ML backend exists so far (macOS). The simulator backend arrives with
-``anekit.sim``; ONNX Runtime with the lanes work.
+``coreml`` (macOS: Core ML, on the ANE where it places ops) is preferred where it
+exists; ``sim`` (the ANE simulator) runs everywhere. ONNX Runtime arrives with the
+lanes work.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 import importlib
 import platform
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -18,11 +20,33 @@ from anekit.errors import BackendUnavailableError
 if TYPE_CHECKING:
     from anekit.program import CompiledProgram
 
-__all__ = ["Backend", "Session", "available_backends", "select_backend"]
+__all__ = ["Backend", "RunReport", "Session", "available_backends", "select_backend"]
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """How one run happened: which backend and device, simulated or not, how long.
+
+    ``numerics`` is the simulator's :class:`~anekit.sim.NumericsReport` (None for
+    hardware backends). A simulated run is never an ANE measurement.
+    """
+
+    backend: str
+    device: str
+    simulated: bool
+    seconds: float
+    numerics: Any = None
+
+    def describe(self) -> str:
+        kind = "simulated" if self.simulated else "measured"
+        return f"{self.device} via {self.backend} ({kind}, {self.seconds * 1000:.1f} ms)"
 
 
 class Session(Protocol):
     """A program loaded on a backend."""
+
+    #: The report of the last :meth:`predict`.
+    last_run: RunReport | None
 
     def predict(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run once: input name -> array in, output name -> array out."""
@@ -42,14 +66,15 @@ class Backend(Protocol):
         """Why :meth:`available` is false, in one sentence."""
         ...
 
-    def load(self, program: CompiledProgram) -> Session:
-        """Prepare ``program`` to run."""
+    def load(self, program: CompiledProgram, mode: str | None = None) -> Session:
+        """Prepare ``program`` to run (``mode``: backend-specific numerics option)."""
         ...
 
 
 #: Backend name -> "module:class", in order of preference.
 _REGISTRY: dict[str, str] = {
     "coreml": "anekit.backends.coreml:CoreMLBackend",
+    "sim": "anekit.backends.sim:SimBackend",
 }
 
 
@@ -86,6 +111,4 @@ def select_backend(name: str | None = None) -> Backend:
     raise BackendUnavailableError(
         f"no backend can run programs on this machine ({platform.system()} {platform.machine()}): "
         + "; ".join(reasons)
-        + ". The ANE simulator backend (anekit.sim) is not available yet; you can still "
-        "save the program with .save() and inspect it with .mil_text()."
     )

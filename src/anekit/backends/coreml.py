@@ -11,6 +11,7 @@ from __future__ import annotations
 import platform
 import shutil
 import tempfile
+import time
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from anekit._coremltools import core_ml_runtime_available, ct
+from anekit.backends import RunReport
 
 if TYPE_CHECKING:
     from anekit.program import CompiledProgram
@@ -29,12 +31,21 @@ COMPUTE_UNITS = ("CPU_AND_NE", "CPU_AND_GPU", "CPU_ONLY", "ALL")
 class CoreMLSession:
     """A package loaded by Core ML."""
 
-    def __init__(self, model: Any, directory: str) -> None:
+    def __init__(self, model: Any, directory: str, compute_units: str) -> None:
         self.model = model
+        self.compute_units = compute_units
+        self.last_run: RunReport | None = None
         self._cleanup = weakref.finalize(self, shutil.rmtree, directory, ignore_errors=True)
 
     def predict(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        start = time.perf_counter()
         outputs = self.model.predict(dict(feeds))
+        self.last_run = RunReport(
+            backend="coreml",
+            device=f"Core ML ({self.compute_units})",
+            simulated=False,
+            seconds=time.perf_counter() - start,
+        )
         return {name: np.asarray(value) for name, value in outputs.items()}
 
 
@@ -62,4 +73,4 @@ class CoreMLBackend:
         model = ct.models.MLModel(
             str(path), compute_units=getattr(ct.ComputeUnit, self.compute_units)
         )
-        return CoreMLSession(model, directory)
+        return CoreMLSession(model, directory, self.compute_units)
