@@ -1,8 +1,11 @@
-"""``anekit demo``: trace the LLaMA-style feed-forward block of seed 003 and save it.
+"""``anekit demo``: trace the LLaMA-style feed-forward block of seed 003, save it, and
+check its fp16 numerics in the simulator.
 
 The block is RMSNorm, SwiGLU and a residual, D=512, H=1536, T=256, fp16 input,
 written as ordinary NumPy exactly as the AppleNeuralEngine.jl announcement writes
-it in Julia (shared/seeds/003). Weights are random with a fixed seed.
+it in Julia (shared/seeds/003). Weights are random with a fixed seed. The saved
+package is read back and run in the ANE simulator (fp16 numerics) against the
+NumPy function in float64: a simulation, not a measurement of a Neural Engine.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from typing import Any
 import numpy as np
 
 import anekit
+from anekit import sim
 from anekit.program import CompiledProgram
+from anekit.sim import NumericsReport
 from anekit.trace.source import register_user_code
 
 # The demo's NumPy function is user code: trace locations point into this file.
@@ -52,6 +57,25 @@ def example_input(tokens: int = TOKENS, d_model: int = D_MODEL, seed: int = 1) -
 
 
 @dataclass
+class Fidelity:
+    """The saved package simulated with ANE fp16 numerics, against float64 NumPy."""
+
+    max_relative_error: float
+    min_cosine: float
+    report: NumericsReport
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "simulated": True,
+            "max_relative_error": self.max_relative_error,
+            "min_cosine": self.min_cosine,
+            "seconds": self.seconds,
+            "numerics": self.report.to_json(),
+        }
+
+
+@dataclass
 class DemoResult:
     """What the demo built and measured."""
 
@@ -60,6 +84,7 @@ class DemoResult:
     package_bytes: int
     trace_seconds: float
     save_seconds: float
+    fidelity: Fidelity
 
     def to_json(self) -> dict[str, Any]:
         ops = [op.to_json() for op in self.program.ops()]
@@ -71,6 +96,7 @@ class DemoResult:
             "compute_ops": sum(1 for op in ops if op["type"] != "const"),
             "package": {"path": str(self.package), "bytes": self.package_bytes},
             "timings_s": {"trace": self.trace_seconds, "save": self.save_seconds},
+            "fidelity": self.fidelity.to_json(),
         }
 
 
@@ -79,8 +105,23 @@ def directory_size(path: Path) -> int:
     return sum(item.stat().st_size for item in path.rglob("*") if item.is_file())
 
 
+def simulate_package(package: Path, ffn: Callable[[Any], Any], x: np.ndarray) -> Fidelity:
+    """Run the saved package in ``ane`` numerics and compare with ``ffn`` in float64."""
+    loaded = anekit.load(package)
+    result = sim.run(loaded.program, {"x": x}, mode="ane", function=loaded.function_name)
+    got = result.outputs[str(loaded.output_specs[0].name)].astype(np.float64)
+    want = np.asarray(ffn(x.astype(np.float64)), np.float64)
+    cosine = (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
+    return Fidelity(
+        max_relative_error=float(np.abs(got - want).max() / np.abs(want).max()),
+        min_cosine=float(cosine.min()),
+        report=result.report,
+        seconds=result.seconds,
+    )
+
+
 def run(out_dir: Path) -> DemoResult:
-    """Trace the FFN block, save ``ffn.mlpackage`` under ``out_dir``, and report."""
+    """Trace the FFN block, save ``ffn.mlpackage`` under ``out_dir``, simulate it."""
     ffn = make_ffn()
     x = example_input()
     start = time.perf_counter()
@@ -94,4 +135,5 @@ def run(out_dir: Path) -> DemoResult:
         package_bytes=directory_size(package),
         trace_seconds=traced - start,
         save_seconds=saved - traced,
+        fidelity=simulate_package(package, ffn, x),
     )
