@@ -199,6 +199,13 @@ def _simulation_inputs(program: Any, inputs: Path | None, seed: int) -> dict[str
     default=None,
     help="An .npz file with one array per input (default: random normal floats, integer ones).",
 )
+@click.option(
+    "--engine",
+    type=click.Choice(["auto", "interpreter", "compiled"]),
+    default="auto",
+    show_default=True,
+    help="auto: one ONNX Runtime graph when every op can be lowered, else op by op.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for random inputs.")
 @click.option("--top", type=int, default=10, show_default=True, help="Ops to list by magnitude.")
 @json_option
@@ -209,6 +216,7 @@ def simulate(
     mode: str,
     accumulation: str,
     inputs: Path | None,
+    engine: str,
     seed: int,
     top: int,
     as_json: bool,
@@ -224,7 +232,12 @@ def simulate(
     program = anekit.load(path, function=function)
     feeds = _simulation_inputs(program, inputs, seed)
     result = sim.run(
-        program.program, feeds, mode=mode, accumulation=accumulation, function=program.function_name
+        program.program,
+        feeds,
+        mode=mode,
+        accumulation=accumulation,
+        function=program.function_name,
+        engine=engine,
     )
     report = result.report
     if as_json:

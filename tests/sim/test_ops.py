@@ -2045,7 +2045,12 @@ RECORDS += [
 # ---------------------------------------------------------------------------
 
 
-def simulate(op: str, *arrays: Any, numerics: str, **attrs: Any) -> Any:
+#: The interpreter defines the semantics; "auto" runs the compiled ONNX Runtime
+#: graph wherever the op can be lowered. Every table row runs on both.
+ENGINES = ["interpreter", "auto"]
+
+
+def simulate(op: str, *arrays: Any, numerics: str, engine: str = "auto", **attrs: Any) -> Any:
     """``sim.run_op``, asserting that ``op`` itself ran in the simulator (was not folded)."""
     simulated: list[str] = []
     real_run = interpreter.run
@@ -2055,7 +2060,7 @@ def simulate(op: str, *arrays: Any, numerics: str, **attrs: Any) -> Any:
         return real_run(program, feeds, **options)
 
     with mock.patch.object(interpreter, "run", spy):
-        result = sim.run_op(op, *arrays, numerics=numerics, **attrs)
+        result = sim.run_op(op, *arrays, numerics=numerics, engine=engine, **attrs)
     assert op in simulated, f"{op} did not reach the simulator (ran {simulated})"
     return result
 
@@ -2140,18 +2145,22 @@ def params(records: Sequence[OpRecord]) -> list[Any]:
     ]
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("record", params(RECORDS))
-def test_op_matches_numpy(record: OpRecord, rng: np.random.Generator) -> None:
+def test_op_matches_numpy(record: OpRecord, engine: str, rng: np.random.Generator) -> None:
     arrays = [make(rng) for make in record.inputs]
-    result = simulate(record.op, *arrays, numerics="fp32", **record.attrs)
+    result = simulate(record.op, *arrays, numerics="fp32", engine=engine, **record.attrs)
     expected = reference(record, arrays, _float64)
     assert_matches(result, expected, record.rtol, record.atol)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("record", params([r for r in RECORDS if r.ane]))
-def test_op_ane_is_reference_rounded_to_fp16(record: OpRecord, rng: np.random.Generator) -> None:
+def test_op_ane_is_reference_rounded_to_fp16(
+    record: OpRecord, engine: str, rng: np.random.Generator
+) -> None:
     arrays = [make(rng) for make in record.inputs]
-    result = simulate(record.op, *arrays, numerics="ane", **record.attrs)
+    result = simulate(record.op, *arrays, numerics="ane", engine=engine, **record.attrs)
     # ane stores every float value, inputs and constants included, as fp16
     expected = reference(record, arrays, _fp16_values)
     assert_fp16_rounding_of(result, expected, record.atol)
@@ -2167,10 +2176,13 @@ def test_record_ids_are_unique() -> None:
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("record", params([r for r in RECORDS if not r.ane]))
-def test_composite_op_ane_is_close_to_reference(record: OpRecord, rng: np.random.Generator) -> None:
+def test_composite_op_ane_is_close_to_reference(
+    record: OpRecord, engine: str, rng: np.random.Generator
+) -> None:
     arrays = [make(rng) for make in record.inputs]
-    result = simulate(record.op, *arrays, numerics="ane", **record.attrs)
+    result = simulate(record.op, *arrays, numerics="ane", engine=engine, **record.attrs)
     expected = reference(record, arrays, _fp16_values)
     for got, want in zip(_outputs(result), _outputs(expected), strict=True):
         assert got.shape == want.shape

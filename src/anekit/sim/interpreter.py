@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from coremltools.converters.mil.mil import types
 
 from anekit import _miltext
 from anekit.errors import ProgramError, UnsupportedOpError
 from anekit.sim import cliffs
+from anekit.sim._vars import numpy_dtype, static_shape
 from anekit.sim.numerics import Numerics
 from anekit.sim.registry import REGISTRY, OpContext, supported_ops
 from anekit.sim.report import NumericsReport, NumericsWarning, OpStats
@@ -77,23 +77,6 @@ class SimResult:
     intermediates: dict[str, np.ndarray] | None = None
 
 
-def _numpy_dtype(var: Any) -> np.dtype[Any] | None:
-    """The NumPy dtype of a tensor or scalar Var, or None for strings and lists."""
-    if not (types.is_tensor(var.sym_type) or types.is_scalar(var.sym_type)):
-        return None
-    if var.dtype is types.str:
-        return None
-    result: np.dtype[Any] = np.dtype(types.nptype_from_builtin(var.dtype))
-    return result
-
-
-def _static_shape(var: Any) -> tuple[int, ...] | None:
-    try:
-        return tuple(int(dim) for dim in var.shape)
-    except TypeError:
-        return None
-
-
 def _float_stats(value: np.ndarray) -> tuple[float, int]:
     """(max |finite value|, count of inf/NaN) of a float array."""
     if value.size == 0:
@@ -120,6 +103,24 @@ class _Origin:
     reason: str
 
 
+def check_feeds(func: Any, feeds: Mapping[str, Any]) -> None:
+    """Refuse missing, unknown or misshapen inputs, naming them."""
+    unknown = sorted(set(feeds) - set(func.inputs))
+    if unknown:
+        raise ProgramError(
+            f"unknown input(s) {', '.join(map(repr, unknown))}; "
+            f"the function takes {', '.join(func.inputs)}"
+        )
+    for input_name, var in func.inputs.items():
+        if input_name not in feeds:
+            raise ProgramError(f"missing input {input_name!r}")
+        shape = static_shape(var)
+        if shape is not None and np.shape(feeds[input_name]) != shape:
+            raise ProgramError(
+                f"input {input_name!r} must have shape {shape}, got {np.shape(feeds[input_name])}"
+            )
+
+
 class _Run:
     """The state of one interpretation of one function."""
 
@@ -143,22 +144,10 @@ class _Run:
     # -- inputs -----------------------------------------------------------------------
 
     def feed(self, feeds: Mapping[str, Any]) -> None:
-        unknown = sorted(set(feeds) - set(self.func.inputs))
-        if unknown:
-            raise ProgramError(
-                f"unknown input(s) {', '.join(map(repr, unknown))}; "
-                f"the function takes {', '.join(self.func.inputs)}"
-            )
+        check_feeds(self.func, feeds)
         for input_name, var in self.func.inputs.items():
-            if input_name not in feeds:
-                raise ProgramError(f"missing input {input_name!r}")
             value = np.asarray(feeds[input_name])
-            shape = _static_shape(var)
-            if shape is not None and value.shape != shape:
-                raise ProgramError(
-                    f"input {input_name!r} must have shape {shape}, got {value.shape}"
-                )
-            stored = self.numerics.store(self.numerics.load(value), _numpy_dtype(var))
+            stored = self.numerics.store(self.numerics.load(value), numpy_dtype(var))
             self.env[id(var)] = stored
             if _is_float(stored) and not bool(np.isfinite(stored).all()):
                 max_abs, count = _float_stats(np.asarray(stored))
@@ -234,13 +223,13 @@ class _Run:
         return results, ctx.stored
 
     def _store(self, op: Any, var: Any, value: Any, already_stored: bool = False) -> Any:
-        dtype = _numpy_dtype(var)
+        dtype = numpy_dtype(var)
         preserved = already_stored or op.op_type in VALUE_PRESERVING
         if preserved and _is_float(value) and value.dtype == np.float32:
             stored = value  # rounded by the op, or stored values moved or selected
         else:
             stored = self.numerics.store(value, dtype)
-        shape = _static_shape(var)
+        shape = static_shape(var)
         if shape is not None and dtype is not None and np.shape(stored) != shape:
             raise ProgramError(
                 f"simulator bug: op {op.name!r} ({op.op_type}) produced shape "
@@ -278,7 +267,7 @@ class _Run:
                     _miltext.op_location(op),
                 )  # fmt: skip
                 self.origins[id(var)] = _Origin(stats, f"values of the constant: it {reason}")
-            dtype = _numpy_dtype(var)
+            dtype = numpy_dtype(var)
             if self.kept is not None and dtype is not None:
                 self.kept[var.name] = self.numerics.export(value, dtype)
 
@@ -288,7 +277,7 @@ class _Run:
         for var, value in zip(op.outputs, results, strict=True):
             stored = self._store(op, var, value, already_stored)
             self.env[id(var)] = stored
-            dtype = _numpy_dtype(var)
+            dtype = numpy_dtype(var)
             if dtype is not None and dtype.kind == "f":
                 self._record(op, var, stored, arguments)
             if self.kept is not None and dtype is not None:
@@ -341,10 +330,13 @@ class _Run:
     def outputs(self) -> dict[str, np.ndarray]:
         result = {}
         for var in self.func.outputs:
-            dtype = _numpy_dtype(var)
+            dtype = numpy_dtype(var)
             value = self.env[id(var)]
             result[var.name] = self.numerics.export(value, dtype) if dtype is not None else value
         return result
+
+
+ENGINES = ("auto", "interpreter", "compiled")
 
 
 def run(
@@ -355,24 +347,84 @@ def run(
     accumulation: str = "fp16",
     function: str | None = None,
     intermediate: bool = False,
+    engine: str = "auto",
 ) -> SimResult:
-    """Interpret ``function`` of a MIL ``program`` on ``feeds``.
+    """Simulate ``function`` of a MIL ``program`` on ``feeds``.
 
     ``mode="ane"`` stores every float value in fp16 (the Neural Engine's
     arithmetic), ``mode="fp32"`` computes reference math. ``accumulation`` picks
     how sums accumulate in ``ane`` mode. With ``intermediate=True`` every value is
     returned too, by Var name, for fp16-vs-fp32 diffing.
+
+    ``engine="auto"`` runs the program as one compiled ONNX Runtime graph when
+    every op can be lowered (:mod:`anekit.sim.compiled`) and no inf/NaN appears,
+    and through the op-by-op interpreter otherwise; both follow the same
+    semantics, the interpreter's being the definition.
     """
     numerics = Numerics(mode, accumulation)  # type: ignore[arg-type]
+    if engine not in ENGINES:
+        raise ProgramError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
     name = function or "main"
     if name not in program.functions:
         raise ProgramError(
             f"the program has no function {name!r}; it has {', '.join(program.functions)}"
         )
+    func = program.functions[name]
     start = time.perf_counter()
-    state = _Run(program.functions[name], name, numerics, intermediate)
+    if engine != "interpreter" and not intermediate:
+        from anekit.sim import compiled
+
+        lowered = compiled.cached(func, numerics)
+        if lowered is None and engine == "compiled":
+            raise ProgramError(f"function {name!r} has ops the compiled engine cannot run")
+        if lowered is not None:
+            result = _run_compiled(lowered, func, name, feeds, numerics, start)
+            if result is not None or engine == "compiled":
+                if result is None:
+                    raise ProgramError("the compiled run produced inf/NaN; use the interpreter")
+                return result
+    state = _Run(func, name, numerics, intermediate)
     state.feed(feeds)
     for index, op in enumerate(state.func.operations):
         state.execute(index, op)
     outputs = state.outputs()
     return SimResult(outputs, state.report, time.perf_counter() - start, state.kept)
+
+
+def _run_compiled(
+    lowered: Any, func: Any, name: str, feeds: Mapping[str, Any], numerics: Numerics, start: float
+) -> SimResult | None:
+    """One compiled run; None when inf/NaN appeared (the interpreter then reports them)."""
+    from anekit.sim.compiled import cliff_arguments
+
+    check_feeds(func, feeds)
+    ort_feeds = {}
+    for input_name in lowered.input_names:
+        value = np.asarray(feeds[input_name])
+        dtype = numpy_dtype(func.inputs[input_name])
+        target = np.float32 if dtype is not None and dtype.kind == "f" else dtype
+        ort_feeds[f"in_{input_name}"] = np.ascontiguousarray(value.astype(target, copy=False))
+    results = lowered.session.run(None, ort_feeds)
+    count = len(lowered.output_vars)
+    values = iter(float(value) for value in results[count:])
+    report = NumericsReport(mode=numerics.mode, accumulation=numerics.accumulation, function=name)
+    for record in lowered.records:
+        high, total = next(values), next(values)
+        probes = {key: next(values) for key in record.probes}
+        if not np.isfinite(total) or not all(np.isfinite(list(probes.values()))):
+            return None
+        peak = max(abs(high), abs(probes.pop("low")))
+        location = _miltext.op_location(record.op)
+        shape = static_shape(record.var) or ()
+        report.ops.append(OpStats(record.var.name, record.op.op_type, shape, peak, 0, location))
+        for rule, message in cliffs.check(record.op, cliff_arguments(record, probes), peak):
+            report.warnings.append(
+                NumericsWarning(rule, record.var.name, record.op.op_type, message, location)
+            )
+    outputs = {}
+    for var, value in zip(lowered.output_vars, results[:count], strict=True):
+        dtype = numpy_dtype(var)
+        outputs[var.name] = (
+            numerics.export(np.asarray(value), dtype) if dtype is not None else value
+        )
+    return SimResult(outputs, report, time.perf_counter() - start)

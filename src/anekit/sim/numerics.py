@@ -8,8 +8,9 @@ an op's result is *stored*:
   stores every activation (ane-knowledge.md §2.1 rule 1). The rounded values are
   kept in float32 arrays (exactly representable there), so the next op reads them
   without a conversion and BLAS runs at float32 speed. Matmul-like ops compute
-  their float32 product and are rounded once; sums accumulate in fp16 (pairwise,
-  each partial sum rounded) or in fp32, by option.
+  their float32 product and are rounded once; the reduction ops accumulate in
+  fp16 (pairwise, each partial sum rounded) or in fp32, by option, while the sums
+  inside native composite ops (softmax, layer_norm, ...) accumulate in fp32.
 
 Integers and booleans are exact in both modes.
 """
@@ -96,8 +97,14 @@ class Numerics:
         with np.errstate(over="ignore", invalid="ignore"):
             return array.astype(dtype, copy=False)
 
+    def internal_sum(self, x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+        """A sum inside a native composite op (softmax, the normalizations): accumulated
+        in fp32, as the ANE's fused units are modelled here; the caller stores it."""
+        return np.asarray(np.sum(x, axis=axes, keepdims=keepdims, dtype=np.float32))
+
     def sum(self, x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
-        """Sum over ``axes`` with this run's accumulation (float inputs in float32 form)."""
+        """Sum over ``axes`` with this run's accumulation (float inputs in float32 form):
+        the rule for the explicit reduction ops (``reduce_sum``, ``reduce_mean``, ...)."""
         if not self.fp16 or self.accumulation == "fp32" or x.dtype.kind not in _FLOAT_KINDS:
             return np.asarray(np.sum(x, axis=axes, keepdims=keepdims, dtype=x.dtype))
         return pairwise_fp16_sum(x, axes, keepdims)

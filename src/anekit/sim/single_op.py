@@ -17,13 +17,19 @@ from anekit.trace import dtypes
 
 
 def run_op(
-    op_type: str, *arrays: Any, numerics: str = "ane", accumulation: str = "fp16", **attributes: Any
+    op_type: str,
+    *arrays: Any,
+    numerics: str = "ane",
+    accumulation: str = "fp16",
+    engine: str = "auto",
+    **attributes: Any,
 ) -> Any:
     """Build a one-op program around ``op_type`` and simulate it.
 
-    Positional ``arrays`` become the op's leading tensor inputs, in the order of
-    its MIL input spec; ``attributes`` are its other inputs (constants). Returns
-    the output array (a tuple for multi-output ops).
+    Positional ``arrays`` become the op's non-constant inputs, in the order of its
+    MIL input spec; ``attributes`` are its other inputs (constants). ``engine`` is
+    passed to :func:`anekit.sim.run`. Returns the output array (a tuple for
+    multi-output ops).
     """
     from anekit.sim.interpreter import run
 
@@ -49,7 +55,7 @@ def run_op(
     program = Program()
     program.add_function("main", function)
     feeds = {name: np.asarray(array) for name, array in zip(tensor_names, arrays, strict=True)}
-    result = run(program, feeds, mode=numerics, accumulation=accumulation)
+    result = run(program, feeds, mode=numerics, accumulation=accumulation, engine=engine)
     values = [result.outputs[var.name] for var in outputs]
     return values[0] if len(values) == 1 else tuple(values)
 

@@ -143,17 +143,12 @@ def softplus_parametric(ctx: OpContext, x: Any, alpha: Any, beta: Any) -> Any:
 def softmax(ctx: OpContext, x: Any, axis: Any) -> Any:
     numerics = ctx.numerics
     axis_index = axis_of(axis, np.ndim(x))
-    fused = kernels.softmax(
-        np.asarray(x, np.float32),
-        axis_index,
-        rounded=numerics.fp16,
-        pairwise=numerics.accumulation == "fp16",
-    )
+    fused = kernels.softmax(np.asarray(x, np.float32), axis_index, rounded=numerics.fp16)
     if fused is not None:
         ctx.stored = numerics.fp16
         return fused
     with errstate():
         shifted = numerics.round(x - np.max(x, axis=axis_index, keepdims=True))
         exps = numerics.round(parallel(np.exp, shifted))
-        total = numerics.round(numerics.sum(exps, (axis_index,), True))
+        total = numerics.round(numerics.internal_sum(exps, (axis_index,), True))
         return exps / total

@@ -115,6 +115,6 @@ def scaled_dot_product_attention(
         shifted = numerics.round(scores - scores.max(axis=-1, keepdims=True))
         exps = numerics.round(np.exp(shifted))
         weights = numerics.round(
-            exps / numerics.round(numerics.sum(exps, (np.ndim(exps) - 1,), True))
+            exps / numerics.round(numerics.internal_sum(exps, (np.ndim(exps) - 1,), True))
         )
         return np.matmul(weights, value)

@@ -3,7 +3,8 @@
 In ``ane`` mode every intermediate (mean, centred values, their squares, the
 variance) is rounded to fp16, so the variance of activations whose deviation
 from the mean exceeds 256 overflows (256² = 65536 > 65504) exactly as the seeds
-report; the op notes it (rule ``sim.internal_overflow``).
+report; the op notes it (rule ``sim.internal_overflow``). Their internal sums
+accumulate in fp32 and are rounded once (``Numerics.internal_sum``).
 """
 
 from __future__ import annotations
@@ -29,10 +30,12 @@ def _normalize(ctx: OpContext, x: Any, axes: tuple[int, ...], epsilon: Any, what
     numerics = ctx.numerics
     count = np.float32(int(np.prod([np.shape(x)[axis] for axis in axes], dtype=np.int64)))
     with errstate():
-        mean = numerics.round(numerics.round(numerics.sum(x, axes, True)) / count)
+        mean = numerics.round(numerics.round(numerics.internal_sum(x, axes, True)) / count)
         centred = numerics.round(x - mean)
         squares = numerics.round(centred * centred)
-        variance = numerics.round(numerics.round(numerics.sum(squares, axes, True)) / count)
+        variance = numerics.round(
+            numerics.round(numerics.internal_sum(squares, axes, True)) / count
+        )
         _check_variance(ctx, x, variance, what)
         scale = numerics.round(np.sqrt(numerics.round(variance + epsilon)))
         return numerics.round(centred / scale)
@@ -94,7 +97,7 @@ def l2_norm(ctx: OpContext, x: Any, epsilon: Any = 1e-6) -> Any:
     axes = tuple(range(max(np.ndim(x) - 3, 0), np.ndim(x)))
     with errstate():
         squares = ctx.numerics.round(np.asarray(x) * x)
-        total = ctx.numerics.round(ctx.numerics.sum(squares, axes, True))
+        total = ctx.numerics.round(ctx.numerics.internal_sum(squares, axes, True))
         return x / np.sqrt(total + epsilon)
 
 

@@ -1,0 +1,26 @@
+"""What the simulator needs to know about a MIL Var: its NumPy dtype and static shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from coremltools.converters.mil.mil import types
+
+
+def numpy_dtype(var: Any) -> np.dtype[Any] | None:
+    """The NumPy dtype of a tensor or scalar Var, or None for strings and lists."""
+    if not (types.is_tensor(var.sym_type) or types.is_scalar(var.sym_type)):
+        return None
+    if var.dtype is types.str:
+        return None
+    result: np.dtype[Any] = np.dtype(types.nptype_from_builtin(var.dtype))
+    return result
+
+
+def static_shape(var: Any) -> tuple[int, ...] | None:
+    """The Var's shape, or None when it has symbolic dimensions."""
+    try:
+        return tuple(int(dim) for dim in var.shape)
+    except TypeError:
+        return None

@@ -1,0 +1,99 @@
+"""The compiled engine (one ONNX Runtime graph) agrees with the interpreter, which
+defines the simulator's semantics, and hands over to it whenever it must."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import anekit
+from anekit import demo, errors, nn, sim
+from anekit.sim import compiled
+from anekit.sim.numerics import Numerics
+
+F32 = np.float32
+
+
+def both(fn: Any, *args: np.ndarray, mode: Any = "ane") -> tuple[Any, Any]:
+    program = anekit.compile(fn, *args)
+    feeds = {str(spec.name): arg for spec, arg in zip(program.input_specs, args, strict=True)}
+    assert compiled.cached(program.program.functions["main"], Numerics(mode)) is not None
+    fast = sim.run(program.program, feeds, mode=mode, engine="compiled")
+    slow = sim.run(program.program, feeds, mode=mode, engine="interpreter")
+    return fast, slow
+
+
+@pytest.mark.parametrize("mode", ["ane", "fp32"])
+def test_ffn_block_agrees(mode: Any) -> None:
+    ffn, x = demo.make_ffn(256, 512), demo.example_input(64, 256)
+    fast, slow = both(ffn, x, mode=mode)
+    got, want = fast.outputs["output"].astype(F32), slow.outputs["output"].astype(F32)
+    # Both accumulate matmuls in fp32 and round once; summation order may differ, so an
+    # fp16 result can land one ulp apart.
+    np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
+    assert [(s.name, s.op_type) for s in fast.report.ops] == [
+        (s.name, s.op_type) for s in slow.report.ops
+    ]
+    for a, b in zip(fast.report.ops, slow.report.ops, strict=True):
+        assert a.max_abs == pytest.approx(b.max_abs, rel=1e-2, abs=1e-3)
+
+
+def test_attention_block_agrees(rng: np.random.Generator) -> None:
+    wq = (rng.standard_normal((64, 64)) / 8).astype(F32)
+    gamma = (1 + 0.1 * rng.standard_normal(64)).astype(F32)
+
+    def block(x: Any) -> Any:
+        h = nn.layer_norm(x, gamma, axis=-1)
+        q = nn.linear(h, wq)
+        scores = nn.softmax((q @ h.T) * 0.125, axis=-1)
+        return nn.gelu(scores @ h) + x
+
+    fast, slow = both(block, rng.standard_normal((32, 64)).astype(np.float16))
+    np.testing.assert_allclose(
+        fast.outputs["output"].astype(F32), slow.outputs["output"].astype(F32), rtol=5e-3, atol=5e-3
+    )
+
+
+def test_cliff_rules_fire_in_the_compiled_engine() -> None:
+    x = np.full((2, 64), 30.0, F32)
+    w = np.full((64, 4), 20.0, F32)
+    fast, slow = both(lambda v: v @ w, x)
+    assert [w.rule for w in fast.report.warnings] == [w.rule for w in slow.report.warnings]
+    assert fast.report.warnings_for("ane.matmul_saturation")
+    logs, _ = both(lambda v: np.log(v), np.array([[1e-6, 1.0]], F32))
+    assert logs.report.warnings_for("ane.small_log_input")
+    sliced, _ = both(lambda v: v[:, 2:] * 1, np.full((2, 8), 5000.0, F32))
+    assert sliced.report.warnings_for("ane.width_slice_saturation")
+
+
+def test_inf_or_nan_hands_over_to_the_interpreter() -> None:
+    program = anekit.compile(lambda v: np.exp(v) * 2, np.zeros((2, 4), F32))
+    result = sim.run(program.program, {"v": np.full((2, 4), 20.0, F32)}, mode="ane")
+    first = result.report.first_nonfinite
+    assert first is not None
+    assert first.op_type == "exp"
+    with pytest.raises(errors.ProgramError, match="inf/NaN"):
+        sim.run(program.program, {"v": np.full((2, 4), 20.0, F32)}, mode="ane", engine="compiled")
+
+
+def test_internal_overflow_hands_over_to_the_interpreter() -> None:
+    x = np.zeros((1, 64, 1, 8), F32)
+    x[:, ::2] = 300.0
+    x[:, 1::2] = -300.0
+    program = anekit.compile(lambda v: nn.layer_norm(v, axis=1), x)
+    result = sim.run(program.program, {"v": x}, mode="ane")
+    assert result.report.warnings_for("sim.internal_overflow")
+
+
+def test_programs_it_cannot_lower_run_in_the_interpreter() -> None:
+    program = anekit.compile(lambda v: np.pad(v, 1) * 2, np.ones((2, 3), F32))
+    function = program.program.functions["main"]
+    assert compiled.cached(function, Numerics("ane")) is None
+    result = sim.run(program.program, {"v": np.ones((2, 3), F32)})
+    assert result.outputs["output"].shape == (4, 5)
+    with pytest.raises(errors.ProgramError, match="cannot run"):
+        sim.run(program.program, {"v": np.ones((2, 3), F32)}, engine="compiled")
+    with pytest.raises(errors.ProgramError, match="unknown engine"):
+        sim.run(program.program, {"v": np.ones((2, 3), F32)}, engine="gpu")
