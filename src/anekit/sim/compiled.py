@@ -20,549 +20,25 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from coremltools.converters.mil.mil.ops.defs._utils import solve_slice_by_index_slice
 
-from anekit.sim._vars import numpy_dtype, static_shape
-from anekit.sim.kernels import _Graph, _sum
+from anekit.sim._vars import numpy_dtype
+from anekit.sim.lowering import (
+    LOWERINGS,
+    MOVES,
+    PERMUTES,
+    Lowering,
+    NotLowerable,
+    OpRecord,
+    onnx_type,
+    shape_of,
+)
 from anekit.sim.numerics import Numerics
-from anekit.sim.ops.linear import _conv_padding
-
-#: MIL ops whose float results are some of their float inputs' values.
-_MOVES = frozenset(
-    {
-        "reshape", "transpose", "expand_dims", "squeeze", "slice_by_index", "slice_by_size",
-        "concat", "stack", "split", "tile", "reverse", "gather", "gather_along_axis",
-        "identity", "select", "reduce_max", "reduce_min", "maximum", "minimum", "abs", "relu",
-    }
-)  # fmt: skip
 
 _log = logging.getLogger(__name__)
-
-#: MIL ops that only rearrange their input's values (same multiset of values).
-_PERMUTES = frozenset({"reshape", "transpose", "expand_dims", "squeeze", "identity"})
-
-
-class NotLowerable(Exception):
-    """The function has an op (or an op variant) this module cannot lower."""
-
-
-def _onnx_type(dtype: np.dtype[Any]) -> int:
-    from onnx import TensorProto
-
-    if dtype.kind == "f":
-        return int(TensorProto.FLOAT)
-    table = {
-        "int32": TensorProto.INT32,
-        "int16": TensorProto.INT16,
-        "int8": TensorProto.INT8,
-        "uint8": TensorProto.UINT8,
-        "uint16": TensorProto.UINT16,
-        "bool": TensorProto.BOOL,
-        "int64": TensorProto.INT64,
-    }
-    if dtype.name not in table:
-        raise NotLowerable(f"dtype {dtype}")
-    return int(table[dtype.name])
-
-
-def _shape(var: Any) -> tuple[int, ...]:
-    shape = static_shape(var)
-    if shape is None:
-        raise NotLowerable(f"symbolic shape of {var.name}")
-    return shape
-
-
-@dataclass
-class _OpRecord:
-    """Graph outputs that describe one op's result, for the report."""
-
-    op: Any
-    var: Any
-    peak: str
-    total: str
-    probes: dict[str, str] = field(default_factory=dict)
-
-
-class _Lowering:
-    """Builds the ONNX graph of one MIL function."""
-
-    def __init__(self, func: Any, numerics: Numerics) -> None:
-        self.func = func
-        self.numerics = numerics
-        self.graph = _Graph("anekit_sim")
-        self.names: dict[int, str] = {}
-        self.records: list[_OpRecord] = []
-        #: Extra graph outputs the current op's lowering asks for (its probes).
-        self.probe: dict[str, str] = {}
-        #: Stored constant values not yet added to the graph.
-        self.pending: dict[int, tuple[Any, np.dtype[Any]]] = {}
-        #: Per float result: its (max, sum, min) graph outputs.
-        self.summaries: dict[int, tuple[str, str, str]] = {}
-
-    # -- values ---------------------------------------------------------------------
-
-    def store(self, name: str) -> str:
-        """An intermediate as the run's numerics store it."""
-        return self.graph.rounded(name) if self.numerics.fp16 else name
-
-    def value(self, var: Any) -> str:
-        name = self.names.get(id(var))
-        if name is None:
-            # Constants become initializers when first used as tensors (weights that a
-            # lowering reads at compile time, as linear does, are never added).
-            value, dtype = self.pending[id(var)]
-            name = self.graph.constant(value, dtype)
-            self.names[id(var)] = name
-        return name
-
-    def const(self, var: Any) -> Any:
-        """The compile-time value of a constant input (axes, modes, epsilons)."""
-        if var is None:
-            return None
-        if var.op is None or var.op.op_type != "const":
-            raise NotLowerable(f"input {var.name} must be a constant here")
-        return var.val
-
-    def constant(self, values: Any, dtype: Any = np.int64) -> str:
-        return self.graph.constant(values, dtype)
-
-    def scalar(self, value: Any) -> str:
-        return self.graph.constant(np.float32(value), np.float32)
-
-    def node(self, op_type: str, *inputs: str, **attributes: Any) -> str:
-        return self.graph.node(op_type, *inputs, **attributes)
-
-    def internal_sum(self, value: str, axes: tuple[int, ...]) -> str:
-        """``Numerics.internal_sum`` (kept axes): fp32 accumulation."""
-        return self.node("ReduceSum", value, self.constant(list(axes)), keepdims=1)
-
-    def sum(self, value: str, shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> str:
-        """``Numerics.sum`` over ``axes``: reduced axes moved last and flattened."""
-        rank = len(shape)
-        fp16, pairwise = self.numerics.fp16, self.numerics.accumulation == "fp16"
-        kept = [axis for axis in range(rank) if axis not in axes]
-        count = int(np.prod([shape[axis] for axis in axes], dtype=np.int64))
-        moved = value
-        if kept + list(axes) != list(range(rank)):
-            moved = self.node("Transpose", value, perm=kept + list(axes))
-        outer = [shape[axis] for axis in kept]
-        flat = self.node("Reshape", moved, self.constant([*outer, count]))
-        total = _sum(self.graph, flat, len(outer) + 1, len(outer), count, fp16, pairwise)
-        target = [1 if axis in axes else shape[axis] for axis in range(rank)] if keepdims else outer
-        return self.node("Reshape", total, self.constant(target))
-
-
-Lower = Callable[[_Lowering, Any], list[str]]
-LOWERINGS: dict[str, Lower] = {}
-
-
-def lowers(*op_types: str) -> Callable[[Lower], Lower]:
-    def decorate(function: Lower) -> Lower:
-        for op_type in op_types:
-            LOWERINGS[op_type] = function
-        return function
-
-    return decorate
-
-
-def _float_input(lower: _Lowering, var: Any) -> str:
-    dtype = numpy_dtype(var)
-    if dtype is None or dtype.kind != "f":
-        raise NotLowerable(f"{var.name} is not a float tensor")
-    return lower.value(var)
-
-
-# -- elementwise ---------------------------------------------------------------------
-
-_BINARY = {
-    "add": "Add", "sub": "Sub", "mul": "Mul", "real_div": "Div", "pow": "Pow",
-    "maximum": "Max", "minimum": "Min", "equal": "Equal", "greater": "Greater",
-    "greater_equal": "GreaterOrEqual", "less": "Less", "less_equal": "LessOrEqual",
-    "logical_and": "And", "logical_or": "Or", "logical_xor": "Xor",
-}  # fmt: skip
-
-
-def _binary(onnx_op: str) -> Lower:
-    def lower(low: _Lowering, op: Any) -> list[str]:
-        x, y = low.value(op.x), low.value(op.y)
-        dtype = numpy_dtype(op.x)
-        if onnx_op in ("Div", "Pow") and (dtype is None or dtype.kind != "f"):
-            raise NotLowerable(f"{op.op_type} on {dtype}")
-        return [low.node(onnx_op, x, y)]
-
-    return lower
-
-
-for _mil, _onnx in _BINARY.items():
-    lowers(_mil)(_binary(_onnx))
-
-
-@lowers("not_equal")
-def _not_equal(low: _Lowering, op: Any) -> list[str]:
-    return [low.node("Not", low.node("Equal", low.value(op.x), low.value(op.y)))]
-
-
-@lowers("floor_div", "mod")
-def _floor_div_mod(low: _Lowering, op: Any) -> list[str]:
-    x, y = _float_input(low, op.x), _float_input(low, op.y)
-    floor = low.node("Floor", low.node("Div", x, y))
-    if op.op_type == "floor_div":
-        return [floor]
-    return [low.node("Sub", x, low.node("Mul", floor, y))]
-
-
-_UNARY = {
-    "abs": "Abs", "exp": "Exp", "sqrt": "Sqrt", "tanh": "Tanh", "sin": "Sin", "cos": "Cos",
-    "tan": "Tan", "asin": "Asin", "acos": "Acos", "atan": "Atan", "sinh": "Sinh",
-    "cosh": "Cosh", "atanh": "Atanh", "floor": "Floor", "ceil": "Ceil", "round": "Round",
-    "sign": "Sign", "erf": "Erf", "relu": "Relu", "sigmoid": "Sigmoid",
-    "logical_not": "Not", "identity": "Identity",
-}  # fmt: skip
-
-
-def _unary(onnx_op: str) -> Lower:
-    def lower(low: _Lowering, op: Any) -> list[str]:
-        if onnx_op not in ("Not", "Identity", "Abs", "Sign"):
-            _float_input(low, op.x)
-        return [low.node(onnx_op, low.value(op.x))]
-
-    return lower
-
-
-for _mil, _onnx in _UNARY.items():
-    lowers(_mil)(_unary(_onnx))
-
-
-@lowers("square")
-def _square(low: _Lowering, op: Any) -> list[str]:
-    x = _float_input(low, op.x)
-    return [low.node("Mul", x, x)]
-
-
-@lowers("exp2")
-def _exp2(low: _Lowering, op: Any) -> list[str]:
-    return [low.node("Pow", low.scalar(2.0), _float_input(low, op.x))]
-
-
-@lowers("log", "rsqrt", "inverse")
-def _with_epsilon(low: _Lowering, op: Any) -> list[str]:
-    shifted = low.node("Add", _float_input(low, op.x), low.scalar(low.const(op.epsilon)))
-    if op.op_type == "log":
-        return [low.node("Log", shifted)]
-    if op.op_type == "inverse":
-        return [low.node("Reciprocal", shifted)]
-    return [low.node("Reciprocal", low.node("Sqrt", shifted))]
-
-
-@lowers("threshold")
-def _threshold(low: _Lowering, op: Any) -> list[str]:
-    return [low.node("Max", _float_input(low, op.x), low.scalar(low.const(op.alpha)))]
-
-
-@lowers("clip")
-def _clip(low: _Lowering, op: Any) -> list[str]:
-    low_bound = low.node("Max", _float_input(low, op.x), low.scalar(low.const(op.alpha)))
-    return [low.node("Min", low_bound, low.scalar(low.const(op.beta)))]
-
-
-@lowers("cast")
-def _cast(low: _Lowering, op: Any) -> list[str]:
-    from onnx import TensorProto
-
-    target = str(low.const(op.dtype))
-    source = numpy_dtype(op.x)
-    if target == "bool":
-        zero = low.constant(np.zeros((), source), source) if source is not None else None
-        if zero is None:
-            raise NotLowerable("cast from a non-tensor")
-        return [low.node("Not", low.node("Equal", low.value(op.x), zero))]
-    kinds = {"fp16": TensorProto.FLOAT, "fp32": TensorProto.FLOAT, "int32": TensorProto.INT32,
-             "int16": TensorProto.INT16, "int8": TensorProto.INT8, "uint8": TensorProto.UINT8,
-             "uint16": TensorProto.UINT16}  # fmt: skip
-    if target not in kinds:
-        raise NotLowerable(f"cast to {target}")
-    return [low.node("Cast", low.value(op.x), to=kinds[target])]
-
-
-@lowers("select")
-def _select(low: _Lowering, op: Any) -> list[str]:
-    return [low.node("Where", low.value(op.cond), low.value(op.a), low.value(op.b))]
-
-
-# -- activations ---------------------------------------------------------------------
-
-
-@lowers("silu")
-def _silu(low: _Lowering, op: Any) -> list[str]:
-    x = _float_input(low, op.x)
-    return [low.node("Mul", x, low.node("Sigmoid", x))]
-
-
-@lowers("gelu")
-def _gelu(low: _Lowering, op: Any) -> list[str]:
-    x = _float_input(low, op.x)
-    mode = str(low.const(op.mode)) if op.mode is not None else "EXACT"
-    if mode == "EXACT":
-        inner = low.node(
-            "Add", low.node("Erf", low.node("Mul", x, low.scalar(np.sqrt(0.5)))), low.scalar(1)
-        )
-    elif mode == "TANH_APPROXIMATION":
-        cube = low.node("Mul", low.node("Mul", low.node("Mul", x, x), low.scalar(0.044715)), x)
-        scaled = low.node("Mul", low.node("Add", cube, x), low.scalar(np.sqrt(2.0 / np.pi)))
-        inner = low.node("Add", low.node("Tanh", scaled), low.scalar(1))
-    elif mode == "SIGMOID_APPROXIMATION":
-        return [low.node("Mul", x, low.node("Sigmoid", low.node("Mul", x, low.scalar(1.702))))]
-    else:
-        raise NotLowerable(f"gelu mode {mode}")
-    return [low.node("Mul", low.node("Mul", inner, x), low.scalar(0.5))]
-
-
-@lowers("softmax")
-def _softmax(low: _Lowering, op: Any) -> list[str]:
-    x = _float_input(low, op.x)
-    shape = _shape(op.x)
-    axis = int(low.const(op.axis)) % len(shape)
-    peak = low.node("ReduceMax", x, axes=[axis], keepdims=1)
-    exps = low.store(low.node("Exp", low.store(low.node("Sub", x, peak))))
-    total = low.store(low.internal_sum(exps, (axis,)))
-    return [low.node("Div", exps, total)]
-
-
-# -- reductions ----------------------------------------------------------------------
-
-
-def _axes(low: _Lowering, op: Any, rank: int) -> tuple[int, ...]:
-    axes = low.const(op.axes) if op.axes is not None else None
-    if axes is None:
-        return tuple(range(rank))
-    return tuple(sorted(int(axis) % rank for axis in np.atleast_1d(axes)))
-
-
-def _keepdims(low: _Lowering, op: Any) -> bool:
-    return bool(low.const(op.keep_dims)) if op.keep_dims is not None else False
-
-
-@lowers("reduce_sum", "reduce_mean", "reduce_sum_square", "reduce_l2_norm", "reduce_l1_norm")
-def _reduce_sums(low: _Lowering, op: Any) -> list[str]:
-    x = _float_input(low, op.x)
-    shape = _shape(op.x)
-    axes = _axes(low, op, len(shape))
-    keep = _keepdims(low, op)
-    if op.op_type in ("reduce_sum_square", "reduce_l2_norm"):
-        x = low.store(low.node("Mul", x, x))
-    elif op.op_type == "reduce_l1_norm":
-        x = low.node("Abs", x)
-    total = low.sum(x, shape, axes, keep)
-    if op.op_type == "reduce_mean":
-        count = int(np.prod([shape[axis] for axis in axes], dtype=np.int64))
-        return [low.node("Div", low.store(total), low.scalar(count))]
-    if op.op_type == "reduce_l2_norm":
-        return [low.node("Sqrt", low.store(total))]
-    return [total]
-
-
-@lowers("reduce_max", "reduce_min", "reduce_prod")
-def _reduce_other(low: _Lowering, op: Any) -> list[str]:
-    rank = len(_shape(op.x))
-    onnx_op = {"reduce_max": "ReduceMax", "reduce_min": "ReduceMin", "reduce_prod": "ReduceProd"}
-    return [
-        low.node(
-            onnx_op[op.op_type],
-            low.value(op.x),
-            axes=list(_axes(low, op, rank)),
-            keepdims=int(_keepdims(low, op)),
-        )
-    ]
-
-
-@lowers("reduce_argmax", "reduce_argmin")
-def _argmax(low: _Lowering, op: Any) -> list[str]:
-    from onnx import TensorProto
-
-    rank = len(_shape(op.x))
-    axis = int(low.const(op.axis)) % rank
-    keep = int(_keepdims(low, op))
-    onnx_op = "ArgMax" if op.op_type == "reduce_argmax" else "ArgMin"
-    index = low.node(onnx_op, low.value(op.x), axis=axis, keepdims=keep)
-    target = numpy_dtype(op.outputs[0])
-    return [
-        low.node("Cast", index, to=_onnx_type(target) if target is not None else TensorProto.INT32)
-    ]
-
-
-# -- linear --------------------------------------------------------------------------
-
-
-@lowers("matmul")
-def _matmul(low: _Lowering, op: Any) -> list[str]:
-    x, y = _float_input(low, op.x), _float_input(low, op.y)
-    if len(_shape(op.x)) < 2 or len(_shape(op.y)) < 2:
-        raise NotLowerable("matmul of a rank-1 operand")
-    for name, flag, var in (("x", op.transpose_x, op.x), ("y", op.transpose_y, op.y)):
-        if flag is not None and bool(low.const(flag)):
-            rank = len(_shape(var))
-            perm = [*range(rank - 2), rank - 1, rank - 2]
-            if name == "x":
-                x = low.node("Transpose", x, perm=perm)
-            else:
-                y = low.node("Transpose", y, perm=perm)
-    return [low.node("MatMul", x, y)]
-
-
-@lowers("linear")
-def _linear(low: _Lowering, op: Any) -> list[str]:
-    x = _float_input(low, op.x)
-    shape = _shape(op.x)
-    weight = low.numerics.store(low.const(op.weight), np.dtype(np.float32))
-    inputs = [x, low.graph.constant(weight, np.float32)]
-    if op.bias is not None:
-        bias = low.numerics.store(low.const(op.bias), np.dtype(np.float32))
-        inputs.append(low.graph.constant(bias, np.float32))
-    if len(shape) != 2:
-        # One GEMM over all leading axes, bias fused, as the interpreter does.
-        inputs[0] = low.node("Reshape", x, low.constant([-1, shape[-1]]))
-    product = low.node("Gemm", *inputs, transB=1)
-    if len(shape) != 2:
-        product = low.node("Reshape", product, low.constant(list(_shape(op.outputs[0]))))
-    return [product]
-
-
-@lowers("conv")
-def _conv(low: _Lowering, op: Any) -> list[str]:
-    x = _float_input(low, op.x)
-    weight = low.numerics.store(low.const(op.weight), np.dtype(np.float32))
-    rank = len(_shape(op.x)) - 2
-    strides = (
-        [int(s) for s in np.atleast_1d(low.const(op.strides))]
-        if op.strides is not None
-        else [1] * rank
-    )
-    dilations = (
-        [int(d) for d in np.atleast_1d(low.const(op.dilations))]
-        if op.dilations is not None
-        else [1] * rank
-    )
-    pad_type = str(low.const(op.pad_type)) if op.pad_type is not None else "valid"
-    explicit = low.const(op.pad) if op.pad is not None else None
-    kernel = tuple(weight.shape[2:])
-    padding = _conv_padding(pad_type, explicit, _shape(op.x)[2:], kernel, strides, dilations)
-    pads = [begin for begin, _ in padding] + [end for _, end in padding]
-    inputs = [x, low.graph.constant(weight, np.float32)]
-    if op.bias is not None:
-        inputs.append(
-            low.graph.constant(
-                low.numerics.store(low.const(op.bias), np.dtype(np.float32)), np.float32
-            )
-        )
-    groups = int(low.const(op.groups)) if op.groups is not None else 1
-    return [
-        low.node("Conv", *inputs, strides=strides, dilations=dilations, pads=pads, group=groups)
-    ]
-
-
-# -- normalization -------------------------------------------------------------------
-
-
-@lowers("layer_norm")
-def _layer_norm(low: _Lowering, op: Any) -> list[str]:
-    x = _float_input(low, op.x)
-    shape = _shape(op.x)
-    axes = _axes(low, op, len(shape))
-    count = low.scalar(int(np.prod([shape[axis] for axis in axes], dtype=np.int64)))
-    mean = low.store(low.node("Div", low.store(low.internal_sum(x, axes)), count))
-    centred = low.store(low.node("Sub", x, mean))
-    squares = low.store(low.node("Mul", centred, centred))
-    variance = low.store(low.node("Div", low.store(low.internal_sum(squares, axes)), count))
-    epsilon = low.const(op.epsilon) if op.epsilon is not None else 1e-5
-    scale = low.store(low.node("Sqrt", low.store(low.node("Add", variance, low.scalar(epsilon)))))
-    result = low.store(low.node("Div", centred, scale))
-    param_shape = [shape[axis] if axis in axes else 1 for axis in range(len(shape))]
-    if op.gamma is not None:
-        gamma = low.numerics.store(low.const(op.gamma), np.dtype(np.float32)).reshape(param_shape)
-        result = low.store(low.node("Mul", result, low.graph.constant(gamma, np.float32)))
-    if op.beta is not None:
-        beta = low.numerics.store(low.const(op.beta), np.dtype(np.float32)).reshape(param_shape)
-        result = low.node("Add", result, low.graph.constant(beta, np.float32))
-    low.probe = {"variance": low.node("ReduceSum", variance, keepdims=0)}
-    return [result]
-
-
-# -- layout --------------------------------------------------------------------------
-
-
-@lowers("reshape")
-def _reshape(low: _Lowering, op: Any) -> list[str]:
-    return [low.node("Reshape", low.value(op.x), low.constant(list(_shape(op.outputs[0]))))]
-
-
-@lowers("transpose")
-def _transpose(low: _Lowering, op: Any) -> list[str]:
-    rank = len(_shape(op.x))
-    perm = [int(p) % rank for p in np.atleast_1d(low.const(op.perm))]
-    return [low.node("Transpose", low.value(op.x), perm=perm)]
-
-
-@lowers("expand_dims", "squeeze")
-def _expand_squeeze(low: _Lowering, op: Any) -> list[str]:
-    return [low.node("Reshape", low.value(op.x), low.constant(list(_shape(op.outputs[0]))))]
-
-
-@lowers("concat")
-def _concat(low: _Lowering, op: Any) -> list[str]:
-    if op.interleave is not None and bool(low.const(op.interleave)):
-        raise NotLowerable("interleaved concat")
-    rank = len(_shape(op.values[0]))
-    axis = int(low.const(op.axis)) % rank
-    return [low.node("Concat", *[low.value(value) for value in op.values], axis=axis)]
-
-
-@lowers("tile")
-def _tile(low: _Lowering, op: Any) -> list[str]:
-    reps = [int(r) for r in np.atleast_1d(low.const(op.reps))]
-    return [low.node("Tile", low.value(op.x), low.constant(reps))]
-
-
-@lowers("slice_by_index")
-def _slice_by_index(low: _Lowering, op: Any) -> list[str]:
-    shape = _shape(op.x)
-    rank = len(shape)
-
-    def mask(var: Any) -> np.ndarray:
-        return np.zeros(rank, bool) if var is None else np.asarray(low.const(var), bool)
-
-    stride = np.ones(rank, np.int32) if op.stride is None else np.asarray(low.const(op.stride))
-    slices = solve_slice_by_index_slice(
-        shape, np.asarray(low.const(op.begin)), np.asarray(low.const(op.end)), stride,
-        mask(op.begin_mask), mask(op.end_mask), mask(op.squeeze_mask),
-    )  # fmt: skip
-    starts, ends, steps = [], [], []
-    for item, size in zip(slices, shape, strict=True):
-        start, stop, step = item.indices(size) if isinstance(item, slice) else (item, item + 1, 1)
-        starts.append(start)
-        ends.append(stop if stop >= 0 else -(2**62))  # past the start, for negative steps
-        steps.append(step)
-    sliced = low.node(
-        "Slice", low.value(op.x), low.constant(starts), low.constant(ends),
-        low.constant(list(range(rank))), low.constant(steps),
-    )  # fmt: skip
-    return [low.node("Reshape", sliced, low.constant(list(_shape(op.outputs[0]))))]
-
-
-@lowers("gather")
-def _gather(low: _Lowering, op: Any) -> list[str]:
-    from onnx import TensorProto
-
-    if op.batch_dims is not None and int(low.const(op.batch_dims)) != 0:
-        raise NotLowerable("gather with batch_dims")
-    rank = len(_shape(op.x))
-    axis = int(low.const(op.axis)) % rank if op.axis is not None else 0
-    indices = low.node("Cast", low.value(op.indices), to=TensorProto.INT64)
-    return [low.node("Gather", low.value(op.x), indices, axis=axis)]
 
 
 # -- the function --------------------------------------------------------------------
@@ -583,20 +59,20 @@ class CompiledFunction:
     session: Any
     input_names: list[str]
     output_vars: list[Any]
-    records: list[_OpRecord]
+    records: list[OpRecord]
     numerics: Numerics
 
 
 def compile_function(func: Any, numerics: Numerics) -> CompiledFunction:
     """Lower ``func`` to one ONNX graph; raises :class:`NotLowerable`."""
-    low = _Lowering(func, numerics)
+    low = Lowering(func, numerics)
     input_names = []
     for name, var in func.inputs.items():
         dtype = numpy_dtype(var)
         if dtype is None:
             raise NotLowerable(f"input {name}")
         low.names[id(var)] = low.graph.input(
-            f"in_{name}", len(_shape(var)), _onnx_type(dtype), _shape(var)
+            f"in_{name}", len(shape_of(var)), onnx_type(dtype), shape_of(var)
         )
         if dtype.kind == "f" and numerics.fp16:
             low.names[id(var)] = low.store(low.names[id(var)])
@@ -619,19 +95,19 @@ def compile_function(func: Any, numerics: Numerics) -> CompiledFunction:
         for var, name in zip(op.outputs, outputs, strict=True):
             dtype = numpy_dtype(var)
             if dtype is not None and dtype.kind == "f":
-                if op.op_type not in _MOVES:
+                if op.op_type not in MOVES:
                     name = low.store(name)
                 source = op.inputs.get("x")
-                if op.op_type in _PERMUTES and source is not None and id(source) in low.summaries:
+                if op.op_type in PERMUTES and source is not None and id(source) in low.summaries:
                     # Same values as the input, rearranged: reuse its statistics.
                     peak, total, smallest = low.summaries[id(source)]
-                    low.records.append(_OpRecord(op, var, peak, total, {"low": smallest}))
+                    low.records.append(OpRecord(op, var, peak, total, {"low": smallest}))
                     low.summaries[id(var)] = low.summaries[id(source)]
                     low.names[id(var)] = name
                     continue
                 # ReduceSum propagates NaN and inf (ReduceMax does not reliably): the
                 # sum is finite exactly when the result is.
-                record = _OpRecord(
+                record = OpRecord(
                     op,
                     var,
                     peak=low.node("ReduceMax", name, keepdims=0),
@@ -648,19 +124,19 @@ def compile_function(func: Any, numerics: Numerics) -> CompiledFunction:
         dtype = numpy_dtype(var)
         if dtype is None:
             raise NotLowerable(f"output {var.name}")
-        types_out.append(_onnx_type(dtype))
+        types_out.append(onnx_type(dtype))
     stats = [
         name
         for record in low.records
         for name in (record.peak, record.total, *record.probes.values())
     ]
     session = low.graph.session(
-        *outputs, *stats, types=types_out + [_onnx_type(np.dtype(np.float32))] * len(stats)
+        *outputs, *stats, types=types_out + [onnx_type(np.dtype(np.float32))] * len(stats)
     )
     return CompiledFunction(session, input_names, list(func.outputs), low.records, numerics)
 
 
-def _add_cliff_probes(low: _Lowering, op: Any, record: _OpRecord) -> None:
+def _add_cliff_probes(low: Lowering, op: Any, record: OpRecord) -> None:
     if op.op_type in ("log", "rsqrt"):
         epsilon = low.scalar(low.const(op.epsilon))
         record.probes["min_input"] = low.node(
@@ -693,7 +169,7 @@ def cached(func: Any, numerics: Numerics) -> CompiledFunction | None:
     return entry[key]
 
 
-def cliff_arguments(record: _OpRecord, values: dict[str, float]) -> dict[str, Any]:
+def cliff_arguments(record: OpRecord, values: dict[str, float]) -> dict[str, Any]:
     """Stand-ins for an op's inputs, enough for :func:`cliffs.check`."""
     op = record.op
     arguments: dict[str, Any] = {}
@@ -704,6 +180,6 @@ def cliff_arguments(record: _OpRecord, values: dict[str, float]) -> dict[str, An
         arguments["x"] = np.array([values["input_peak"]], np.float32)
         arguments["begin"] = np.asarray(op.begin.val)
     if op.op_type == "scaled_dot_product_attention":
-        arguments["query"] = np.broadcast_to(np.float32(0), _shape(op.query))
-        arguments["key"] = np.broadcast_to(np.float32(0), _shape(op.key))
+        arguments["query"] = np.broadcast_to(np.float32(0), shape_of(op.query))
+        arguments["key"] = np.broadcast_to(np.float32(0), shape_of(op.key))
     return arguments
