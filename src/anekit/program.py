@@ -93,6 +93,7 @@ class CompiledProgram:
         source: str = "<program>",
         deployment_target: Any = "macOS15",
         locations: dict[str, Any] | None = None,
+        converted: bool = False,
     ) -> None:
         if function_name not in program.functions:
             raise ProgramError(
@@ -112,6 +113,10 @@ class CompiledProgram:
             deployment_target if isinstance(deployment_target, str) else str(deployment_target.name)
         )
         self.locations = dict(locations or {})
+        #: True when :attr:`program` is already what a package holds (read back from
+        #: one); False for traced programs, which :meth:`lowered` converts.
+        self.converted = converted
+        self._lowered: Program | None = None
         function = program.functions[function_name]
         self._input_specs = tuple(_spec(var, name) for name, var in function.inputs.items())
         self._output_specs = tuple(_spec(var, var.name) for var in function.outputs)
@@ -224,6 +229,21 @@ class CompiledProgram:
         for spec in self.output_specs:
             model.output_description[spec.name] = spec.describe()
         return model
+
+    def lowered(self) -> Program:
+        """The program as it goes into a package: coremltools' default pass pipeline
+        at fp16 compute precision applied (what the ANE would run). Cached."""
+        if self.converted:
+            return self._program
+        if self._lowered is None:
+            with quiet_passes():
+                self._lowered = ct.convert(
+                    self._single_function_copy(),
+                    convert_to="milinternal",
+                    minimum_deployment_target=self._target,
+                    compute_precision=ct.precision.FLOAT16,
+                )
+        return self._lowered
 
     def _single_function_copy(self) -> Program:
         """A deep copy of the program holding only this function, named ``main``."""

@@ -62,4 +62,5 @@ def load_package(path: str | os.PathLike[str], *, function: str | None = None) -
         output_tree="single" if len(outputs) == 1 else "dict",
         source=str(path),
         deployment_target=chosen.opset_version,
+        converted=True,
     )

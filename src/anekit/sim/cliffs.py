@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from anekit._milgraph import per_head_elements, score_producer
+
 #: Above this, matmul-like outputs saturate on the ANE (about fp16 max / 2).
 MATMUL_SATURATION = 32752.0
 #: Below this, log/rsqrt inputs return ±inf on the ANE.
@@ -21,39 +23,8 @@ ATTENTION_SCORE_LIMIT = 2**20
 WIDTH_SLICE_LIMIT = 4094.0
 
 MATMUL_OPS = frozenset({"matmul", "linear", "conv", "conv_transpose", "einsum"})
-_PASS_THROUGH = frozenset({"add", "sub", "mul", "real_div", "cast", "identity", "reshape"})
 
 Finding = tuple[str, str]
-
-
-def _score_producer(var: Any, depth: int = 6) -> Any:
-    """The matmul-like op feeding a softmax input, through elementwise ops."""
-    op = var.op
-    for _ in range(depth):
-        if op is None:
-            return None
-        if op.op_type in ("matmul", "einsum"):
-            return op
-        if op.op_type not in _PASS_THROUGH:
-            return None
-        upstream = [
-            value
-            for value in op.inputs.values()
-            if hasattr(value, "op") and value.op is not None and value.rank >= 2
-        ]
-        if not upstream:
-            return None
-        op = max(upstream, key=lambda value: value.rank).op
-    return None
-
-
-def _per_head_elements(producer: Any) -> int:
-    """Score elements per head: a matmul's last two axes (..., queries, keys); for an
-    einsum (the ANE layout splits heads into separate einsums), all but the batch axis."""
-    shape = [int(dim) for dim in producer.outputs[0].shape]
-    if producer.op_type == "einsum":
-        return int(np.prod(shape[1:], dtype=np.int64))
-    return shape[-1] * shape[-2] if len(shape) >= 2 else int(np.prod(shape, dtype=np.int64))
 
 
 def check(op: Any, inputs: Mapping[str, Any], max_abs: float) -> list[Finding]:
@@ -80,10 +51,10 @@ def check(op: Any, inputs: Mapping[str, Any], max_abs: float) -> list[Finding]:
                 )
             )
     if op_type == "softmax":
-        producer = _score_producer(op.inputs["x"])
+        producer = score_producer(op.inputs["x"])
         if producer is not None:
             shape = tuple(int(dim) for dim in producer.outputs[0].shape)
-            elements = _per_head_elements(producer)
+            elements = per_head_elements(producer)
             if elements >= ATTENTION_SCORE_LIMIT:
                 findings.append(
                     (

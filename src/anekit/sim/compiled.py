@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from anekit.sim._vars import numpy_dtype
+from anekit._milgraph import numpy_dtype
 from anekit.sim.lowering import (
     LOWERINGS,
     MOVES,

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from anekit import _miltext
+from anekit._milgraph import numpy_dtype, static_shape
 from anekit.errors import ProgramError, UnsupportedOpError
 from anekit.sim import cliffs
-from anekit.sim._vars import numpy_dtype, static_shape
 from anekit.sim.numerics import Numerics
 from anekit.sim.registry import REGISTRY, OpContext, supported_ops
 from anekit.sim.report import NumericsReport, NumericsWarning, OpStats

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from coremltools.converters.mil.mil.ops.defs._utils import solve_slice_by_index_slice
 
-from anekit.sim._vars import numpy_dtype, static_shape
+from anekit._milgraph import numpy_dtype, static_shape
 from anekit.sim.kernels import _Graph, _sum
 from anekit.sim.numerics import Numerics
 from anekit.sim.ops.linear import _conv_padding
