@@ -87,8 +87,19 @@ def _wrapper() -> Any:
     return SentenceEmbedding(hf_model()).eval()
 
 
-def convert(path: Path, *, precision: str, batch: int = BATCH, length: int = MAX_LENGTH) -> Path:
-    """coremltools' plain conversion of MiniLM at fixed shape (batch, length), saved."""
+def convert(
+    path: Path,
+    *,
+    precision: str,
+    batch: int = BATCH,
+    length: int = MAX_LENGTH,
+    flexible_length: bool = False,
+) -> Path:
+    """coremltools' plain conversion of MiniLM at fixed shape (batch, length), saved.
+
+    ``flexible_length`` makes the sequence axis a ``RangeDim(1, length)``: the
+    conversion most users try first, and one the ANE does not take.
+    """
     import coremltools as ct
     import torch
 
@@ -98,11 +109,12 @@ def convert(path: Path, *, precision: str, batch: int = BATCH, length: int = MAX
     )
     with torch.no_grad():
         traced = torch.jit.trace(_wrapper(), example, strict=False)  # type: ignore[no-untyped-call]
+    shape = (batch, ct.RangeDim(1, length, default=length) if flexible_length else length)
     model = ct.convert(
         traced,
         inputs=[
-            ct.TensorType("ids", shape=(batch, length), dtype=np.int32),
-            ct.TensorType("mask", shape=(batch, length), dtype=np.int32),
+            ct.TensorType("ids", shape=shape, dtype=np.int32),
+            ct.TensorType("mask", shape=shape, dtype=np.int32),
         ],
         outputs=[ct.TensorType("embedding")],
         convert_to="mlprogram",

@@ -29,12 +29,23 @@ def _is_inline(value: Any) -> bool:
     return array.ndim == 0
 
 
-def type_text(var: Var) -> str:
-    """``fp16[256, 512]`` for a tensor Var, ``fp32`` for a scalar."""
+def type_text(var: Var, symbols: dict[str, str] | None = None) -> str:
+    """``fp16[256, 512]`` for a tensor Var, ``fp32`` for a scalar.
+
+    coremltools names symbolic dimensions from a process-wide counter (``is235``);
+    pass a ``symbols`` dict to rename them ``s0``, ``s1``... in order of first use,
+    so the text is the same for the same program in every process.
+    """
     dtype = str(types.builtin_to_string(var.dtype))
     if not types.is_tensor(var.sym_type):
         return dtype
-    return f"{dtype}[{', '.join(str(dim) for dim in var.shape)}]"
+    dims = []
+    for dim in var.shape:
+        text = str(dim)
+        if symbols is not None and not isinstance(dim, int | np.integer):
+            text = symbols.setdefault(text, f"s{len(symbols)}")
+        dims.append(text)
+    return f"{dtype}[{', '.join(dims)}]"
 
 
 def op_location(op: Any) -> str | None:

@@ -1,0 +1,98 @@
+"""Placement analysis: which ops of a program Core ML can place on the ANE, and why not.
+
+``analyze(target)`` works on any OS, from the op table (package data) and the
+constraint rules, for a ``CompiledProgram``, a package path or a MIL program. It
+returns a :class:`PlacementReport`: per op its verdict and expected device per ANE
+family, the rules that fired, a reason and a fix. It is a prediction; on a Mac,
+``anekit doctor`` also shows where Core ML's compute plan actually puts each op.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from anekit.analysis.analyzer import PackageFacts, analyze_program
+from anekit.analysis.optable import OpTable
+from anekit.analysis.optable import load as load_op_table
+from anekit.analysis.report import Finding, FunctionReport, OpPlacement, PlacementReport
+from anekit.analysis.rules import RULES
+
+__all__ = [
+    "RULES",
+    "Finding",
+    "FunctionReport",
+    "OpPlacement",
+    "OpTable",
+    "PlacementReport",
+    "analyze",
+    "load_op_table",
+    "package_facts",
+]
+
+
+def package_facts(path: Path, spec: Any) -> PackageFacts:
+    """Size on disk and enumerated-shape inputs of a package."""
+    size = (
+        sum(item.stat().st_size for item in path.rglob("*") if item.is_file())
+        if path.is_dir()
+        else path.stat().st_size
+    )
+    enumerated = tuple(
+        item.name
+        for item in spec.description.input
+        if item.type.WhichOneof("Type") == "multiArrayType"
+        and item.type.multiArrayType.WhichOneof("ShapeFlexibility") == "enumeratedShapes"
+    )
+    return PackageFacts(size_bytes=size, enumerated_inputs=enumerated)
+
+
+def analyze(
+    target: Any,
+    *,
+    families: Sequence[str] | None = None,
+    function: str | None = None,
+    platform: str = "macos",
+) -> PlacementReport:
+    """Predict the placement of ``target``: a ``CompiledProgram``, a path to an
+    ``.mlpackage``/mlprogram ``.mlmodel``, or a coremltools MIL ``Program``.
+
+    Traced programs are analysed as they would be saved (coremltools' pass pipeline
+    at fp16 compute precision). ``families`` picks ANE families (default: all in the
+    op table); ``function`` one function of a multifunction package.
+    """
+    from anekit.program import CompiledProgram
+
+    functions = [function] if function else None
+    if isinstance(target, CompiledProgram):
+        program = target.lowered()
+        name = "main" if not target.converted else target.function_name
+        return analyze_program(
+            program,
+            source=target.source,
+            families=families,
+            functions=functions or [name],
+            platform=platform,
+        )
+    if isinstance(target, str | os.PathLike):
+        from anekit.frontends.mlpackage import read_program
+
+        path = Path(target)
+        program, spec = read_program(path)
+        return analyze_program(
+            program,
+            source=str(path),
+            families=families,
+            functions=functions,
+            package=package_facts(path, spec),
+            platform=platform,
+        )
+    if hasattr(target, "functions"):
+        return analyze_program(
+            target, source="<program>", families=families, functions=functions, platform=platform
+        )
+    raise TypeError(
+        f"cannot analyse a {type(target).__name__}; pass a CompiledProgram, a path or a Program"
+    )

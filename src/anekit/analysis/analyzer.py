@@ -1,0 +1,227 @@
+"""Placement analysis: the op table and the rules applied to every op of a program.
+
+For each op and ANE family the expected device is ``ane`` when the op table says
+``ane`` (or ``ane_if`` and the condition holds) and no fallback rule fires on the
+op or on the program, else ``cpu``. Constants are not compute ops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from anekit import _miltext
+from anekit._milgraph import is_constant, numpy_dtype
+from anekit.analysis import optable
+from anekit.analysis.report import Finding, FunctionReport, OpPlacement, PlacementReport
+from anekit.analysis.rules import (
+    CONDITIONS,
+    LAYER_OPS,
+    RULES,
+    ProgramFacts,
+    op_checks,
+    program_checks,
+)
+from anekit.errors import PlacementError
+
+#: Program-level rules after which no op of the function stays on the ANE.
+WHOLE_PROGRAM_FALLBACK = frozenset({"shape.enumerated", "package.size", "program.too_small"})
+
+
+@dataclass(frozen=True)
+class PackageFacts:
+    """What a package adds to its program: size, flexible input shapes."""
+
+    size_bytes: int | None = None
+    enumerated_inputs: tuple[str, ...] = ()
+
+
+def _finding(
+    rule: str, message: str, families: Sequence[str] | None = None, fix: str | None = None
+) -> Finding:
+    info = RULES[rule]
+    return Finding(
+        rule=rule,
+        severity=info.severity,
+        message=message,
+        fix=fix or info.fix,
+        families=None if families is None else tuple(families),
+    )
+
+
+def _table_findings(
+    op: Any, entry: optable.OpEntry | None, families: list[str]
+) -> tuple[dict[str, str], list[Finding]]:
+    """Per family: the table's verdict and, where it keeps the op off the ANE, why."""
+    verdicts: dict[str, str] = {}
+    grouped: dict[tuple[str, str, str], list[str]] = {}
+    for family in families:
+        if entry is None:
+            verdicts[family] = "cpu"
+            key = ("cpu", f"{op.op_type} is not in the op table", RULES["op.table"].fix)
+            grouped.setdefault(key, []).append(family)
+            continue
+        rule = entry.for_family(family)
+        verdicts[family] = rule.verdict
+        if rule.verdict == "ane":
+            continue
+        if rule.verdict == "ane_if":
+            assert rule.condition is not None
+            check, requirement = CONDITIONS[rule.condition]
+            if check(op):
+                continue
+            key = ("ane_if", f"{op.op_type}: {requirement}", requirement)
+        elif rule.verdict == "decompose":
+            key = (
+                "decompose",
+                f"{op.op_type} does not run on the ANE as is",
+                f"rewrite: {rule.rewrite}",
+            )
+        else:
+            why = rule.reason or f"{op.op_type} does not run on the ANE"
+            key = ("cpu", why, (entry.rule and RULES[entry.rule].fix) or RULES["op.table"].fix)
+        grouped.setdefault(key, []).append(family)
+    findings = []
+    for (_, message, fix), members in grouped.items():
+        scoped = None if len(members) == len(families) else members
+        dispute = f" (disputed: {entry.dispute})" if entry is not None and entry.dispute else ""
+        findings.append(_finding("op.table", message + dispute, scoped, fix))
+    return verdicts, findings
+
+
+def _outputs_text(op: Any, symbols: dict[str, str]) -> str:
+    return ", ".join(_miltext.type_text(var, symbols) for var in op.outputs)
+
+
+def _weight_bytes(func: Any) -> int:
+    total = 0
+    for op in func.operations:
+        if op.op_type != "const" and not op.op_type.startswith("constexpr_"):
+            continue
+        if op.op_type == "const" and any(
+            child.op_type.startswith("constexpr_") for child in op.outputs[0].child_ops
+        ):
+            continue  # counted through the constexpr that decompresses it
+        for var in op.outputs:
+            value = var.val if op.op_type == "const" else None
+            if value is not None and np.ndim(value) > 0:
+                total += int(np.asarray(value).nbytes)
+            elif op.op_type.startswith("constexpr_"):
+                total += int(np.prod(var.shape, dtype=np.int64)) * 2  # decompressed fp16
+    return total
+
+
+def _facts(func: Any, package: PackageFacts, platform: str) -> ProgramFacts:
+    def described(var: Any, name: str) -> tuple[str, tuple[Any, ...], np.dtype[Any] | None]:
+        return name, tuple(var.shape), numpy_dtype(var)
+
+    largest = 0
+    for op in func.operations:
+        for var in op.outputs:
+            try:
+                largest = max(
+                    largest, int(np.prod([int(dim) for dim in var.shape], dtype=np.int64))
+                )
+            except TypeError:
+                largest = max(largest, MIN_DYNAMIC)
+    return ProgramFacts(
+        inputs=[described(var, name) for name, var in func.inputs.items()],
+        outputs=[described(var, var.name) for var in func.outputs],
+        weight_bytes=_weight_bytes(func),
+        package_bytes=package.size_bytes,
+        layers=sum(1 for op in func.operations if op.op_type in LAYER_OPS),
+        largest_tensor=largest,
+        enumerated_inputs=list(package.enumerated_inputs),
+        platform=platform,
+    )
+
+
+#: A flexible tensor counts as large for the program-size rule.
+MIN_DYNAMIC = 1 << 20
+
+
+def analyze_function(
+    func: Any, name: str, families: list[str], package: PackageFacts, platform: str
+) -> FunctionReport:
+    table = optable.load()
+    program_findings = [
+        _finding(rule, message) for rule, message in program_checks(_facts(func, package, platform))
+    ]
+    whole_program = any(finding.rule in WHOLE_PROGRAM_FALLBACK for finding in program_findings)
+    placements = []
+    symbols: dict[str, str] = {}
+    for op in func.operations:
+        entry = table.entry(op.op_type)
+        compute = entry.is_compute if entry is not None else True
+        if not compute:
+            placements.append(
+                OpPlacement(
+                    name=op.name,
+                    op_type=op.op_type,
+                    outputs=_outputs_text(op, symbols),
+                    location=_miltext.op_location(op),
+                    compute=False,
+                    table=dict.fromkeys(families, "ane"),
+                    device=dict.fromkeys(families, "ane"),
+                    output_names=tuple(var.name for var in op.outputs),
+                )
+            )
+            continue
+        verdicts, findings = _table_findings(op, entry, families)
+        findings += [_finding(rule, message) for rule, message in op_checks(op)]
+        devices = {}
+        for family in families:
+            blocked = whole_program or any(
+                finding.severity == "fallback" and finding.applies(family) for finding in findings
+            )
+            devices[family] = "cpu" if blocked else "ane"
+        placements.append(
+            OpPlacement(
+                name=op.name,
+                op_type=op.op_type,
+                outputs=_outputs_text(op, symbols),
+                location=_miltext.op_location(op),
+                compute=True,
+                table=verdicts,
+                device=devices,
+                findings=findings,
+                output_names=tuple(var.name for var in op.outputs),
+            )
+        )
+    return FunctionReport(name, families, placements, program_findings)
+
+
+def analyze_program(
+    program: Any,
+    *,
+    source: str,
+    families: Sequence[str] | None = None,
+    functions: Sequence[str] | None = None,
+    package: PackageFacts | None = None,
+    platform: str = "macos",
+) -> PlacementReport:
+    """Placement of every function (or the ones named) of a MIL ``program``."""
+    table = optable.load()
+    chosen = list(families) if families else list(table.families)
+    unknown = [family for family in chosen if family not in table.families]
+    if unknown:
+        raise PlacementError(
+            f"unknown ANE family {', '.join(unknown)}; choose from {', '.join(table.families)}"
+        )
+    if platform not in ("macos", "ios"):
+        raise PlacementError(f"unknown platform {platform!r}; choose macos or ios")
+    names = list(functions) if functions else list(program.functions)
+    missing = [name for name in names if name not in program.functions]
+    if missing:
+        raise PlacementError(f"the program has no function {', '.join(missing)}")
+    reports = [
+        analyze_function(program.functions[name], name, chosen, package or PackageFacts(), platform)
+        for name in names
+    ]
+    return PlacementReport(source=source, families=chosen, functions=reports, platform=platform)
+
+
+__all__ = ["PackageFacts", "analyze_function", "analyze_program", "is_constant"]

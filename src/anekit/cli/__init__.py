@@ -1,0 +1,35 @@
+"""The ``anekit`` command line: thin over the library, rich tables or ``--json``.
+
+Each command lives in its own module; this one assembles the group. Exit status
+2 means an error (see ``anekit.cli._common``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from anekit._version import __version__
+from anekit.cli.demo import demo
+from anekit.cli.placement import doctor, ops
+from anekit.cli.simulate import simulate
+from anekit.cli.version import version
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="anekit")
+@click.option("-v", "--verbose", is_flag=True, help="Log progress and show tracebacks on errors.")
+def cli(verbose: bool) -> None:
+    """anekit: compile NumPy functions to Core ML for the Apple Neural Engine,
+    check them anywhere, run them on a Mac."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s")
+
+
+for command in (demo, simulate, doctor, ops, version):
+    cli.add_command(command)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="anekit")

@@ -1,0 +1,388 @@
+"""``anekit doctor`` (where a program's ops will run, and why not) and ``anekit ops``
+(the op table)."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from anekit.analysis import OpTable, PlacementReport, analyze, load_op_table
+from anekit.analysis.report import Finding, FunctionReport, OpPlacement
+from anekit.analysis.rules import RULES
+from anekit.cli._common import emit_json, handles_errors, json_option, stderr, stdout
+from anekit.errors import PlacementError
+
+EXIT_FALLBACKS = 1
+
+_DEVICE_STYLE = {"ane": "green", "cpu": "red", "gpu": "yellow"}
+
+
+def _device(text: str) -> str:
+    return f"[{_DEVICE_STYLE.get(text, 'white')}]{text}[/]"
+
+
+def _analysed(
+    target: str,
+    shapes: tuple[str, ...],
+    families: tuple[str, ...],
+    function: str | None,
+    platform_name: str,
+) -> tuple[PlacementReport, Path | None, Any]:
+    """The report for ``target``, the package it came from (if any) and the program."""
+    from anekit.frontends.function_ref import compile_reference, is_function_reference
+
+    if is_function_reference(target):
+        if function:
+            raise PlacementError("--function applies to packages, not to a traced function")
+        program = compile_reference(target, shapes)
+        report = analyze(program, families=families or None, platform=platform_name)
+        return report, None, program
+    if shapes:
+        raise PlacementError("--shape applies to module:function targets, not to packages")
+    path = Path(target)
+    report = analyze(path, families=families or None, function=function, platform=platform_name)
+    return report, path, None
+
+
+def _merge_compute_plan(report: PlacementReport, package: Path | None, program: Any) -> str | None:
+    """On a Mac: fill each op's ``actual`` device from Core ML's compute plan.
+
+    Returns the op-table family of this Mac's chip (or None when unknown)."""
+    from anekit.analysis import compute_plan
+
+    chip = compute_plan.chip()
+    family = compute_plan.family_of(chip)
+    with tempfile.TemporaryDirectory(prefix="anekit-doctor-") as scratch:
+        if package is None:
+            package = Path(scratch) / "traced.mlpackage"
+            program.save(package)
+        devices = compute_plan.actual_devices(package)
+    for function in report.functions:
+        actual = devices.get(function.name) or (
+            devices.get("main") if len(report.functions) == 1 else None
+        )
+        if actual is None:
+            continue
+        for op in function.ops:
+            op.actual = actual.get(op.output_names[0]) if op.output_names else None
+    report.notes.append(
+        f"actual devices: Core ML compute plan on {chip} ({platform.mac_ver()[0] or 'macOS'}), "
+        "compute units CPU_AND_NE"
+    )
+    return family
+
+
+def _disagreements(report: PlacementReport, family: str | None) -> list[dict[str, Any]]:
+    if family is None:
+        return []
+    found = []
+    for function in report.functions:
+        for op in function.compute_ops():
+            if op.actual is not None and op.actual != op.device.get(family):
+                found.append(
+                    {
+                        "function": function.name,
+                        "op": op.name,
+                        "type": op.op_type,
+                        "outputs": op.outputs,
+                        "predicted": op.device.get(family),
+                        "actual": op.actual,
+                        "verdict": op.table.get(family),
+                        "rules": op.rules,
+                        "reason": op.reason(family),
+                    }
+                )
+    return found
+
+
+def _disagreement_report(
+    report: PlacementReport, family: str | None, found: list[dict[str, Any]]
+) -> dict[str, Any]:
+    import coremltools
+
+    from anekit._version import __version__
+    from anekit.analysis import compute_plan
+
+    return {
+        "kind": "anekit placement disagreements",
+        "anekit": __version__,
+        "coremltools": coremltools.__version__,
+        "macos": platform.mac_ver()[0],
+        "chip": compute_plan.chip(),
+        "family": family,
+        "source": report.source,
+        "disagreements": found,
+    }
+
+
+def _finding_groups(ops: list[OpPlacement], family: str) -> dict[tuple[str, str], list[Finding]]:
+    """Findings on ``ops`` for ``family``, grouped by rule (op-table findings by op type)."""
+    groups: dict[tuple[str, str], list[Finding]] = {}
+    for op in ops:
+        for finding in op.findings:
+            if finding.applies(family):
+                key = (finding.rule, op.op_type if finding.rule == "op.table" else "")
+                groups.setdefault(key, []).append(finding)
+    return groups
+
+
+def _render_function(
+    report: PlacementReport, function: FunctionReport, show_all: bool, family: str | None
+) -> None:
+    stdout.print(f"\n[bold]function {function.name}[/]")
+    for key in report.families:
+        segments = " -> ".join(f"{seg.device} {seg.ops}" for seg in function.segments(key))
+        stdout.print(f"  {function.summary(key)}  [dim]({segments or 'no compute ops'})[/]")
+    has_actual = any(op.actual is not None for op in function.ops)
+    ops = [
+        op
+        for op in function.compute_ops()
+        if show_all
+        or op.findings
+        or any(op.device[key] != "ane" for key in report.families)
+        or (family is not None and op.actual is not None and op.actual != op.device[family])
+    ]
+    if ops:
+        title = "Ops" if show_all else "Ops with findings (--all lists every op)"
+        table = Table(title=title, title_justify="left")
+        for column in ("op", "type", "output", *report.families):
+            table.add_column(column, overflow="fold")
+        if has_actual:
+            table.add_column("actual")
+        table.add_column("rules", overflow="fold")
+        for op in ops:
+            row = [op.name, op.op_type, op.outputs]
+            row += [_device(op.device[key]) for key in report.families]
+            if has_actual:
+                actual = op.actual or ""
+                disagrees = family is not None and actual and actual != op.device[family]
+                row.append(f"[bold reverse]{actual}[/]" if disagrees else _device(actual))
+            row.append(", ".join(op.rules))
+            table.add_row(*row)
+        stdout.print(table)
+    first = family if family in report.families else report.families[0]
+    groups = _finding_groups(function.ops, first)
+    if not function.findings and not groups:
+        return
+    stdout.print(f"\n[bold]Why, and how to fix[/] ({first})")
+    for finding in function.findings:
+        style = "red" if finding.severity == "fallback" else "yellow"
+        stdout.print(
+            f"  [{style}]{finding.severity}[/] [bold]{finding.rule}[/] (program): "
+            f"{finding.message}.\n      fix: {finding.fix}"
+        )
+    for (rule, op_type), findings in sorted(groups.items()):
+        sample = findings[0]
+        style = "red" if sample.severity == "fallback" else "yellow"
+        what = f"{op_type} " if op_type else ""
+        message = sample.message if rule == "op.table" else RULES[rule].title
+        stdout.print(
+            f"  [{style}]{sample.severity}[/] [bold]{rule}[/] ({what}{len(findings)} op"
+            f"{'s' if len(findings) != 1 else ''}): {message}\n      fix: {sample.fix}"
+        )
+
+
+def _exit_status(report: PlacementReport, strict: bool) -> int:
+    if not report.all_on_ane:
+        return EXIT_FALLBACKS
+    if strict and any(
+        finding.severity == "risk"
+        for function in report.functions
+        for finding in [*function.findings, *(f for op in function.ops for f in op.findings)]
+    ):
+        return EXIT_FALLBACKS
+    return 0
+
+
+@click.command()
+@click.argument("target")
+@click.option(
+    "--shape",
+    "shapes",
+    multiple=True,
+    metavar="[NAME=]DIMS[:DTYPE]",
+    help="Example input of a module:function target, e.g. x=1,256,1,128:float16 (repeatable).",
+)
+@click.option(
+    "--family",
+    "families",
+    multiple=True,
+    help="ANE family to report (a14, a15, a17; repeatable; default all).",
+)
+@click.option("--function", default=None, help="One function of a multifunction package.")
+@click.option(
+    "--platform",
+    "platform_name",
+    type=click.Choice(["macos", "ios"]),
+    default="macos",
+    show_default=True,
+    help="Deployment platform (sets the package-size limit).",
+)
+@click.option(
+    "--all", "show_all", is_flag=True, help="List every op, not only those with findings."
+)
+@click.option("--markdown", is_flag=True, help="Print the report as Markdown.")
+@click.option("--strict", is_flag=True, help="Exit 1 on risks (slowdowns, wrong-value risks) too.")
+@click.option(
+    "--plan/--no-plan",
+    "use_plan",
+    default=True,
+    show_default=True,
+    help="On macOS, also load Core ML's compute plan and show the actual device per op.",
+)
+@click.option(
+    "--report-disagreements",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="On macOS, write ops where the compute plan disagrees with the prediction as JSON.",
+)
+@json_option
+@handles_errors
+def doctor(
+    target: str,
+    shapes: tuple[str, ...],
+    families: tuple[str, ...],
+    function: str | None,
+    platform_name: str,
+    show_all: bool,
+    markdown: bool,
+    strict: bool,
+    use_plan: bool,
+    report_disagreements: Path | None,
+    as_json: bool,
+) -> None:
+    """Which ops of TARGET Core ML is expected to place on the ANE, and why not.
+
+    TARGET is an .mlpackage, an mlprogram .mlmodel, or a NumPy function as
+    module:function or path/to/file.py:function with --shape for each input.
+    The prediction works on any OS (op table + rules); on macOS the actual
+    device from Core ML's compute plan is shown next to it.
+
+    Exit status: 0 when every compute op is expected on the ANE, 1 when some
+    fall back (or, with --strict, when any risk is found), 2 on errors.
+    """
+    from anekit.analysis import compute_plan
+
+    report, package, program = _analysed(target, shapes, families, function, platform_name)
+    family: str | None = None
+    found: list[dict[str, Any]] = []
+    if use_plan and compute_plan.available():
+        family = _merge_compute_plan(report, package, program)
+        found = _disagreements(report, family)
+        if report_disagreements is not None:
+            payload = _disagreement_report(report, family, found)
+            report_disagreements.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    elif report_disagreements is not None:
+        raise PlacementError(
+            "--report-disagreements needs Core ML's compute plan (macOS 14.4 or later)"
+        )
+    if as_json:
+        click.echo(report.dumps(), nl=False)
+    elif markdown:
+        click.echo(report.to_markdown(), nl=False)
+    else:
+        stdout.print(f"[bold]{report.source}[/]: expected placement by Core ML")
+        stdout.print(
+            "[dim]A prediction from anekit's op table and rules"
+            + (", with the actual devices from Core ML's compute plan" if family else "")
+            + "; see docs/placement.md.[/]"
+        )
+        for item in report.functions:
+            _render_function(report, item, show_all, family)
+        for note in report.notes:
+            stdout.print(f"[dim]{note}[/]")
+        if found:
+            where = report_disagreements or "a file"
+            stderr.print(
+                f"[bold]{len(found)} op(s) landed elsewhere than predicted[/]; "
+                f"--report-disagreements {where} writes them for an op-table issue."
+            )
+    sys.exit(_exit_status(report, strict))
+
+
+def _table_rows(table: OpTable, families: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for op_type in sorted(table.ops):
+        entry = table.ops[op_type]
+        verdicts = {}
+        for family in families:
+            rule = entry.for_family(family)
+            verdicts[family] = {
+                "verdict": rule.verdict,
+                "condition": rule.condition,
+                "rewrite": rule.rewrite,
+                "reason": rule.reason,
+            }
+        rows.append(
+            {
+                "op": op_type,
+                "kind": entry.kind,
+                "families": verdicts,
+                "rule": entry.rule,
+                "dispute": entry.dispute,
+                "sources": list(entry.sources),
+            }
+        )
+    return rows
+
+
+@click.command()
+@click.option("--family", "families", multiple=True, help="ANE family (repeatable; default all).")
+@click.option(
+    "--verdict",
+    type=click.Choice(["ane", "ane_if", "decompose", "cpu"]),
+    default=None,
+    help="Only ops with this verdict in some chosen family.",
+)
+@click.option("--markdown", is_flag=True, help="Print docs/op-support.md.")
+@json_option
+@handles_errors
+def ops(families: tuple[str, ...], verdict: str | None, markdown: bool, as_json: bool) -> None:
+    """Print the op table: per MIL op and ANE family, whether it runs on the ANE."""
+    from anekit.analysis.docs import op_support_markdown
+
+    table = load_op_table()
+    chosen = list(families) or list(table.families)
+    unknown = [family for family in chosen if family not in table.families]
+    if unknown:
+        raise PlacementError(
+            f"unknown ANE family {', '.join(unknown)}; choose from {', '.join(table.families)}"
+        )
+    if markdown:
+        click.echo(op_support_markdown(table), nl=False)
+        return
+    rows = _table_rows(table, chosen)
+    if verdict:
+        rows = [
+            row for row in rows if any(v["verdict"] == verdict for v in row["families"].values())
+        ]
+    if as_json:
+        emit_json({"families": {key: table.families[key].name for key in chosen}, "ops": rows})
+        return
+    view = Table(title="MIL ops on the ANE (anekit op table)", title_justify="left")
+    view.add_column("op")
+    for family in chosen:
+        view.add_column(f"{family}\n{table.families[family].name}")
+    view.add_column("condition / rewrite / dispute", overflow="fold")
+    for row in rows:
+        cells = [row["op"]]
+        notes = []
+        for family in chosen:
+            item = row["families"][family]
+            cells.append(_device(item["verdict"]) if item["verdict"] != "ane_if" else "ane_if")
+            for key in ("condition", "rewrite", "reason"):
+                if item[key] and item[key] not in notes:
+                    notes.append(item[key])
+        if row["dispute"]:
+            notes.append(f"disputed: {row['dispute']}")
+        cells.append("; ".join(notes))
+        view.add_row(*cells)
+    stdout.print(view)
+    stdout.print(f"{len(rows)} ops; sources: anekit ops --json, or docs/op-support.md")
