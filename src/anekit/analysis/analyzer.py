@@ -7,7 +7,7 @@ op or on the program, else ``cpu``. Constants are not compute ops.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,6 +139,23 @@ def _facts(func: Any, package: PackageFacts, platform: str) -> ProgramFacts:
     )
 
 
+def _walk(operations: Sequence[Any], enclosing: Any = None) -> Iterator[tuple[Any, Any]]:
+    """Every op with the control-flow op it is nested in (None at the top level)."""
+    for op in operations:
+        yield op, enclosing
+        for block in getattr(op, "blocks", ()):
+            yield from _walk(block.operations, enclosing if enclosing is not None else op)
+
+
+def _folded(op: Any) -> bool:
+    """True when every output is known at compile time: Core ML's passes fold the op."""
+    return (
+        op.op_type != "const"
+        and bool(op.outputs)
+        and all(var.val is not None for var in op.outputs)
+    )
+
+
 #: A flexible tensor counts as large for the program-size rule.
 MIN_DYNAMIC = 1 << 20
 
@@ -153,25 +170,28 @@ def analyze_function(
     whole_program = any(finding.rule in WHOLE_PROGRAM_FALLBACK for finding in program_findings)
     placements = []
     symbols: dict[str, str] = {}
-    for op in func.operations:
+    for op, enclosing in _walk(func.operations):
         entry = table.entry(op.op_type)
-        compute = entry.is_compute if entry is not None else True
+        compute = (entry.is_compute if entry is not None else True) and not _folded(op)
+        common: dict[str, Any] = {
+            "name": op.name,
+            "op_type": op.op_type,
+            "outputs": _outputs_text(op, symbols),
+            "location": _miltext.op_location(op),
+            "output_names": tuple(var.name for var in op.outputs),
+        }
         if not compute:
+            everywhere = dict.fromkeys(families, "ane")
             placements.append(
-                OpPlacement(
-                    name=op.name,
-                    op_type=op.op_type,
-                    outputs=_outputs_text(op, symbols),
-                    location=_miltext.op_location(op),
-                    compute=False,
-                    table=dict.fromkeys(families, "ane"),
-                    device=dict.fromkeys(families, "ane"),
-                    output_names=tuple(var.name for var in op.outputs),
-                )
+                OpPlacement(**common, compute=False, table=everywhere, device=dict(everywhere))
             )
             continue
         verdicts, findings = _table_findings(op, entry, families)
         findings += [_finding(rule, message) for rule, message in op_checks(op)]
+        if enclosing is not None:
+            findings.append(
+                _finding("control_flow", f"inside {enclosing.op_type} {enclosing.name}")
+            )
         devices = {}
         for family in families:
             blocked = whole_program or any(
@@ -179,17 +199,7 @@ def analyze_function(
             )
             devices[family] = "cpu" if blocked else "ane"
         placements.append(
-            OpPlacement(
-                name=op.name,
-                op_type=op.op_type,
-                outputs=_outputs_text(op, symbols),
-                location=_miltext.op_location(op),
-                compute=True,
-                table=verdicts,
-                device=devices,
-                findings=findings,
-                output_names=tuple(var.name for var in op.outputs),
-            )
+            OpPlacement(**common, compute=True, table=verdicts, device=devices, findings=findings)
         )
     return FunctionReport(name, families, placements, program_findings)
 

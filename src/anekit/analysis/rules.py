@@ -171,6 +171,8 @@ CONTROL_FLOW_OPS = frozenset(
 PLUMBING_OPS = frozenset({"shape", "range_1d", "fill", "fill_like"})
 #: Ops that move values between dtypes or layouts: not arithmetic in a dtype.
 _NO_COMPUTE_DTYPE = frozenset({"cast", "const"})
+#: Operand names that carry data (as opposed to shape, axes or other parameters).
+_DATA_OPERANDS = ("x", "y", "input")
 
 Hit = tuple[str, str]  # (rule id, message)
 
@@ -196,9 +198,10 @@ def op_checks(op: Any) -> list[Hit]:
         hits.append(
             ("shape.dynamic", f"{', '.join(sorted(set(dynamic)))} has a flexible dimension")
         )
-    if op_type in PLUMBING_OPS and not all(is_constant(var) for var in op.get_flattened_inputs()):
+    # Values known at compile time (``val`` set) are folded by Core ML's passes.
+    if op_type in PLUMBING_OPS and any(var.val is None for var in op.outputs):
         hits.append(("shape.plumbing", f"{op_type} computes a shape or fills at run time"))
-    if op_type == "reshape" and "shape" in op.inputs and not is_constant(op.inputs["shape"]):
+    if op_type == "reshape" and "shape" in op.inputs and op.inputs["shape"].val is None:
         hits.append(("shape.plumbing", "reshape to a shape computed at run time"))
     ranks = [len(shape) for _, shape in shapes if shape]
     if ranks and max(ranks) >= 5:
@@ -209,11 +212,14 @@ def op_checks(op: Any) -> list[Hit]:
     if longest > AXIS_LIMIT:
         hits.append(("shape.axis_limit", f"an axis of {longest} > {AXIS_LIMIT}"))
     if op_type not in _NO_COMPUTE_DTYPE:
-        dtypes = {numpy_dtype(var) for var in op.outputs} - {None}
-        operand_dtypes = {
-            numpy_dtype(var) for var in op.get_flattened_inputs() if not is_constant(var)
+        # What the op computes in: its outputs and its data operands (not shape/axes
+        # parameters, which are integers even in fp16 ops).
+        data = [op.inputs[key] for key in _DATA_OPERANDS if key in op.inputs]
+        every = {
+            dtype
+            for dtype in map(numpy_dtype, [*op.outputs, *data])
+            if dtype is not None and dtype.kind != "b"
         }
-        every = {dtype for dtype in dtypes | operand_dtypes if dtype is not None}
         if np.dtype(np.float32) in every:
             hits.append(("dtype.fp32", "computes in fp32"))
         elif any(dtype.kind in "iu" for dtype in every):
