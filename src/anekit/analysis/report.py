@@ -8,11 +8,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any
 
 from anekit.analysis.rules import RULES
 
 SCHEMA_VERSION = 1
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of :meth:`PlacementReport.to_json`."""
+    text = resources.files("anekit.analysis").joinpath("data/placement.schema.json").read_text()
+    schema: dict[str, Any] = json.loads(text)
+    return schema
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,7 @@ class OpPlacement:
             "name": self.name,
             "type": self.op_type,
             "outputs": self.outputs,
+            "output_names": list(self.output_names),
             "location": self.location,
             "compute": self.compute,
             "verdict": {family: self.table[family] for family in families},

@@ -1,0 +1,328 @@
+"""``anekit doctor`` and ``anekit ops``: outputs, exit codes, errors, and the compute-plan
+merge (with a stand-in plan off macOS; the real one in tests marked ``macos``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import CliRunner, Result
+
+import anekit
+from anekit._coremltools import ct
+from anekit.analysis import analyze, compute_plan
+from anekit.cli import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "ane_attention.py"
+ENCODER = f"{EXAMPLE}:make_encoder"
+
+
+def _doctor(*args: str) -> Result:
+    return CliRunner().invoke(cli, ["doctor", *args], catch_exceptions=False)
+
+
+def _small_encoder(layers: int = 3) -> Any:
+    from anekit.frontends.function_ref import resolve_function
+
+    encoder = resolve_function(ENCODER)(channels=64, heads=2, layers=layers)
+    x = np.zeros((1, 64, 1, 32), np.float16)
+    return anekit.compile(encoder, x)
+
+
+@pytest.fixture(scope="module")
+def encoder_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("doctor") / "encoder.mlpackage"
+    return Path(_small_encoder().save(path))
+
+
+@pytest.fixture(scope="module")
+def tiny_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A one-matmul program: too small for the ANE, so every op falls back."""
+    weight = np.full((64, 64), 0.01, np.float16)
+    program = anekit.compile(lambda x: np.tanh(x @ weight), np.zeros((8, 64), np.float16))
+    return Path(program.save(tmp_path_factory.mktemp("doctor") / "tiny.mlpackage"))
+
+
+# --- doctor ------------------------------------------------------------------------------
+
+
+def test_doctor_on_a_traced_function_exits_0_when_all_ops_are_on_the_ane() -> None:
+    result = _doctor(f"{EXAMPLE}:encoder", "--shape", "x=1,256,1,64:float16")
+    assert result.exit_code == 0, result.output
+    assert "compute ops expected on the ANE (a14); 0 ANE/CPU transitions" in result.output
+    assert "Ops with findings" not in result.output
+
+
+def test_doctor_accepts_unnamed_shapes_in_parameter_order() -> None:
+    result = _doctor(f"{EXAMPLE}:encoder", "--shape", "1x256x1x64", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["all_on_ane"] is True
+
+
+def test_doctor_exits_1_and_explains_fallbacks(tiny_package: Path) -> None:
+    result = _doctor(str(tiny_package))
+    assert result.exit_code == 1
+    assert "program.too_small" in result.output
+    assert "fix:" in result.output
+
+
+def test_doctor_json_is_the_library_report_byte_for_byte(tiny_package: Path) -> None:
+    result = _doctor(str(tiny_package), "--json")
+    assert result.exit_code == 1
+    assert result.output == analyze(tiny_package).dumps()
+
+
+def test_doctor_markdown(encoder_package: Path) -> None:
+    result = _doctor(str(encoder_package), "--markdown", "--family", "a17")
+    assert result.exit_code == 0
+    assert result.output.startswith(f"# Placement report: {encoder_package}")
+    assert "| op | type | a17 | rules |" in result.output
+
+
+def test_doctor_all_lists_every_op(encoder_package: Path) -> None:
+    result = _doctor(str(encoder_package), "--all", "--family", "a14")
+    assert result.exit_code == 0
+    assert "softmax" in result.output and "layer_norm" in result.output
+
+
+def test_doctor_strict_fails_on_risks() -> None:
+    """A sequence of 16 is narrower than the ANE's 64-byte rows: a risk, not a fallback."""
+    args = [f"{EXAMPLE}:encoder", "--shape", "x=1,256,1,16"]
+    assert _doctor(*args).exit_code == 0
+    strict = _doctor(*args, "--strict")
+    assert strict.exit_code == 1
+    assert "io.narrow" in strict.output
+
+
+def test_doctor_reports_each_function_of_a_multifunction_package(tmp_path: Path) -> None:
+    short = _small_encoder().save(tmp_path / "short.mlpackage")
+    weight = np.full((64, 64), 0.01, np.float16)
+    tiny = anekit.compile(lambda x: np.tanh(x @ weight), np.zeros((8, 64), np.float16))
+    tiny_path = tiny.save(tmp_path / "tiny.mlpackage")
+    descriptor = ct.utils.MultiFunctionDescriptor()
+    descriptor.add_function(str(short), src_function_name="main", target_function_name="encoder")
+    descriptor.add_function(str(tiny_path), src_function_name="main", target_function_name="tiny")
+    descriptor.default_function_name = "encoder"
+    combined = tmp_path / "both.mlpackage"
+    ct.utils.save_multifunction(descriptor, str(combined))
+
+    result = _doctor(str(combined), "--json")
+    assert result.exit_code == 1
+    report = json.loads(result.output)
+    totals = {item["name"]: item["totals"]["a14"] for item in report["functions"]}
+    assert set(totals) == {"encoder", "tiny"}
+    assert totals["encoder"]["fallback"] == 0
+    assert totals["tiny"]["ane"] == 0
+    only = _doctor(str(combined), "--function", "encoder", "--json")
+    assert only.exit_code == 0
+    assert [item["name"] for item in json.loads(only.output)["functions"]] == ["encoder"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["missing.mlpackage"], "no such file or directory"),
+        (["model.onnx"], "expected an .mlpackage"),
+        ([f"{EXAMPLE}:encoder"], "give the example input shapes"),
+        ([f"{EXAMPLE}:encoder", "--shape", "x=1,a,1"], "dimensions must be integers"),
+        ([f"{EXAMPLE}:encoder", "--shape", "y=1,256,1,64"], "does not take"),
+        ([f"{EXAMPLE}:encoder", "--shape", "x=1,256,1,64:complex64"], "float16, float32 or int32"),
+        ([f"{EXAMPLE}:nothing", "--shape", "1,2"], "has no attribute 'nothing'"),
+        (["no_such_module_anywhere:fn", "--shape", "1,2"], "cannot import it"),
+        ([f"{EXAMPLE}:encoder", "--shape", "1,256,1,64", "--family", "a99"], "unknown ANE family"),
+    ],
+)
+def test_doctor_errors_exit_2_with_a_clear_message(
+    args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.onnx").write_bytes(b"")
+    result = CliRunner().invoke(cli, ["doctor", *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+
+
+def test_doctor_errors_as_json(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["doctor", str(tmp_path / "gone.mlpackage"), "--json"])
+    assert result.exit_code == 2
+    payload = json.loads(result.output)
+    assert payload["error"] == "ProgramError"
+
+
+def test_doctor_shape_and_function_options_are_checked(encoder_package: Path) -> None:
+    with_shape = CliRunner().invoke(cli, ["doctor", str(encoder_package), "--shape", "1,2"])
+    assert with_shape.exit_code == 2 and "--shape applies to module:function" in with_shape.output
+    traced = CliRunner().invoke(
+        cli, ["doctor", f"{EXAMPLE}:encoder", "--shape", "1,256,1,64", "--function", "main"]
+    )
+    assert traced.exit_code == 2 and "--function applies to packages" in traced.output
+
+
+def test_report_disagreements_needs_a_compute_plan(
+    encoder_package: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(compute_plan, "available", lambda: False)
+    result = CliRunner().invoke(
+        cli, ["doctor", str(encoder_package), "--report-disagreements", str(tmp_path / "d.json")]
+    )
+    assert result.exit_code == 2
+    assert "needs Core ML's compute plan" in result.output
+
+
+# --- the compute plan, with a stand-in for Core ML ------------------------------------------
+
+
+@pytest.fixture
+def fake_plan(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Core ML's compute plan replaced by one that puts the first softmax on the CPU."""
+    seen: dict[str, Any] = {}
+
+    def actual_devices(package: Path, compute_units: str = "CPU_AND_NE") -> Any:
+        seen["package"] = package
+        report = analyze(package)
+        devices: dict[str, str] = {}
+        moved = False
+        for op in report.functions[0].ops:
+            device = "ane"
+            if op.op_type == "softmax" and not moved:
+                device, moved = "cpu", True
+                seen["moved"] = op.name
+            devices[op.output_names[0]] = device
+        return {"main": devices}
+
+    monkeypatch.setattr(compute_plan, "available", lambda: True)
+    monkeypatch.setattr(compute_plan, "chip", lambda: "Apple M1 Pro")
+    monkeypatch.setattr(compute_plan, "actual_devices", actual_devices)
+    return seen
+
+
+def test_doctor_shows_actual_devices_and_highlights_disagreements(
+    encoder_package: Path, fake_plan: dict[str, Any], tmp_path: Path
+) -> None:
+    out = tmp_path / "disagreements.json"
+    result = _doctor(str(encoder_package), "--report-disagreements", str(out))
+    assert result.exit_code == 0  # the prediction still says all on the ANE
+    assert "actual" in result.output
+    assert fake_plan["moved"] in result.output
+    assert "landed elsewhere than predicted" in result.output
+    written = json.loads(out.read_text())
+    assert written["family"] == "a14"
+    assert written["chip"] == "Apple M1 Pro"
+    [item] = written["disagreements"]
+    assert item["type"] == "softmax" and item["predicted"] == "ane" and item["actual"] == "cpu"
+
+
+def test_doctor_json_carries_the_actual_device(
+    encoder_package: Path, fake_plan: dict[str, Any]
+) -> None:
+    result = _doctor(str(encoder_package), "--json")
+    report = json.loads(result.output)
+    actual = {op["name"]: op["actual"] for op in report["functions"][0]["ops"]}
+    assert actual[fake_plan["moved"]] == "cpu"
+    assert any("compute plan on Apple M1 Pro" in note for note in report["notes"])
+
+
+def test_doctor_saves_a_traced_function_for_the_compute_plan(fake_plan: dict[str, Any]) -> None:
+    result = _doctor(f"{EXAMPLE}:encoder", "--shape", "x=1,256,1,64", "--json")
+    assert result.exit_code == 0, result.output
+    assert fake_plan["package"].suffix == ".mlpackage"
+    ops = json.loads(result.output)["functions"][0]["ops"]
+    assert all(op["actual"] is not None for op in ops if op["compute"])
+
+
+def test_no_plan_skips_the_compute_plan(encoder_package: Path, fake_plan: dict[str, Any]) -> None:
+    result = _doctor(str(encoder_package), "--no-plan", "--json")
+    assert all(op["actual"] is None for op in json.loads(result.output)["functions"][0]["ops"])
+    assert "package" not in fake_plan
+
+
+@pytest.mark.parametrize(
+    ("chip", "family"),
+    [
+        ("Apple M1", "a14"),
+        ("Apple M1 Max", "a14"),
+        ("Apple M2 Pro", "a15"),
+        ("Apple M3 Max", "a15"),
+        ("Apple M4", "a17"),
+        ("Apple M5 Pro", "a17"),
+        ("Intel(R) Core(TM) i9", None),
+    ],
+)
+def test_chip_names_map_to_op_table_families(chip: str, family: str | None) -> None:
+    assert compute_plan.family_of(chip) == family
+
+
+@pytest.mark.macos
+def test_the_real_compute_plan_places_every_compute_op(encoder_package: Path) -> None:
+    """Unverified in CI (no Mac): Core ML's plan names a device for every compute op."""
+    devices = compute_plan.actual_devices(encoder_package)
+    report = analyze(encoder_package)
+    names = {op.output_names[0] for op in report.functions[0].compute_ops()}
+    assert names <= set(devices["main"])
+    assert set(devices["main"].values()) <= {"ane", "gpu", "cpu"}
+
+
+@pytest.mark.macos
+def test_doctor_on_a_mac_writes_disagreements(encoder_package: Path, tmp_path: Path) -> None:
+    out = tmp_path / "disagreements.json"
+    result = _doctor(str(encoder_package), "--report-disagreements", str(out))
+    assert result.exit_code in (0, 1)
+    written = json.loads(out.read_text())
+    assert written["kind"] == "anekit placement disagreements"
+    assert isinstance(written["disagreements"], list)
+
+
+# --- ops ---------------------------------------------------------------------------------
+
+
+def test_ops_json_lists_the_table() -> None:
+    result = CliRunner().invoke(cli, ["ops", "--json"])
+    assert result.exit_code == 0
+    payload = json.loads(result.output)
+    assert set(payload["families"]) == {"a14", "a15", "a17"}
+    by_op = {row["op"]: row for row in payload["ops"]}
+    assert by_op["conv"]["families"]["a14"]["condition"] == "const_weight"
+    assert by_op["cast"]["families"]["a17"]["verdict"] == "ane"
+    assert by_op["cast"]["dispute"]
+
+
+def test_ops_filters_by_family_and_verdict() -> None:
+    result = CliRunner().invoke(cli, ["ops", "--family", "a14", "--verdict", "cpu", "--json"])
+    rows = json.loads(result.output)["ops"]
+    assert rows and all(row["families"]["a14"]["verdict"] == "cpu" for row in rows)
+    assert list(rows[0]["families"]) == ["a14"]
+    table = CliRunner().invoke(cli, ["ops", "--family", "a14", "--verdict", "cpu"])
+    assert table.exit_code == 0 and "argsort" in table.output
+
+
+def test_ops_markdown_is_docs_op_support() -> None:
+    result = CliRunner().invoke(cli, ["ops", "--markdown"])
+    assert result.output == (ROOT / "docs" / "op-support.md").read_text()
+
+
+def test_ops_rejects_an_unknown_family() -> None:
+    result = CliRunner().invoke(cli, ["ops", "--family", "m9"])
+    assert result.exit_code == 2
+    assert "unknown ANE family m9" in result.output
+
+
+def test_doctor_reads_an_mlprogram_mlmodel_file(tmp_path: Path) -> None:
+    """A weight-free ML program can live in a single .mlmodel file."""
+    program = anekit.compile(lambda x: np.tanh(x) * 2 + 1, np.zeros((8, 64), np.float16))
+    package = program.save(tmp_path / "small.mlpackage")
+    spec = ct.models.MLModel(str(package), skip_model_load=True).get_spec()
+    path = tmp_path / "small.mlmodel"
+    ct.utils.save_spec(spec, str(path))
+    result = _doctor(str(path), "--json")
+    assert result.exit_code == 1  # three elementwise ops: too small for the ANE
+    report = json.loads(result.output)
+    assert [op["type"] for op in report["functions"][0]["ops"] if op["compute"]] == [
+        "tanh",
+        "mul",
+        "add",
+    ]
