@@ -419,3 +419,12 @@ def test_every_rule_has_a_test_here() -> None:
     source = Path(__file__).read_text()
     untested = [rule for rule in RULES if f'"{rule}"' not in source]
     assert untested == []
+
+
+def test_dtype_int_trips_on_casts_to_integers_only() -> None:
+    def to_int_and_back(x: Any) -> Any:
+        return mb.cast(x=mb.cast(x=x, dtype="int32"), dtype="fp16")
+
+    function = _report(_program(to_int_and_back), families=["a17"])
+    casts = [op for op in function.compute_ops() if op.op_type == "cast"]
+    assert ["dtype.int" in op.rules for op in casts] == [True, False]

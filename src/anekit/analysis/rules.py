@@ -169,8 +169,8 @@ CONTROL_FLOW_OPS = frozenset(
      "list_scatter"}
 )  # fmt: skip
 PLUMBING_OPS = frozenset({"shape", "range_1d", "fill", "fill_like"})
-#: Ops that move values between dtypes or layouts: not arithmetic in a dtype.
-_NO_COMPUTE_DTYPE = frozenset({"cast", "const"})
+#: Ops that hold values rather than compute them.
+_NO_COMPUTE_DTYPE = frozenset({"const"})
 #: Operand names that carry data (as opposed to shape, axes or other parameters).
 _DATA_OPERANDS = ("x", "y", "input")
 
@@ -213,11 +213,21 @@ def op_checks(op: Any) -> list[Hit]:
         hits.append(("shape.axis_limit", f"an axis of {longest} > {AXIS_LIMIT}"))
     if op_type not in _NO_COMPUTE_DTYPE:
         # What the op computes in: its outputs and its data operands (not shape/axes
-        # parameters, which are integers even in fp16 ops).
-        data = [op.inputs[key] for key in _DATA_OPERANDS if key in op.inputs]
+        # parameters, which are integers even in fp16 ops). A cast only counts for what
+        # it produces: fp16<->fp32 casts at the I/O are the op table's business.
+        data = (
+            []
+            if op_type == "cast"
+            else [op.inputs[key] for key in _DATA_OPERANDS if key in op.inputs]
+        )
+        outputs = [
+            var
+            for var in op.outputs
+            if op_type != "cast" or getattr(numpy_dtype(var), "kind", "f") in "iu"
+        ]
         every = {
             dtype
-            for dtype in map(numpy_dtype, [*op.outputs, *data])
+            for dtype in map(numpy_dtype, [*outputs, *data])
             if dtype is not None and dtype.kind != "b"
         }
         if np.dtype(np.float32) in every:
