@@ -24,8 +24,8 @@ demo: install
 	$(BIN)/anekit demo
 
 lint: install
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
 
 typecheck: install
 	$(BIN)/mypy

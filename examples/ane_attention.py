@@ -25,8 +25,9 @@ LAYERS = 2
 
 
 def _weights(rng: np.random.Generator, out_channels: int, in_channels: int) -> np.ndarray:
-    scale = 1 / np.sqrt(in_channels)
-    return (rng.standard_normal((out_channels, in_channels)) * scale).astype(np.float16)
+    scale = 1.0 / float(np.sqrt(in_channels))
+    weights: np.ndarray = rng.standard_normal((out_channels, in_channels)) * scale
+    return weights.astype(np.float16)
 
 
 def make_encoder(
