@@ -43,6 +43,7 @@ def _analysed(
             raise PlacementError("--function applies to packages, not to a traced function")
         program = compile_reference(target, shapes)
         report = analyze(program, families=families or None, platform=platform_name)
+        report.source = target  # as the user named it
         return report, None, program
     if shapes:
         raise PlacementError("--shape applies to module:function targets, not to packages")
