@@ -125,5 +125,13 @@ class PlacementError(AnekitError, ValueError):
     """Placement analysis could not read or analyse a program."""
 
 
+class PassError(AnekitError, ValueError):
+    """An ANE rewrite pass is unknown, or left an invalid program (names the pass)."""
+
+
+class ConversionError(AnekitError, ValueError):
+    """A PyTorch model could not be converted; names the model and the failing step."""
+
+
 class LaneError(AnekitError, RuntimeError):
     """An accelerator lane failed to start, pass admission or answer in time."""

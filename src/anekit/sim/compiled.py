@@ -148,15 +148,29 @@ def _add_cliff_probes(low: Lowering, op: Any, record: OpRecord) -> None:
         )
 
 
-_CACHE: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], CompiledFunction | None]] = (
+_CACHE: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], CompiledFunction | None]] = (
     weakref.WeakKeyDictionary()
 )
 
 
+def _fingerprint(func: Any) -> int:
+    """Changes whenever a pass adds, removes or rewires an op of ``func``."""
+    wiring = tuple(
+        (id(op), tuple(id(var) for var in op.get_flattened_inputs())) for op in func.operations
+    )
+    return hash((wiring, tuple(id(var) for var in func.outputs)))
+
+
 def cached(func: Any, numerics: Numerics) -> CompiledFunction | None:
-    """The compiled form of ``func`` for these numerics, or None if it cannot be lowered."""
+    """The compiled form of ``func`` for these numerics, or None if it cannot be lowered.
+
+    Cached per function object and its wiring, so a program rewritten in place (by
+    a pass) is compiled again."""
     entry = _CACHE.setdefault(func, {})
-    key = (numerics.mode, numerics.accumulation)
+    fingerprint = _fingerprint(func)
+    for stale in [key for key in entry if key[2] != fingerprint]:
+        del entry[stale]
+    key = (numerics.mode, numerics.accumulation, fingerprint)
     if key not in entry:
         try:
             entry[key] = compile_function(func, numerics)

@@ -1,0 +1,75 @@
+"""The ANE pipeline: anekit's passes in order, each checked, each reporting its changes.
+
+``compile()`` and ``convert()`` run :data:`ANE_PIPELINE` on the traced or imported
+program; ``disable`` drops passes and ``enable`` adds optional ones. The program is
+validated after every pass (coremltools' ``Program.validate``), and a pass that
+breaks it raises :class:`~anekit.errors.PassError` naming the pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
+
+from anekit.errors import PassError
+from anekit.passes.base import AnePass, PassReport
+
+#: The default pipeline, in order. Ordering notes:
+#: finite_masks before the attention passes, which copy masks into each piece;
+#: prescale_query before attention_split, which would otherwise scale every piece;
+#: rank5_to_rank4 and no_tile before to_bc1s, whose transposes they would block;
+#: pad_io_width last, because it changes the program's inputs and outputs.
+ANE_PIPELINE: tuple[str, ...] = (
+    "ane::finite_masks",
+    "ane::fp16_safe_norm",
+    "ane::prescale_query",
+    "ane::attention_split",
+    "ane::rank5_to_rank4",
+    "ane::no_tile",
+    "ane::to_bc1s",
+    "ane::pad_io_width",
+)
+
+#: Passes that only run when asked for.
+OPTIONAL_PASSES: tuple[str, ...] = ("ane::gelu_tanh",)
+
+
+def pass_id(name: str) -> str:
+    """``no_tile`` or ``ane::no_tile`` -> ``ane::no_tile``; unknown names raise."""
+    full = name if "::" in name else f"ane::{name}"
+    if full not in ANE_PIPELINE and full not in OPTIONAL_PASSES:
+        known = ", ".join(item.split("::")[1] for item in (*ANE_PIPELINE, *OPTIONAL_PASSES))
+        raise PassError(f"unknown pass {name!r}; anekit's passes are {known}")
+    return full
+
+
+def pipeline(disable: Iterable[str] = (), enable: Iterable[str] = ()) -> list[str]:
+    """The pass ids that run: the default pipeline minus ``disable`` plus ``enable``."""
+    off = {pass_id(name) for name in disable}
+    on = {pass_id(name) for name in enable}
+    chosen = [name for name in ANE_PIPELINE if name not in off]
+    chosen += [name for name in OPTIONAL_PASSES if name in on and name not in off]
+    return chosen
+
+
+def run_pipeline(
+    program: Any, *, disable: Iterable[str] = (), enable: Iterable[str] = ()
+) -> PassReport:
+    """Run anekit's passes on ``program`` in place and report what each changed."""
+    disable, enable = list(disable), list(enable)
+    chosen = pipeline(disable, enable)
+    report = PassReport(skipped=[name for name in ANE_PIPELINE if name not in chosen])
+    for name in chosen:
+        instance = PASS_REGISTRY[name]
+        assert isinstance(instance, AnePass)
+        try:
+            instance(program)
+            program.validate()
+        except PassError:
+            raise
+        except Exception as error:
+            raise PassError(f"pass {name} failed: {error}") from error
+        report.results.append(instance.result)
+    return report
