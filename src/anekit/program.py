@@ -94,6 +94,8 @@ class CompiledProgram:
         deployment_target: Any = "macOS15",
         locations: dict[str, Any] | None = None,
         converted: bool = False,
+        io_widths: dict[str, int] | None = None,
+        pass_report: Any = None,
     ) -> None:
         if function_name not in program.functions:
             raise ProgramError(
@@ -117,12 +119,25 @@ class CompiledProgram:
         #: one); False for traced programs, which :meth:`lowered` converts.
         self.converted = converted
         self._lowered: Program | None = None
+        #: What anekit's ANE passes changed (``anekit.passes.PassReport``), if they ran.
+        self.pass_report = pass_report
+        #: Inputs and outputs whose last axis ``pad_io_width`` padded: name -> the
+        #: width callers see. Calls pad inputs with zeros and slice outputs back.
+        self.io_widths = dict(io_widths or {})
         function = program.functions[function_name]
-        self._input_specs = tuple(_spec(var, name) for name, var in function.inputs.items())
-        self._output_specs = tuple(_spec(var, var.name) for var in function.outputs)
+        self._package_inputs = tuple(_spec(var, name) for name, var in function.inputs.items())
+        self._package_outputs = tuple(_spec(var, var.name) for var in function.outputs)
+        self._input_specs = tuple(self._unpadded(spec) for spec in self._package_inputs)
+        self._output_specs = tuple(self._unpadded(spec) for spec in self._package_outputs)
         self._sessions: dict[str, Any] = {}
         #: How the last call ran (backend, simulated or not, numerics report).
         self.last_run: RunReport | None = None
+
+    def _unpadded(self, spec: TensorSpec) -> TensorSpec:
+        width = self.io_widths.get(str(spec.name))
+        if width is None:
+            return spec
+        return TensorSpec((*spec.shape[:-1], width), spec.dtype, spec.name)
 
     @classmethod
     def from_trace(
@@ -300,8 +315,16 @@ class CompiledProgram:
                         f"input {spec.name!r} must be {spec.dtype}, got {array.dtype}"
                     )
                 array = array.astype(spec.dtype)
-            feeds[str(spec.name)] = array
+            feeds[str(spec.name)] = self._pad(spec.name, array)
         return feeds
+
+    def _pad(self, name: Any, array: np.ndarray) -> np.ndarray:
+        """Zero-pad an input's last axis to the package's width (pad_io_width)."""
+        if str(name) not in self.io_widths:
+            return array
+        package = next(spec for spec in self._package_inputs if spec.name == name)
+        extra = package.shape[-1] - array.shape[-1]
+        return np.pad(array, [(0, 0)] * (array.ndim - 1) + [(0, extra)])
 
     def __call__(self, *arrays: Any, backend: str | None = None, mode: str | None = None) -> Any:
         """Run the program on the best available backend (or the one named).
@@ -321,10 +344,12 @@ class CompiledProgram:
             self._sessions[key] = session
         outputs = session.predict(feeds)
         self.last_run = session.last_run
-        results = [
-            np.asarray(outputs[str(spec.name)]).reshape(spec.shape).astype(spec.dtype, copy=False)
-            for spec in self.output_specs
-        ]
+        results = []
+        for package, spec in zip(self._package_outputs, self.output_specs, strict=True):
+            value = np.asarray(outputs[str(package.name)]).reshape(package.shape)
+            if str(spec.name) in self.io_widths:
+                value = value[..., : spec.shape[-1]]  # drop pad_io_width's padding
+            results.append(value.astype(spec.dtype, copy=False))
         tree = self._output_tree
         if tree == "single" and len(results) == 1:
             return results[0]

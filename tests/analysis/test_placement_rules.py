@@ -428,3 +428,16 @@ def test_dtype_int_trips_on_casts_to_integers_only() -> None:
     function = _report(_program(to_int_and_back), families=["a17"])
     casts = [op for op in function.compute_ops() if op.op_type == "cast"]
     assert ["dtype.int" in op.rules for op in casts] == [True, False]
+
+
+def test_layout_not_bc1s_is_a_risk_on_linears_outside_the_ane_layout() -> None:
+    def row_layout(x: Any) -> Any:
+        weight = np.full((64, 64), 0.01, np.float16)
+        return mb.linear(x=mb.reshape(x=x, shape=(64, 64)), weight=weight)
+
+    tripped = _report(_program(lambda x: mb.reshape(x=row_layout(x), shape=SHAPE)))
+    linear = _op(tripped, "linear")
+    assert "layout.not_bc1s" in linear.rules
+    assert RULES["layout.not_bc1s"].severity == "risk"
+    assert linear.device["a14"] == "ane"
+    assert "layout.not_bc1s" not in _op_rules(_report(_program(lambda x: mb.relu(x=x))))

@@ -143,6 +143,15 @@ RULES: dict[str, RuleInfo] = {
             "unroll loops and select with where at trace time",
         ),
         RuleInfo(
+            "layout.not_bc1s",
+            "risk",
+            "a linear layer (linear, or matmul with a constant weight) outside (B, C, 1, S)",
+            "ane-knowledge.md §2.2 rule 9 and §3.1-3.2: the ANE's preferred layout is "
+            "(B, C, 1, S) with linears as 1x1 convolutions (Apple's ml-ane-transformers: "
+            "up to 10x faster)",
+            "1x1 convolutions on (B, C, 1, S): anekit's to_bc1s pass rewrites them",
+        ),
+        RuleInfo(
             "weights.compressed", "risk", "int4/int8 compressed weights",
             "ane-knowledge.md §7.7: linear int4/int8 constexpr weights reported CPU-only by "
             "MLComputePlan on M4 (stablehlo-coreml#110) vs fast on the private path (MDX, AF)",
@@ -252,6 +261,8 @@ def op_checks(op: Any) -> list[Hit]:
                         f"scores from {producer.name}: {elements} elements per head",
                     )
                 )
+    if op_type in ("linear", "matmul") and _constant_weight(op):
+        hits.append(("layout.not_bc1s", f"{op_type} on {_shape_text(op)}, not a 1x1 conv"))
     if op_type in STATE_OPS:
         hits.append(("state", op_type))
     if op_type in CONTROL_FLOW_OPS:
@@ -266,6 +277,21 @@ def op_checks(op: Any) -> list[Hit]:
                 hits.append(("weights.compressed", f"weights from {var.op.op_type}"))
                 break
     return hits
+
+
+def _constant_weight(op: Any) -> bool:
+    """A linear, or a matmul one of whose operands is a compile-time constant."""
+    if op.op_type == "linear":
+        return True
+    return any(
+        is_constant(op.inputs[key]) or op.inputs[key].val is not None for key in ("x", "y")
+    )
+
+
+def _shape_text(op: Any) -> str:
+    """The activation's shape, flexible dimensions as ``?`` (their names vary by run)."""
+    dims = op.inputs["x"].shape
+    return "(" + ", ".join(str(dim) if not _dynamic((dim,)) else "?" for dim in dims) + ")"
 
 
 @dataclass(frozen=True)

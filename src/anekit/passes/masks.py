@@ -8,8 +8,9 @@ fp32, so unmasked rows compute exactly what they did.
 
 The pass:
 
-- replaces every constant value at or below -3e4 (``-inf``, fp16's -65504, fp32's
-  minimum) with -1e4;
+- in every constant that reaches a softmax's input through mask arithmetic (add,
+  mul, select, casts and reshapes), replaces values at or below -3e4 (``-inf``,
+  fp16's -65504, fp32's minimum) with -1e4; other constants are left alone;
 - in a constant mask added to softmax scores, opens the first key of any row whose
   keys are all masked (the row then attends to key 0 instead of producing NaN);
 - clamps a mask that arrives at run time (a function input, possibly reshaped or
@@ -31,6 +32,11 @@ from anekit.passes.graph import float_dtype, replace_var
 MASK_FILL = -1e4
 #: Constant values at or below this are "minus infinity" fills.
 FILL_THRESHOLD = -3e4
+#: Ops through which a constant stays part of an additive mask on its way to a softmax.
+_MASK_PATH = frozenset(
+    {"add", "sub", "mul", "select", "cast", "reshape", "expand_dims", "squeeze", "transpose",
+     "tile", "fill", "identity", "minimum", "maximum"}
+)  # fmt: skip
 #: Ops through which a function input stays "a mask given at run time".
 _CARRIERS = frozenset({"cast", "reshape", "expand_dims", "squeeze", "transpose", "identity"})
 
@@ -56,6 +62,22 @@ def _softmax_masks(function: Any) -> list[tuple[Any, Any, int]]:
     return found
 
 
+def _reaches_softmax(var: Any, depth: int = 8) -> bool:
+    """True when ``var`` flows into a softmax through mask arithmetic only."""
+    frontier, seen = [var], set()
+    for _ in range(depth):
+        following = []
+        for item in frontier:
+            for reader in item.child_ops:
+                if reader.op_type == "softmax":
+                    return True
+                if reader.op_type in _MASK_PATH and id(reader) not in seen:
+                    seen.add(id(reader))
+                    following.extend(reader.outputs)
+        frontier = following
+    return False
+
+
 def _from_input(var: Any, function: Any) -> bool:
     inputs = set(map(id, function.inputs.values()))
     while var.op is not None and var.op.op_type in _CARRIERS:
@@ -76,7 +98,7 @@ class finite_masks(AnePass):
                 continue
             array = np.asarray(value)
             fills = array <= FILL_THRESHOLD
-            if not fills.any():
+            if not fills.any() or not _reaches_softmax(op.outputs[0]):
                 continue
             finite = np.where(fills, MASK_FILL, array).astype(array.dtype)
             new = mb.const(val=finite, before_op=op, name=f"{op.name}_finite")

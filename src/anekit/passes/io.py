@@ -1,0 +1,83 @@
+"""``ane::pad_io_width``: inputs and outputs whose last axis holds at least 32 values.
+
+The ANE pads the last axis of a tensor to 64 bytes, and runtime inputs narrower
+than 32 fp16 values compile but return garbage or fail (ane-knowledge.md §2.2
+rules 10-11; SKY's SP=32 constraint). The pass widens each such function input to
+32 (the program slices the original columns back out first thing) and pads each
+such output with zeros. ``CompiledProgram`` hides this from callers: it pads
+inputs and slices outputs (its ``io_widths``), and saved packages record the
+original widths in their metadata.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coremltools.converters.mil.mil import Builder as mb
+from coremltools.converters.mil.mil import types
+from coremltools.converters.mil.mil.passes.pass_registry import register_pass
+from coremltools.converters.mil.mil.program import Placeholder
+
+from anekit._milgraph import static_shape
+from anekit.passes.base import AnePass
+from anekit.passes.graph import float_dtype, replace_var
+
+#: Narrowest last axis the ANE reads reliably: 32 fp16 values = 64 bytes.
+MIN_WIDTH = 32
+
+
+def _narrow(var: Any) -> bool:
+    shape = static_shape(var)
+    return (
+        types.is_tensor(var.sym_type)
+        and shape is not None
+        and len(shape) >= 1
+        and shape[-1] < MIN_WIDTH
+    )
+
+
+@register_pass(namespace="ane")
+class pad_io_width(AnePass):
+    """I/O last axis < 32 -> padded to 32 (inputs sliced back, outputs zero-padded)."""
+
+    def rewrite(self, function: Any) -> None:
+        for name, var in list(function.inputs.items()):
+            if _narrow(var) and var.child_ops:
+                self._pad_input(function, name, var)
+        for var in list(function.outputs):
+            if _narrow(var) and var.op is not None:
+                self._pad_output(function, var)
+
+    def _pad_input(self, function: Any, name: str, var: Any) -> None:
+        shape = static_shape(var)
+        assert shape is not None
+        wide = Placeholder((*shape[:-1], MIN_WIDTH), dtype=var.dtype, name=name)
+        wide.set_name(name)
+        function.placeholder_inputs[name] = wide
+        function._input_dict[name] = wide.outputs[0]
+        first = function.operations[0]
+        narrow = mb.slice_by_index(
+            x=wide.outputs[0],
+            begin=[0] * len(shape),
+            end=list(shape),
+            before_op=first,
+            name=f"{name}_unpadded",
+        )
+        function.replace_uses_of_var_after_op(anchor_op=narrow.op, old_var=var, new_var=narrow)
+        self.result.changes.append(
+            f"input {name}: last axis {shape[-1]} padded to {MIN_WIDTH} (sliced back inside)"
+        )
+
+    def _pad_output(self, function: Any, var: Any) -> None:
+        shape = static_shape(var)
+        assert shape is not None
+        pad = [0] * (2 * len(shape))
+        pad[-1] = MIN_WIDTH - shape[-1]
+        zero = float_dtype(var).type(0) if var.dtype in (types.fp16, types.fp32) else 0
+        padded = mb.pad(x=var, pad=pad, mode="constant", constant_val=zero)  # at the end
+        name = var.name
+        replace_var(function, padded.op, var, padded)
+        var.name, padded.name = f"{name}_unpadded", name  # the output keeps its name
+        self.result.changes.append(
+            f"output {name}: last axis {shape[-1]} zero-padded to {MIN_WIDTH}"
+        )
