@@ -21,6 +21,9 @@ def compile(
     input_names: Sequence[str] | None = None,
     output_names: Sequence[str] | None = None,
     deployment_target: str = "macOS15",
+    passes: bool = True,
+    skip_passes: Sequence[str] = (),
+    extra_passes: Sequence[str] = (),
 ) -> CompiledProgram:
     """Trace ``fn`` on inputs shaped like ``example_args`` into a Core ML MIL program.
 
@@ -28,6 +31,11 @@ def compile(
     :class:`TensorSpec` objects; only their shapes and dtypes matter. Arrays the
     function closes over become constants. Returns a :class:`CompiledProgram` that
     can be saved as ``.mlpackage``, printed, and called.
+
+    The ANE passes (``anekit.passes.ANE_PIPELINE``) rewrite the traced program
+    unless ``passes=False``; ``skip_passes`` names passes to leave out and
+    ``extra_passes`` optional ones to add (``gelu_tanh``). What they changed is in
+    ``program.pass_report``.
 
     >>> import numpy as np, anekit
     >>> prog = anekit.compile(lambda x: np.tanh(x) * 2, np.zeros((4, 32), np.float16))
@@ -41,7 +49,14 @@ def compile(
     traced = trace_function(
         fn, example_args, input_names=input_names, output_names=output_names, target=target
     )
-    return CompiledProgram.from_trace(traced, deployment_target=deployment_target)
+    report = None
+    if passes:
+        from anekit.passes import run_pipeline
+
+        report = run_pipeline(traced.program, disable=skip_passes, enable=extra_passes)
+    return CompiledProgram.from_trace(
+        traced, deployment_target=deployment_target, pass_report=report
+    )
 
 
 def load(path: str | os.PathLike[str], *, function: str | None = None) -> CompiledProgram:

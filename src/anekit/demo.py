@@ -94,6 +94,7 @@ class DemoResult:
             "outputs": [spec.to_json() for spec in self.program.output_specs],
             "ops": ops,
             "compute_ops": sum(1 for op in ops if op["type"] != "const"),
+            "passes": report.to_json() if (report := self.program.pass_report) else None,
             "package": {"path": str(self.package), "bytes": self.package_bytes},
             "timings_s": {"trace": self.trace_seconds, "save": self.save_seconds},
             "fidelity": self.fidelity.to_json(),
@@ -108,7 +109,8 @@ def directory_size(path: Path) -> int:
 def simulate_package(package: Path, ffn: Callable[[Any], Any], x: np.ndarray) -> Fidelity:
     """Run the saved package in ``ane`` numerics and compare with ``ffn`` in float64."""
     loaded = anekit.load(package)
-    result = sim.run(loaded.program, {"x": x}, mode="ane", function=loaded.function_name)
+    feeds = loaded.package_feeds({"x": x})
+    result = sim.run(loaded.program, feeds, mode="ane", function=loaded.function_name)
     got = result.outputs[str(loaded.output_specs[0].name)].astype(np.float64)
     want = np.asarray(ffn(x.astype(np.float64)), np.float64)
     cosine = (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import shutil
 import sys
 from dataclasses import dataclass
@@ -141,9 +142,17 @@ class CompiledProgram:
 
     @classmethod
     def from_trace(
-        cls, traced: TraceResult, *, deployment_target: str = "macOS15"
+        cls, traced: TraceResult, *, deployment_target: str = "macOS15", pass_report: Any = None
     ) -> CompiledProgram:
-        """The program a trace produced."""
+        """The program a trace produced (after passes, which may have widened its I/O)."""
+        function = traced.program.functions[traced.function_name]
+        now = {name: var.shape for name, var in function.inputs.items()}
+        now.update({var.name: var.shape for var in function.outputs})
+        io_widths = {
+            str(spec.name): spec.shape[-1]
+            for spec in (*traced.input_specs, *traced.output_specs)
+            if spec.shape and str(spec.name) in now and now[str(spec.name)][-1] != spec.shape[-1]
+        }
         return cls(
             traced.program,
             function_name=traced.function_name,
@@ -151,6 +160,8 @@ class CompiledProgram:
             source=traced.source,
             deployment_target=deployment_target,
             locations=traced.locations,
+            io_widths=io_widths,
+            pass_report=pass_report,
         )
 
     # -- contract -------------------------------------------------------------------
@@ -239,10 +250,21 @@ class CompiledProgram:
         model.short_description = f"{self.source}, traced by anekit {__version__}"
         model.user_defined_metadata["anekit.version"] = __version__
         model.user_defined_metadata["anekit.source"] = self.source
-        for spec in self.input_specs:
-            model.input_description[spec.name] = spec.describe()
-        for spec in self.output_specs:
-            model.output_description[spec.name] = spec.describe()
+        if self.io_widths:
+            model.user_defined_metadata["anekit.io_widths"] = json.dumps(
+                self.io_widths, sort_keys=True
+            )
+        for specs, description in (
+            (self.input_specs, model.input_description),
+            (self.output_specs, model.output_description),
+        ):
+            for spec in specs:
+                padded = (
+                    " (last axis zero-padded to the package's width)"
+                    if str(spec.name) in self.io_widths
+                    else ""
+                )
+                description[spec.name] = spec.describe() + padded
         return model
 
     def lowered(self) -> Program:
@@ -317,6 +339,14 @@ class CompiledProgram:
                 array = array.astype(spec.dtype)
             feeds[str(spec.name)] = self._pad(spec.name, array)
         return feeds
+
+    def package_feeds(self, feeds: dict[str, Any]) -> dict[str, np.ndarray]:
+        """Inputs by name, as callers shape them, made ready for :attr:`program`: inputs
+        that ``pad_io_width`` widened are zero-padded (for ``sim.run`` and backends)."""
+        missing = [str(spec.name) for spec in self.input_specs if str(spec.name) not in feeds]
+        if missing:
+            raise ProgramError(f"{self.source}: no value for input(s) {', '.join(missing)}")
+        return self._feeds(tuple(feeds[str(spec.name)] for spec in self.input_specs))
 
     def _pad(self, name: Any, array: np.ndarray) -> np.ndarray:
         """Zero-pad an input's last axis to the package's width (pad_io_width)."""

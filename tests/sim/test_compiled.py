@@ -17,7 +17,7 @@ F32 = np.float32
 
 
 def both(fn: Any, *args: np.ndarray, mode: Any = "ane") -> tuple[Any, Any]:
-    program = anekit.compile(fn, *args)
+    program = anekit.compile(fn, *args, passes=False)
     feeds = {str(spec.name): arg for spec, arg in zip(program.input_specs, args, strict=True)}
     assert compiled.cached(program.program.functions["main"], Numerics(mode)) is not None
     fast = sim.run(program.program, feeds, mode=mode, engine="compiled")
@@ -69,7 +69,7 @@ def test_cliff_rules_fire_in_the_compiled_engine() -> None:
 
 
 def test_inf_or_nan_hands_over_to_the_interpreter() -> None:
-    program = anekit.compile(lambda v: np.exp(v) * 2, np.zeros((2, 4), F32))
+    program = anekit.compile(lambda v: np.exp(v) * 2, np.zeros((2, 4), F32), passes=False)
     result = sim.run(program.program, {"v": np.full((2, 4), 20.0, F32)}, mode="ane")
     first = result.report.first_nonfinite
     assert first is not None
@@ -82,13 +82,13 @@ def test_internal_overflow_hands_over_to_the_interpreter() -> None:
     x = np.zeros((1, 64, 1, 8), F32)
     x[:, ::2] = 300.0
     x[:, 1::2] = -300.0
-    program = anekit.compile(lambda v: nn.layer_norm(v, axis=1), x)
+    program = anekit.compile(lambda v: nn.layer_norm(v, axis=1), x, passes=False)
     result = sim.run(program.program, {"v": x}, mode="ane")
     assert result.report.warnings_for("sim.internal_overflow")
 
 
 def test_programs_it_cannot_lower_run_in_the_interpreter() -> None:
-    program = anekit.compile(lambda v: np.pad(v, 1) * 2, np.ones((2, 3), F32))
+    program = anekit.compile(lambda v: np.pad(v, 1) * 2, np.ones((2, 3), F32), passes=False)
     function = program.program.functions["main"]
     assert compiled.cached(function, Numerics("ane")) is None
     result = sim.run(program.program, {"v": np.ones((2, 3), F32)})

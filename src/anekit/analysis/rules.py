@@ -283,9 +283,7 @@ def _constant_weight(op: Any) -> bool:
     """A linear, or a matmul one of whose operands is a compile-time constant."""
     if op.op_type == "linear":
         return True
-    return any(
-        is_constant(op.inputs[key]) or op.inputs[key].val is not None for key in ("x", "y")
-    )
+    return any(is_constant(op.inputs[key]) or op.inputs[key].val is not None for key in ("x", "y"))
 
 
 def _shape_text(op: Any) -> str:

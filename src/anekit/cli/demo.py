@@ -68,6 +68,15 @@ def demo(out_dir: Path | None, as_json: bool) -> None:
     for index, op in enumerate(compute, 1):
         ops_table.add_row(str(index), op.name, op.op_type, ", ".join(op.outputs), op.location or "")
     stdout.print(ops_table)
+    if program.pass_report is not None:
+        changed = [item for item in program.pass_report.results if item.changed]
+        stdout.print(
+            "ANE passes: "
+            + (
+                "; ".join(f"{item.name} ({len(item.changes)})" for item in changed)
+                or "nothing to rewrite"
+            )
+        )
     weights = program.weights()
     described = ", ".join(f"{w.name} {' x '.join(map(str, w.shape))}" for w in weights)
     stdout.print(

@@ -34,6 +34,7 @@ def _analysed(
     families: tuple[str, ...],
     function: str | None,
     platform_name: str,
+    passes: bool = True,
 ) -> tuple[PlacementReport, Path | None, Any]:
     """The report for ``target``, the package it came from (if any) and the program."""
     from anekit.frontends.function_ref import compile_reference, is_function_reference
@@ -41,12 +42,14 @@ def _analysed(
     if is_function_reference(target):
         if function:
             raise PlacementError("--function applies to packages, not to a traced function")
-        program = compile_reference(target, shapes)
+        program = compile_reference(target, shapes, passes=passes)
         report = analyze(program, families=families or None, platform=platform_name)
         report.source = target  # as the user named it
         return report, None, program
     if shapes:
         raise PlacementError("--shape applies to module:function targets, not to packages")
+    if not passes:
+        raise PlacementError("--no-passes applies to module:function targets, not to packages")
     path = Path(target)
     report = analyze(path, families=families or None, function=function, platform=platform_name)
     return report, path, None
@@ -227,6 +230,12 @@ def _exit_status(report: PlacementReport, strict: bool) -> int:
     help="Deployment platform (sets the package-size limit).",
 )
 @click.option(
+    "--passes/--no-passes",
+    default=True,
+    show_default=True,
+    help="For a module:function target, run anekit's ANE passes on the trace first.",
+)
+@click.option(
     "--all", "show_all", is_flag=True, help="List every op, not only those with findings."
 )
 @click.option("--markdown", is_flag=True, help="Print the report as Markdown.")
@@ -252,6 +261,7 @@ def doctor(
     families: tuple[str, ...],
     function: str | None,
     platform_name: str,
+    passes: bool,
     show_all: bool,
     markdown: bool,
     strict: bool,
@@ -271,7 +281,7 @@ def doctor(
     """
     from anekit.analysis import compute_plan
 
-    report, package, program = _analysed(target, shapes, families, function, platform_name)
+    report, package, program = _analysed(target, shapes, families, function, platform_name, passes)
     family: str | None = None
     found: list[dict[str, Any]] = []
     if use_plan and compute_plan.available():

@@ -89,7 +89,7 @@ def simulate(
     from anekit import sim
 
     program = anekit.load(path, function=function)
-    feeds = _simulation_inputs(program, inputs, seed)
+    feeds = program.package_feeds(_simulation_inputs(program, inputs, seed))
     result = sim.run(
         program.program,
         feeds,

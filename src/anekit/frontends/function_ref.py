@@ -116,9 +116,14 @@ def _ordered(function: Callable[..., Any], shapes: Sequence[str]) -> list[Tensor
 
 
 def compile_reference(
-    reference: str, shapes: Sequence[str], *, deployment_target: str = "macOS15"
+    reference: str,
+    shapes: Sequence[str],
+    *,
+    deployment_target: str = "macOS15",
+    passes: bool = True,
 ) -> CompiledProgram:
-    """Trace the function ``reference`` names on inputs of the given ``shapes``."""
+    """Trace the function ``reference`` names on inputs of the given ``shapes`` (and run
+    the ANE passes unless ``passes=False``)."""
     import anekit
 
     function = resolve_function(reference)
@@ -127,4 +132,4 @@ def compile_reference(
             f"{reference}: give the example input shapes, e.g. --shape x=1,256,1,128:float16"
         )
     specs = _ordered(function, shapes)
-    return anekit.compile(function, *specs, deployment_target=deployment_target)
+    return anekit.compile(function, *specs, deployment_target=deployment_target, passes=passes)

@@ -7,6 +7,7 @@ turns the package's protobuf program and weight blob into a Python MIL
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,13 @@ def load_package(path: str | os.PathLike[str], *, function: str | None = None) -
         )
     chosen = program.functions[name]
     outputs = list(chosen.outputs)
+    metadata = dict(spec.description.metadata.userDefined)
+    try:
+        io_widths = {
+            str(k): int(v) for k, v in json.loads(metadata.get("anekit.io_widths", "{}")).items()
+        }
+    except (ValueError, AttributeError) as error:
+        raise ProgramError(f"{path}: unreadable anekit.io_widths metadata: {error}") from error
     return CompiledProgram(
         program,
         function_name=name,
@@ -63,4 +71,5 @@ def load_package(path: str | os.PathLike[str], *, function: str | None = None) -
         source=str(path),
         deployment_target=chosen.opset_version,
         converted=True,
+        io_widths=io_widths,
     )

@@ -181,17 +181,22 @@ class prescale_query(AnePass):
             before_op=softmax,
             name=f"{softmax.name}_clamped_scores",
         )
-        weights = mb.softmax(x=clipped, axis=softmax.inputs["axis"].val, before_op=softmax)
+        weights = mb.softmax(
+            x=clipped,
+            axis=softmax.inputs["axis"].val,
+            before_op=softmax,
+            name=f"{softmax.name}_clamped",
+        )
         replace_var(function, softmax, softmax.outputs[0], weights)
         self.changed(softmax, f"scores clamped to [-{limit:g}, {limit:g}]")
 
 
-def _slice(var: Any, axis: int, start: int, stop: int, before: Any) -> Any:
+def _slice(var: Any, axis: int, start: int, stop: int, before: Any, name: str) -> Any:
     rank = var.rank
     begin = [0] * rank
     end = [int(dim) for dim in var.shape]
     begin[axis], end[axis] = start, stop
-    return mb.slice_by_index(x=var, begin=begin, end=end, before_op=before)
+    return mb.slice_by_index(x=var, begin=begin, end=end, before_op=before, name=name)
 
 
 @register_pass(namespace="ane")
@@ -224,33 +229,37 @@ class attention_split(AnePass):
         pieces = []
         for start in range(0, queries, rows):
             stop = min(start + rows, queries)
-            q = _slice(scores_op.inputs["x"], rank - 2, start, stop, output)
+            piece = f"{softmax.name}_rows{start}"
+            q = _slice(scores_op.inputs["x"], rank - 2, start, stop, output, f"{piece}_q")
             part = mb.matmul(
                 x=q,
                 y=scores_op.inputs["y"],
                 transpose_y=bool(scores_op.inputs["transpose_y"].val),
                 before_op=output,
+                name=f"{piece}_scores",
             )
             previous = scores_op.outputs[0]
             for op in attention.between:
                 chain_is_x = op.inputs["x"] is previous
                 other = op.inputs["y"] if chain_is_x else op.inputs["x"]
                 if other.rank >= 2 and other.shape[-2] == queries and queries > 1:
-                    other = _slice(other, other.rank - 2, start, stop, output)
+                    other = _slice(other, other.rank - 2, start, stop, output, f"{piece}_{op.name}")
                 builder = getattr(mb, op.op_type)
+                named = f"{piece}_{op.name}_out"
                 part = (
-                    builder(x=part, y=other, before_op=output)
+                    builder(x=part, y=other, before_op=output, name=named)
                     if chain_is_x
-                    else builder(x=other, y=part, before_op=output)
+                    else builder(x=other, y=part, before_op=output, name=named)
                 )
                 previous = op.outputs[0]
-            weights = mb.softmax(x=part, axis=-1, before_op=output)
+            weights = mb.softmax(x=part, axis=-1, before_op=output, name=f"{piece}_weights")
             pieces.append(
                 mb.matmul(
                     x=weights,
                     y=output.inputs["y"],
                     transpose_y=bool(output.inputs["transpose_y"].val),
                     before_op=output,
+                    name=f"{piece}_out",
                 )
             )
         joined = mb.concat(

@@ -60,7 +60,9 @@ class _PushThroughAxisOp(_repeat.TransformAxisUpdateOps):  # type: ignore[misc]
         mapped = np.vectorize(lambda axis: self.transpose_axes[int(axis) % rank])(value)
         new_value = mapped.astype(np.int32) if value.ndim else np.int32(mapped)
         with self.op.enclosing_block:
-            new_var = mb.const(val=new_value, before_op=self.op)
+            new_var = mb.const(
+                val=new_value, before_op=self.op, name=f"{self.op.name}_{self.name}_moved"
+            )
         self.op.enclosing_block.replace_uses_of_var_after_op(
             anchor_op=new_var.op,
             end_op=self.op,
@@ -127,6 +129,11 @@ def _count(function: Any, op_type: str) -> int:
 class to_bc1s(AnePass):
     """linear/matmul with constant weights on (B, S, C) -> 1x1 conv on (B, C, 1, S)."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        #: New kernels that take over their weight's name once the old constant is gone.
+        self._renames: list[tuple[Any, str]] = []
+
     def apply(self, prog: Any) -> None:
         before = {name: _count(f, "transpose") for name, f in prog.functions.items()}
         super().apply(prog)
@@ -138,6 +145,13 @@ class to_bc1s(AnePass):
             with function:
                 _drop_squeeze_expand_pairs(function)
         PASS_REGISTRY["common::dead_code_elimination"](prog)
+        taken = {
+            var.name for f in prog.functions.values() for op in f.operations for var in op.outputs
+        }
+        for kernel, name in self._renames:
+            if name not in taken:  # the weights keep the names users gave them
+                kernel.name = kernel.op.name = name
+                taken.add(name)
         for name, function in prog.functions.items():
             left = _count(function, "transpose")
             self.note(
@@ -159,20 +173,37 @@ class to_bc1s(AnePass):
             dtype = weight.dtype
             kernel = weight[:, :, None, None].astype(dtype)
             if len(shape) == 3:
-                channels_first = mb.transpose(x=x, perm=[0, 2, 1], before_op=op)
-                image = mb.expand_dims(x=channels_first, axes=[2], before_op=op)
+                channels_first = mb.transpose(
+                    x=x, perm=[0, 2, 1], before_op=op, name=f"{op.name}_bcs"
+                )
+                image = mb.expand_dims(
+                    x=channels_first, axes=[2], before_op=op, name=f"{op.name}_bc1s"
+                )
             else:
-                channels_first = mb.transpose(x=x, perm=[1, 0], before_op=op)
-                image = mb.reshape(x=channels_first, shape=[1, shape[1], 1, shape[0]], before_op=op)
-            inputs: dict[str, Any] = {"x": image, "weight": kernel}
+                channels_first = mb.transpose(x=x, perm=[1, 0], before_op=op, name=f"{op.name}_cs")
+                image = mb.reshape(
+                    x=channels_first,
+                    shape=[1, shape[1], 1, shape[0]],
+                    before_op=op,
+                    name=f"{op.name}_bc1s",
+                )
+            weight_var = op.inputs["weight"] if op.op_type == "linear" else op.inputs["y"]
+            kernel_var = mb.const(val=kernel, before_op=op, name=f"{weight_var.name}_1x1")
+            self._renames.append((kernel_var, weight_var.name))
+            inputs: dict[str, Any] = {"x": image, "weight": kernel_var}
             if bias is not None:
                 inputs["bias"] = bias.astype(dtype)
             conv = mb.conv(**inputs, before_op=op, name=f"{op.name}_conv1x1")
             if len(shape) == 3:
-                back = mb.squeeze(x=conv, axes=[2], before_op=op)
+                back = mb.squeeze(x=conv, axes=[2], before_op=op, name=f"{op.name}_bcs_out")
                 result = mb.transpose(x=back, perm=[0, 2, 1], before_op=op, name=f"{op.name}_bsc")
             else:
-                back = mb.reshape(x=conv, shape=[weight.shape[0], shape[0]], before_op=op)
+                back = mb.reshape(
+                    x=conv,
+                    shape=[weight.shape[0], shape[0]],
+                    before_op=op,
+                    name=f"{op.name}_cs_out",
+                )
                 result = mb.transpose(x=back, perm=[1, 0], before_op=op, name=f"{op.name}_bsc")
             replace_var(function, op, op.outputs[0], result)
             self.changed(op, f"{op.op_type} {shape} -> 1x1 conv on (B, C, 1, S)")
@@ -191,6 +222,7 @@ class to_bc1s(AnePass):
                 continue
             if var.dtype not in (types.fp16, types.fp32):
                 continue
-            inward = mb.transpose(x=var, perm=[0, 2, 1], before_op=first)
-            back = mb.transpose(x=inward, perm=[0, 2, 1], before_op=first)
+            name = var.name
+            inward = mb.transpose(x=var, perm=[0, 2, 1], before_op=first, name=f"{name}_bcs")
+            back = mb.transpose(x=inward, perm=[0, 2, 1], before_op=first, name=f"{name}_bsc")
             function.replace_uses_of_var_after_op(anchor_op=back.op, old_var=var, new_var=back)

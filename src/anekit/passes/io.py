@@ -13,17 +13,24 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from coremltools.converters.mil.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 from coremltools.converters.mil.mil.passes.pass_registry import register_pass
 from coremltools.converters.mil.mil.program import Placeholder
 
-from anekit._milgraph import static_shape
+from anekit._milgraph import numpy_dtype, static_shape
 from anekit.passes.base import AnePass
-from anekit.passes.graph import float_dtype, replace_var
+from anekit.passes.graph import replace_var
 
 #: Narrowest last axis the ANE reads reliably: 32 fp16 values = 64 bytes.
 MIN_WIDTH = 32
+
+
+def _numpy_dtype(var: Any) -> np.dtype[Any]:
+    dtype = numpy_dtype(var)
+    assert dtype is not None
+    return dtype
 
 
 def _narrow(var: Any) -> bool:
@@ -71,10 +78,11 @@ class pad_io_width(AnePass):
     def _pad_output(self, function: Any, var: Any) -> None:
         shape = static_shape(var)
         assert shape is not None
-        pad = [0] * (2 * len(shape))
-        pad[-1] = MIN_WIDTH - shape[-1]
-        zero = float_dtype(var).type(0) if var.dtype in (types.fp16, types.fp32) else 0
-        padded = mb.pad(x=var, pad=pad, mode="constant", constant_val=zero)  # at the end
+        # concat with zeros, not ``pad``: pad is disputed on the ANE (op table)
+        zeros = np.zeros((*shape[:-1], MIN_WIDTH - shape[-1]), _numpy_dtype(var))
+        padded = mb.concat(  # appended at the end of the function
+            values=[var, zeros], axis=len(shape) - 1, name=f"{var.name}_padded"
+        )
         name = var.name
         replace_var(function, padded.op, var, padded)
         var.name, padded.name = f"{name}_unpadded", name  # the output keeps its name

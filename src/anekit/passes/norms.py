@@ -200,10 +200,9 @@ class fp16_safe_norm(AnePass):
                 continue
             dtype = float_dtype(norm.v)
             axis = norm.axes[-1]
+            negated = mb.mul(x=norm.v, y=dtype.type(-1), before_op=op, name=f"{op.name}_neg")
             doubled = mb.concat(
-                values=[norm.v, mb.mul(x=norm.v, y=dtype.type(-1), before_op=op)],
-                axis=axis,
-                before_op=op,
+                values=[norm.v, negated], axis=axis, before_op=op, name=f"{op.name}_doubled"
             )
             normed = self._safe(op, doubled, norm.axes, norm.eps, {}, f"{op.name}_rms_ln")
             end = [int(dim) for dim in doubled.shape]

@@ -8,9 +8,12 @@ breaks it raises :class:`~anekit.errors.PassError` naming the pass.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from coremltools.converters.mil.mil import Builder
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 from anekit.errors import PassError
@@ -54,6 +57,26 @@ def pipeline(disable: Iterable[str] = (), enable: Iterable[str] = ()) -> list[st
     return chosen
 
 
+@contextmanager
+def _deterministic_names(program: Any) -> Iterator[None]:
+    """coremltools names the ops and constants a pass creates from a process-wide
+    counter (``Builder.name_count``). Count from the names the program already has
+    instead, so that the same program always gets the same new names, none taken."""
+    counts: defaultdict[str, int] = defaultdict(int)
+    for function in program.functions.values():
+        for op in function.operations:
+            for name in (op.name, *(var.name for var in op.outputs)):
+                base, _, suffix = name.rpartition("_")
+                if base and suffix.isdigit():
+                    counts[base] = max(counts[base], int(suffix) + 1)
+    saved = Builder.name_count
+    Builder.name_count = counts
+    try:
+        yield
+    finally:
+        Builder.name_count = saved
+
+
 def run_pipeline(
     program: Any, *, disable: Iterable[str] = (), enable: Iterable[str] = ()
 ) -> PassReport:
@@ -65,7 +88,8 @@ def run_pipeline(
         instance = PASS_REGISTRY[name]
         assert isinstance(instance, AnePass)
         try:
-            instance(program)
+            with _deterministic_names(program):
+                instance(program)
             program.validate()
         except PassError:
             raise

@@ -92,11 +92,18 @@ class rank5_to_rank4(AnePass):
                 if drop
                 else (*shape[:axis], shape[axis] * shape[axis + 1], *shape[axis + 2 :])
             )
-            rank4 = mb.reshape(x=op.inputs["x"], shape=list(merged), before_op=op)
+            rank4 = mb.reshape(
+                x=op.inputs["x"], shape=list(merged), before_op=op, name=f"{op.name}_rank4"
+            )
             for reader, perm in plan:
                 if perm is None:
                     continue
-                moved = mb.transpose(x=rank4, perm=_new_perm(perm, axis, drop), before_op=reader)
+                moved = mb.transpose(
+                    x=rank4,
+                    perm=_new_perm(perm, axis, drop),
+                    before_op=reader,
+                    name=f"{reader.name}_rank4",
+                )
                 replace_var(function, reader, reader.outputs[0], moved, same_type=False)
                 function.remove_ops([reader])
             replace_var(function, op, op.outputs[0], rank4, same_type=False)
