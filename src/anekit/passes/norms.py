@@ -120,6 +120,16 @@ def _mean_square(var: Any, function: Any) -> tuple[Any, list[int]] | None:
     return v, axes
 
 
+def _reciprocal_root(op: Any) -> bool:
+    """``op`` is rsqrt(...) or 1 / sqrt(...)."""
+    if op.op_type == "rsqrt":
+        return True
+    if op.op_type != "real_div" or _scalar(op.inputs["x"]) != 1.0:
+        return False
+    root = op.inputs["y"].op
+    return root is not None and root.op_type == "sqrt"
+
+
 def _match(op: Any, function: Any) -> _Norm | None:
     """``op`` as v / sqrt(mean(v²) + eps) or v * rsqrt(mean(v²) + eps)."""
     if op.op_type == "real_div":
@@ -130,11 +140,18 @@ def _match(op: Any, function: Any) -> _Norm | None:
         inner, extra_eps = root.inputs["x"], 0.0
     elif op.op_type == "mul":
         pairs = ((op.inputs["x"], op.inputs["y"]), (op.inputs["y"], op.inputs["x"]))
-        found = [(a, b) for a, b in pairs if b.op is not None and b.op.op_type == "rsqrt"]
+        found = [(a, b.op) for a, b in pairs if b.op is not None and _reciprocal_root(b.op)]
         if not found:
             return None
-        v, root = found[0][0], found[0][1].op
-        inner, extra_eps = root.inputs["x"], float(root.inputs["epsilon"].val or 0.0)
+        v, reciprocal = found[0]
+        if reciprocal.op_type == "rsqrt":
+            root = reciprocal
+            inner, extra_eps = root.inputs["x"], float(root.inputs["epsilon"].val or 0.0)
+        else:  # 1 / sqrt(...)
+            if _only_reader(reciprocal.outputs[0], function) is None:
+                return None
+            root = reciprocal.inputs["y"].op
+            inner, extra_eps = root.inputs["x"], 0.0
     else:
         return None
     if _only_reader(root.outputs[0], function) is None:
