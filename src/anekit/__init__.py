@@ -12,7 +12,7 @@ from anekit._version import __version__
 from anekit.program import CompiledProgram
 from anekit.trace import TensorSpec
 
-__all__ = ["CompiledProgram", "TensorSpec", "__version__", "compile", "load"]
+__all__ = ["CompiledProgram", "TensorSpec", "__version__", "compile", "convert", "load"]
 
 
 def compile(
@@ -56,6 +56,40 @@ def compile(
         report = run_pipeline(traced.program, disable=skip_passes, enable=extra_passes)
     return CompiledProgram.from_trace(
         traced, deployment_target=deployment_target, pass_report=report
+    )
+
+
+def convert(
+    module: Any,
+    example_inputs: Any,
+    *,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    method: str = "trace",
+    deployment_target: str = "macOS15",
+    passes: bool = True,
+    skip_passes: Sequence[str] = (),
+    extra_passes: Sequence[str] = (),
+) -> CompiledProgram:
+    """Convert a PyTorch model (``pip install 'anekit[torch]'``) at the example inputs'
+    static shapes, then run the ANE passes as :func:`compile` does.
+
+    ``module`` is a ``torch.nn.Module`` (a Hugging Face BERT-family model is adapted
+    automatically), TorchScript or an ``ExportedProgram``; ``method`` is ``"trace"``
+    (``torch.jit.trace``) or ``"export"`` (``torch.export`` + ``run_decompositions``).
+    """
+    from anekit.frontends.pytorch import convert as convert_torch
+
+    return convert_torch(
+        module,
+        example_inputs,
+        input_names=input_names,
+        output_names=output_names,
+        method=method,
+        deployment_target=deployment_target,
+        passes=passes,
+        skip_passes=skip_passes,
+        extra_passes=extra_passes,
     )
 
 

@@ -76,6 +76,23 @@ class WeightInfo:
     nbytes: int
 
 
+def io_specs(function: Any) -> tuple[TensorSpec, ...]:
+    """A function's inputs and outputs as specs (to compare before and after passes)."""
+    inputs = tuple(_spec(var, name) for name, var in function.inputs.items())
+    return inputs + tuple(_spec(var, var.name) for var in function.outputs)
+
+
+def widened_io(function: Any, before: tuple[TensorSpec, ...]) -> dict[str, int]:
+    """Inputs/outputs whose last axis a pass widened: name -> the width they had."""
+    now = {name: var.shape for name, var in function.inputs.items()}
+    now.update({var.name: var.shape for var in function.outputs})
+    return {
+        str(spec.name): spec.shape[-1]
+        for spec in before
+        if spec.shape and str(spec.name) in now and now[str(spec.name)][-1] != spec.shape[-1]
+    }
+
+
 class CompiledProgram:
     """A MIL program, one of its functions, and the contract to call it.
 
@@ -145,14 +162,10 @@ class CompiledProgram:
         cls, traced: TraceResult, *, deployment_target: str = "macOS15", pass_report: Any = None
     ) -> CompiledProgram:
         """The program a trace produced (after passes, which may have widened its I/O)."""
-        function = traced.program.functions[traced.function_name]
-        now = {name: var.shape for name, var in function.inputs.items()}
-        now.update({var.name: var.shape for var in function.outputs})
-        io_widths = {
-            str(spec.name): spec.shape[-1]
-            for spec in (*traced.input_specs, *traced.output_specs)
-            if spec.shape and str(spec.name) in now and now[str(spec.name)][-1] != spec.shape[-1]
-        }
+        io_widths = widened_io(
+            traced.program.functions[traced.function_name],
+            (*traced.input_specs, *traced.output_specs),
+        )
         return cls(
             traced.program,
             function_name=traced.function_name,

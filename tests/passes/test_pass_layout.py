@@ -42,7 +42,7 @@ def test_to_bc1s_makes_linears_1x1_convolutions(rng: np.random.Generator) -> Non
     assert "layout.not_bc1s" not in rules(program)
     assert op_types(program).count("conv") == 2 and "matmul" not in op_types(program)
     (note,) = result.notes
-    assert "transpose(s) left after cancelling" in note
+    assert "transpose(s) left" in note
     left = op_types(program).count("transpose")
     assert f"{left} transpose(s) left" in note
     assert left <= 4  # in and out of each conv at most; the gelu between them moved

@@ -13,7 +13,7 @@ import numpy as np
 from coremltools.converters.mil.mil import Builder as mb
 from coremltools.converters.mil.mil.passes.pass_registry import register_pass
 
-from anekit._milgraph import static_shape
+from anekit._milgraph import score_producer, static_shape
 from anekit.passes.base import AnePass
 from anekit.passes.graph import consumers, float_dtype, is_output, replace_var
 
@@ -46,11 +46,12 @@ def find_attention(function: Any) -> list[Attention]:
         var = op.inputs["x"]
         while var.op is not None and var.op.op_type in _SCORE_OPS:
             operands = [var.op.inputs["x"], var.op.inputs["y"]]
-            ranked = [item for item in operands if item.val is None and item.rank >= 2]
-            if len(ranked) != 1 or len(consumers(var)) != 1 or is_output(var, function):
+            # the operand the scores come through (a mask may be computed at run time too)
+            chain = [item for item in operands if score_producer(item) is not None]
+            if len(chain) != 1 or len(consumers(var)) != 1 or is_output(var, function):
                 break
             between.insert(0, var.op)
-            var = ranked[0]
+            var = chain[0]
         if var.op is None or var.op.op_type != "matmul":
             continue
         if len(consumers(var)) != 1 or is_output(var, function):

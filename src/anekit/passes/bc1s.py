@@ -7,11 +7,11 @@ ml-ane-transformers). ``linear`` and ``matmul`` with a constant weight on a
 
     transpose -> (B, C, 1, S) -> conv(weight[:, :, None, None]) -> (B, C', S) -> transpose
 
-and coremltools' transpose reduction (``common::reduce_transposes``) then pushes the
-inserted transposes through elementwise ops, reductions, ``layer_norm`` and
-``softmax`` (anekit teaches it the last two, with their axes remapped) and cancels
-the pairs that meet. What cannot be cancelled (around reshapes into attention
-heads, typically) stays; the report counts it.
+Then :mod:`anekit.passes.layout` removes most of those transposes: it folds them
+into the attention's head reshapes and carries whole regions of elementwise ops,
+``layer_norm`` and ``softmax`` in (B, C, S); coremltools merges what is left
+(``common::merge_consecutive_transposes``). The report counts the transposes that
+remain.
 """
 
 from __future__ import annotations
@@ -20,69 +20,19 @@ from typing import Any
 
 import numpy as np
 from coremltools.converters.mil.mil import Builder as mb
-from coremltools.converters.mil.mil import types
-from coremltools.converters.mil.mil.passes.defs import optimize_repeat_ops as _repeat
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY, register_pass
 
 from anekit._milgraph import static_shape
 from anekit.passes.base import AnePass
 from anekit.passes.graph import replace_var
+from anekit.passes.layout import carry_regions, fold_head_reshapes
 
 #: coremltools passes run after the rewrite, in order, to cancel and merge transposes.
 CLEANUP = (
-    "common::reduce_transposes",
     "common::merge_consecutive_transposes",
     "common::noop_elimination",
     "common::dead_code_elimination",
 )
-
-
-class _PushThroughAxisOp(_repeat.TransformAxisUpdateOps):  # type: ignore[misc]
-    """Lets a transpose pass through an op with an ``axis``/``axes`` input by remapping it:
-    op[axes](transpose(x)) == transpose(op[perm[axes]](x))."""
-
-    name = "axes"
-
-    def can_transpose_pass(self) -> bool:
-        var = self.op.inputs.get(self.name)
-        if var is None or var.val is None:
-            return False
-        if self.op.op_type == "layer_norm":
-            # gamma/beta are shaped like the normalized axes: only one axis keeps them valid
-            axes = np.atleast_1d(var.val)
-            return len(axes) == 1 or not any(k in self.op.inputs for k in ("gamma", "beta"))
-        return True
-
-    def update(self) -> None:
-        var = self.op.inputs[self.name]
-        rank = len(self.transpose_axes)
-        value = np.asarray(var.val)
-        mapped = np.vectorize(lambda axis: self.transpose_axes[int(axis) % rank])(value)
-        new_value = mapped.astype(np.int32) if value.ndim else np.int32(mapped)
-        with self.op.enclosing_block:
-            new_var = mb.const(
-                val=new_value, before_op=self.op, name=f"{self.op.name}_{self.name}_moved"
-            )
-        self.op.enclosing_block.replace_uses_of_var_after_op(
-            anchor_op=new_var.op,
-            end_op=self.op,
-            old_var=var,
-            new_var=new_var,
-            no_check_var_types=True,
-        )
-
-
-class _PushThroughLayerNorm(_PushThroughAxisOp):
-    name = "axes"
-
-
-class _PushThroughSoftmax(_PushThroughAxisOp):
-    name = "axis"
-
-
-for _op_type, _handler in (("layer_norm", _PushThroughLayerNorm), ("softmax", _PushThroughSoftmax)):
-    if _op_type not in _repeat._TransposeOptimization._AXIS_UPDATE_OPS:
-        _repeat._TransposeOptimization._AXIS_UPDATE_OPS[_op_type] = _handler
 
 
 def _linear_parts(op: Any) -> tuple[Any, np.ndarray, np.ndarray | None] | None:
@@ -125,6 +75,11 @@ def _count(function: Any, op_type: str) -> int:
     return sum(1 for op in function.operations if op.op_type == op_type)
 
 
+def _cleanup(prog: Any) -> None:
+    for name in CLEANUP:
+        PASS_REGISTRY[name](prog)
+
+
 @register_pass(namespace="ane")
 class to_bc1s(AnePass):
     """linear/matmul with constant weights on (B, S, C) -> 1x1 conv on (B, C, 1, S)."""
@@ -139,12 +94,16 @@ class to_bc1s(AnePass):
         super().apply(prog)
         if not self.result.changed:
             return
-        for name in CLEANUP:
-            PASS_REGISTRY[name](prog)
         for function in prog.functions.values():
             with function:
+                fold_head_reshapes(function)
+            _cleanup(prog)
+            with function:
+                carry_regions(function)
+            _cleanup(prog)
+            with function:
                 _drop_squeeze_expand_pairs(function)
-        PASS_REGISTRY["common::dead_code_elimination"](prog)
+        _cleanup(prog)
         taken = {
             var.name for f in prog.functions.values() for op in f.operations for var in op.outputs
         }
@@ -155,11 +114,12 @@ class to_bc1s(AnePass):
         for name, function in prog.functions.items():
             left = _count(function, "transpose")
             self.note(
-                f"function {name}: {left} transpose(s) left after cancelling "
-                f"({before[name]} before the rewrite)"
+                f"function {name}: {left} transpose(s) left ({before[name]} before the rewrite)"
             )
 
     def rewrite(self, function: Any) -> None:
+        entries: dict[int, Any] = {}
+        kernels: dict[int, Any] = {}
         for op in list(function.operations):
             parts = _linear_parts(op)
             if parts is None:
@@ -172,7 +132,9 @@ class to_bc1s(AnePass):
                 continue
             dtype = weight.dtype
             kernel = weight[:, :, None, None].astype(dtype)
-            if len(shape) == 3:
+            if id(x) in entries:  # q, k and v read the same activation: enter once
+                image = entries[id(x)]
+            elif len(shape) == 3:
                 channels_first = mb.transpose(
                     x=x, perm=[0, 2, 1], before_op=op, name=f"{op.name}_bcs"
                 )
@@ -187,9 +149,13 @@ class to_bc1s(AnePass):
                     before_op=op,
                     name=f"{op.name}_bc1s",
                 )
+            entries[id(x)] = image
             weight_var = op.inputs["weight"] if op.op_type == "linear" else op.inputs["y"]
-            kernel_var = mb.const(val=kernel, before_op=op, name=f"{weight_var.name}_1x1")
-            self._renames.append((kernel_var, weight_var.name))
+            kernel_var = kernels.get(id(weight_var))
+            if kernel_var is None:  # one kernel per weight, however many layers share it
+                kernel_var = mb.const(val=kernel, before_op=op, name=f"{weight_var.name}_1x1")
+                kernels[id(weight_var)] = kernel_var
+                self._renames.append((kernel_var, weight_var.name))
             inputs: dict[str, Any] = {"x": image, "weight": kernel_var}
             if bias is not None:
                 inputs["bias"] = bias.astype(dtype)
@@ -207,22 +173,3 @@ class to_bc1s(AnePass):
                 result = mb.transpose(x=back, perm=[1, 0], before_op=op, name=f"{op.name}_bsc")
             replace_var(function, op, op.outputs[0], result)
             self.changed(op, f"{op.op_type} {shape} -> 1x1 conv on (B, C, 1, S)")
-        if self.result.changed:
-            self._enter_layout_once(function)
-
-    @staticmethod
-    def _enter_layout_once(function: Any) -> None:
-        """Give each (B, S, C) input a transpose pair, x -> T -> T^-1, so that the
-        transpose reduction can carry the activations in (B, C, S) from the start
-        instead of transposing before every layer (the pair merges away if not)."""
-        first = function.operations[0] if function.operations else None
-        for var in list(function.inputs.values()):
-            shape = static_shape(var)
-            if first is None or shape is None or len(shape) != 3 or not var.child_ops:
-                continue
-            if var.dtype not in (types.fp16, types.fp32):
-                continue
-            name = var.name
-            inward = mb.transpose(x=var, perm=[0, 2, 1], before_op=first, name=f"{name}_bcs")
-            back = mb.transpose(x=inward, perm=[0, 2, 1], before_op=first, name=f"{name}_bsc")
-            function.replace_uses_of_var_after_op(anchor_op=back.op, old_var=var, new_var=back)

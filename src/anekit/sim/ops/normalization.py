@@ -1,10 +1,12 @@
 """Normalizations, as composites whose intermediates are stored like activations.
 
-In ``ane`` mode every intermediate (mean, centred values, their squares, the
-variance) is rounded to fp16, so the variance of activations whose deviation
-from the mean exceeds 256 overflows (256² = 65536 > 65504) exactly as the seeds
-report; the op notes it (rule ``sim.internal_overflow``). Their internal sums
-accumulate in fp32 and are rounded once (``Numerics.internal_sum``).
+In ``ane`` mode every intermediate (mean, centred values, their squares, the sum
+of the squares, the variance) is rounded to fp16, so the variance overflows when a
+deviation from the mean exceeds 256 (256² = 65536 > 65504) or the sum of squared
+deviations over the normalized axes exceeds 65504 (384 channels with an RMS
+deviation above 13), as semlith reports (shared/seeds/000: "the sum of squares
+stays in range" was the fix); the op notes it (rule ``sim.internal_overflow``).
+Internal sums accumulate in fp32 and are rounded once (``Numerics.internal_sum``).
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ def _check_variance(ctx: OpContext, x: Any, variance: Any, what: str) -> None:
     if ctx.numerics.fp16 and not np.isfinite(variance).all() and np.isfinite(x).all():
         ctx.note(
             "sim.internal_overflow",
-            f"{what}: the variance overflowed fp16 (a squared deviation above 65504, "
-            "i.e. |x - mean| > 256); its output is wrong",
+            f"{what}: the variance overflowed fp16 (a squared deviation, or their sum over "
+            "the normalized axes, above 65504); its output is wrong",
         )
 
 
