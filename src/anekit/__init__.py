@@ -70,6 +70,7 @@ def convert(
     passes: bool = True,
     skip_passes: Sequence[str] = (),
     extra_passes: Sequence[str] = (),
+    float_io: str = "float16",
 ) -> CompiledProgram:
     """Convert a PyTorch model (``pip install 'anekit[torch]'``) at the example inputs'
     static shapes, then run the ANE passes as :func:`compile` does.
@@ -77,6 +78,7 @@ def convert(
     ``module`` is a ``torch.nn.Module`` (a Hugging Face BERT-family model is adapted
     automatically), TorchScript or an ``ExportedProgram``; ``method`` is ``"trace"``
     (``torch.jit.trace``) or ``"export"`` (``torch.export`` + ``run_decompositions``).
+    Float inputs and outputs are ``float_io`` (float16: what the ANE reads and writes).
     """
     from anekit.frontends.pytorch import convert as convert_torch
 
@@ -90,6 +92,7 @@ def convert(
         passes=passes,
         skip_passes=skip_passes,
         extra_passes=extra_passes,
+        float_io=float_io,
     )
 
 

@@ -173,3 +173,39 @@ def test_saved_models_load_for_the_command_line(tmp_path: Path) -> None:
     (tmp_path / "broken.pt2").write_bytes(b"not a model")
     with pytest.raises(errors.ConversionError, match="as an ExportedProgram"):
         load_saved(tmp_path / "broken.pt2")
+
+
+def test_convert_command_writes_a_package(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from anekit.cli import cli
+
+    module = tiny_block()
+    example = torch.zeros(1, 32, 64)
+    torch.jit.save(torch.jit.trace(module, (example,)), str(tmp_path / "block.pt"))
+    torch.export.save(torch.export.export(module, (example,)), str(tmp_path / "block.pt2"))
+    runner = CliRunner()
+    out = tmp_path / "block.mlpackage"
+    text = runner.invoke(
+        cli, ["convert", str(tmp_path / "block.pt"), "--input", "x=1,32,64", "--out", str(out)]
+    )
+    assert text.exit_code == 0, text.output
+    assert "ane::to_bc1s: 2 rewrites" in text.output and out.is_dir()
+    loaded = anekit.load(out)
+    assert [spec.describe() for spec in loaded.input_specs] == ["x: float16[1, 32, 64]"]
+    exported = runner.invoke(
+        cli,
+        ["convert", str(tmp_path / "block.pt2"), "--json", "--out", str(tmp_path / "e.mlpackage")],
+    )
+    assert exported.exit_code == 0, exported.output
+    payload = json.loads(exported.stdout)
+    assert payload["inputs"][0]["name"] == "x"  # from the ExportedProgram's signature
+    assert payload["passes"]["passes"][-1]["pass"] == "ane::pad_io_width"
+    assert set(payload["placement"]["main"]) == {"a14", "a15", "a17"}
+    missing = runner.invoke(cli, ["convert", str(tmp_path / "block.pt"), "--json"])
+    assert missing.exit_code == 2
+    assert json.loads(missing.stdout)["error"] == "ConversionError"
+    bad = runner.invoke(cli, ["convert", str(tmp_path / "block.pt"), "--input", "x=1,a"])
+    assert bad.exit_code == 2 and "--input" in bad.output

@@ -11,6 +11,7 @@ import logging
 import click
 
 from anekit._version import __version__
+from anekit.cli.convert import convert
 from anekit.cli.demo import demo
 from anekit.cli.placement import doctor, ops
 from anekit.cli.simulate import simulate
@@ -26,7 +27,7 @@ def cli(verbose: bool) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s")
 
 
-for command in (demo, simulate, doctor, ops, version):
+for command in (demo, convert, simulate, doctor, ops, version):
     cli.add_command(command)
 
 

@@ -164,6 +164,10 @@ def _output_count(module: Any, tensors: tuple[Any, ...]) -> int:
 def _input_names(module: Any, count: int) -> list[str]:
     import inspect
 
+    signature = getattr(module, "graph_signature", None)  # an ExportedProgram
+    if signature is not None and len(signature.user_inputs) == count:
+        return [str(name) for name in signature.user_inputs]
+
     try:
         parameters = list(inspect.signature(module.forward).parameters)
     except (TypeError, ValueError, AttributeError):

@@ -56,13 +56,22 @@ class PassReport:
         return {"passes": [item.to_json() for item in self.results], "skipped": self.skipped}
 
     def summary(self) -> str:
-        """One line per pass: how many rewrites, and its notes."""
+        """One line per pass: how many rewrites, and its notes (the same note on several
+        ops once, with a count)."""
         lines = []
         for item in self.results:
             count = len(item.changes)
             what = f"{count} rewrite{'s' if count != 1 else ''}" if count else "no change"
             lines.append(f"{item.name}: {what}")
-            lines += [f"  note: {note}" for note in item.notes]
+            grouped: dict[str, list[str]] = {}
+            for note in item.notes:
+                where, _, text = note.partition(": ")
+                grouped.setdefault(text or note, []).append(where)
+            for text, places in grouped.items():
+                if len(places) == 1:
+                    lines.append(f"  note: {places[0]}: {text}" if text else f"  note: {places[0]}")
+                else:
+                    lines.append(f"  note ({len(places)} ops, e.g. {places[0]}): {text}")
         lines += [f"{name}: skipped" for name in self.skipped]
         return "\n".join(lines)
 

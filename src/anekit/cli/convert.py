@@ -1,0 +1,156 @@
+"""``anekit convert``: a saved PyTorch model to an ANE-ready ``.mlpackage``."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from anekit.cli._common import emit_json, format_bytes, handles_errors, json_option, stderr, stdout
+from anekit.errors import ConversionError
+
+
+def _example_inputs(specs: tuple[str, ...], model: Any) -> tuple[list[str] | None, list[Any]]:
+    """Example tensors from ``--input`` specs (names given to all or none), or from an
+    ExportedProgram's own example inputs."""
+    import torch
+
+    from anekit.errors import ProgramError
+    from anekit.frontends.function_ref import parse_shape
+
+    if not specs:
+        examples = getattr(model, "example_inputs", None)
+        if examples is not None and examples[0]:
+            return None, list(examples[0])
+        raise ConversionError("give each model input with --input NAME=DIMS[:DTYPE]")
+    names: list[str | None] = []
+    tensors = []
+    for text in specs:
+        try:
+            name, spec = parse_shape(text if ":" in text else f"{text}:float32")
+        except ProgramError as error:
+            raise ConversionError(str(error).replace("--shape", "--input")) from error
+        names.append(name)
+        dtype = getattr(torch, spec.dtype.name, None)
+        if dtype is None:
+            raise ConversionError(f"--input {text!r}: unsupported dtype {spec.dtype.name}")
+        tensors.append(torch.zeros(spec.shape, dtype=dtype))
+    if any(name is None for name in names) and not all(name is None for name in names):
+        raise ConversionError("--input: name every input (ids=...) or none of them")
+    return (None if names[0] is None else [str(name) for name in names]), tensors
+
+
+@click.command()
+@click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--input",
+    "inputs",
+    multiple=True,
+    metavar="[NAME=]DIMS[:DTYPE]",
+    help="An example input, e.g. input_ids=4,256:int32 (repeatable; dtype float32 by default).",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where to write the .mlpackage (default: MODEL's name in the current directory).",
+)
+@click.option(
+    "--method",
+    type=click.Choice(["trace", "export"]),
+    default="trace",
+    show_default=True,
+    help="For a plain module: torch.jit.trace or torch.export.",
+)
+@click.option("--no-passes", is_flag=True, help="Skip anekit's ANE passes.")
+@click.option("--skip-pass", "skip", multiple=True, help="Leave out one pass (repeatable).")
+@click.option("--extra-pass", "extra", multiple=True, help="Add an optional pass, e.g. gelu_tanh.")
+@click.option(
+    "--float-io",
+    type=click.Choice(["float16", "float32"]),
+    default="float16",
+    show_default=True,
+    help="dtype of float inputs and outputs in the package.",
+)
+@json_option
+@handles_errors
+def convert(
+    model: Path,
+    inputs: tuple[str, ...],
+    out: Path | None,
+    method: str,
+    no_passes: bool,
+    skip: tuple[str, ...],
+    extra: tuple[str, ...],
+    float_io: str,
+    as_json: bool,
+) -> None:
+    """Convert a saved PyTorch MODEL (TorchScript .pt, or an ExportedProgram .pt2) at
+    fixed shapes, run the ANE passes and save an .mlpackage.
+
+    Exit status: 0 when the package was written, 2 on errors. `anekit doctor` on
+    the package then says where each op is expected to run.
+    """
+    import anekit
+    from anekit.analysis import analyze
+    from anekit.frontends.pytorch import load_saved
+
+    started = time.perf_counter()
+    loaded = load_saved(model)
+    names, examples = _example_inputs(inputs, loaded)
+    if not as_json:
+        stderr.print(f"Converting {model} ({len(examples)} input(s))...")
+    program = anekit.convert(
+        loaded,
+        tuple(examples),
+        input_names=names,
+        method=method,
+        passes=not no_passes,
+        skip_passes=skip,
+        extra_passes=extra,
+        float_io=float_io,
+    )
+    target = out if out is not None else Path.cwd() / f"{model.stem}.mlpackage"
+    package = program.save(target)
+    size = sum(item.stat().st_size for item in package.rglob("*") if item.is_file())
+    report = analyze(program)
+    seconds = time.perf_counter() - started
+    if as_json:
+        emit_json(
+            {
+                "package": {"path": str(package), "bytes": size},
+                "inputs": [spec.to_json() for spec in program.input_specs],
+                "outputs": [spec.to_json() for spec in program.output_specs],
+                "passes": program.pass_report.to_json() if program.pass_report else None,
+                "placement": {
+                    function.name: {
+                        family: {
+                            "compute_ops": len(function.compute_ops()),
+                            "ane": function.on_ane(family),
+                            "transitions": function.transitions(family),
+                        }
+                        for family in report.families
+                    }
+                    for function in report.functions
+                },
+                "seconds": seconds,
+            }
+        )
+        return
+    for spec in program.input_specs:
+        stdout.print(f"input   {spec.describe()}")
+    for spec in program.output_specs:
+        stdout.print(f"output  {spec.describe()}")
+    if program.pass_report is not None:
+        stdout.print("ANE passes:")
+        for line in program.pass_report.summary().splitlines():
+            stdout.print(f"  {line}", markup=False)
+    for function in report.functions:
+        for family in report.families:
+            stdout.print(f"placement: {function.summary(family)}")
+    stdout.print(
+        f"\nSaved [bold]{package}[/] ({format_bytes(size)}) in {seconds:.1f} s; "
+        f"`anekit doctor {package}` shows every op's expected device."
+    )
