@@ -26,3 +26,11 @@ def test_environment_doc_lists_every_variable() -> None:
     text = (DOCS / "environment.md").read_text()
     for variable in config.ENVIRONMENT:
         assert f"`{variable}`" in text
+
+
+def test_passes_doc_lists_every_pass() -> None:
+    from anekit.passes import ANE_PIPELINE, OPTIONAL_PASSES
+
+    text = (DOCS / "passes.md").read_text()
+    for name in (*ANE_PIPELINE, *OPTIONAL_PASSES):
+        assert f"| `{name.split('::')[1]}`" in text, name

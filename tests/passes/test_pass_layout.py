@@ -151,3 +151,20 @@ def test_gelu_tanh_is_off_by_default_and_approximate(rng: np.random.Generator) -
     assert gelu.inputs["mode"].val == "TANH_APPROXIMATION"
     got, want = tanh(x, mode="fp32"), exact(x, mode="fp32")
     assert 0 < np.abs(got - want).max() < 1e-3  # an approximation, not a rewrite
+
+
+def test_to_bc1s_on_row_activations_keeps_one_transpose_each_way(
+    rng: np.random.Generator,
+) -> None:
+    """(S, C) activations: the SiLU between the two layers runs in (C, S)."""
+    w = (rng.standard_normal((256, 64)) / 8).astype(np.float16)
+
+    def mlp(x: Any) -> Any:
+        return nn.silu(x @ w.T) @ w
+
+    x = rng.standard_normal((32, 64)).astype(np.float16)
+    program = anekit.compile(mlp, x, passes=False).program
+    before = run(program, {"x": x})
+    apply_pass(program, "to_bc1s")
+    assert op_types(program).count("transpose") == 2
+    assert relative(only(run(program, {"x": x})), only(before)) < 1e-5

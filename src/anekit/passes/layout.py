@@ -1,8 +1,8 @@
 """Fewer transposes after ``to_bc1s``: carry whole regions in (B, C, S).
 
 ``to_bc1s`` wraps every 1x1 convolution in transposes between (B, S, C) and
-(B, C, S) (``perm=[0, 2, 1]``, which is its own inverse). Two rewrites remove most
-of them:
+(B, C, S) (``perm=[0, 2, 1]``; for (S, C) activations ``[1, 0]``): "flips", each its
+own inverse. Two rewrites remove most of them:
 
 1. **Head reshapes.** ``reshape(T(y), (B, S, H, D))`` equals
    ``transpose(reshape(y, (B, H, D, S)), [0, 3, 1, 2])``, and ``T(reshape(z,
@@ -30,7 +30,6 @@ from coremltools.converters.mil.mil import types
 from anekit._milgraph import static_shape
 from anekit.passes.graph import is_output
 
-FLIP = (0, 2, 1)
 UNARY = frozenset(
     {"relu", "gelu", "silu", "sigmoid", "tanh", "exp", "sqrt", "rsqrt", "abs", "erf", "clip",
      "square", "inverse", "log", "floor", "ceil", "round", "sign", "elu", "leaky_relu",
@@ -40,22 +39,33 @@ BINARY = frozenset({"add", "sub", "mul", "real_div", "maximum", "minimum", "pow"
 REDUCE = frozenset({"reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_l2_norm"})
 
 
-def _rank3(var: Any) -> bool:
+def _flippable(var: Any) -> bool:
+    """A float tensor of rank 2 (S, C) or 3 (B, S, C) with a static shape."""
     shape = static_shape(var)
     return (
         shape is not None
-        and len(shape) == 3
+        and len(shape) in (2, 3)
         and types.is_tensor(var.sym_type)
         and var.dtype in (types.fp16, types.fp32)
     )
 
 
+def _swapped(rank: int) -> tuple[int, ...]:
+    """The permutation that swaps the last two axes of a rank-``rank`` tensor."""
+    return (*range(rank - 2), rank - 1, rank - 2)
+
+
+def _flip_axis(axis: int, rank: int) -> int:
+    return _swapped(rank)[int(axis) % rank]
+
+
 def is_flip(op: Any) -> bool:
-    """A transpose swapping the last two axes of a rank-3 tensor."""
-    if op.op_type != "transpose" or not _rank3(op.outputs[0]):
+    """A transpose swapping the last two axes of a rank-2 or rank-3 tensor."""
+    if op.op_type != "transpose" or not _flippable(op.outputs[0]):
         return False
     perm = op.inputs["perm"].val
-    return perm is not None and tuple(int(axis) % 3 for axis in perm) == FLIP
+    rank = op.outputs[0].rank
+    return perm is not None and tuple(int(axis) % rank for axis in perm) == _swapped(rank)
 
 
 def _data_inputs(op: Any) -> list[Any]:
@@ -69,16 +79,17 @@ def flexible(op: Any) -> bool:
     axes and transposed constants."""
     if is_flip(op):
         return True
-    if len(op.outputs) != 1 or not _rank3(op.outputs[0]):
+    if len(op.outputs) != 1 or not _flippable(op.outputs[0]):
         return False
     shape = static_shape(op.outputs[0])
     data = _data_inputs(op)
-    if not data or any(not _rank3(var) or static_shape(var) != shape for var in data):
+    if not data or any(not _flippable(var) or static_shape(var) != shape for var in data):
         return False
     if op.op_type in UNARY:
         return True
     if op.op_type in BINARY:
-        return all(var.val is None or np.ndim(var.val) <= 3 for var in (op.x, op.y))
+        rank = op.outputs[0].rank
+        return all(var.val is None or np.ndim(var.val) <= rank for var in (op.x, op.y))
     if op.op_type == "layer_norm":
         axes = op.inputs["axes"].val
         return axes is not None and (
@@ -153,11 +164,11 @@ def _boundary_cost(region: Region, flipped: dict[int, bool], function: Any) -> i
     return cost
 
 
-def _transposed_constant(value: Any) -> np.ndarray:
+def _transposed_constant(value: Any, rank: int) -> np.ndarray:
     array = np.asarray(value)
     if array.ndim == 0:
         return array
-    return np.swapaxes(array.reshape((1,) * (3 - array.ndim) + array.shape), 1, 2)
+    return np.swapaxes(array.reshape((1,) * (rank - array.ndim) + array.shape), -1, -2)
 
 
 def _rebuild(op: Any, physical: dict[int, Any], flipped: bool) -> Any:
@@ -167,17 +178,18 @@ def _rebuild(op: Any, physical: dict[int, Any], flipped: bool) -> Any:
     for name, var in op.inputs.items():
         inputs[name] = physical.get(id(var), var)
     if flipped:
+        rank = op.outputs[0].rank
         if op.op_type in BINARY:
             for key in ("x", "y"):
                 if op.inputs[key].val is not None:
-                    inputs[key] = _transposed_constant(op.inputs[key].val).astype(
+                    inputs[key] = _transposed_constant(op.inputs[key].val, rank).astype(
                         np.asarray(op.inputs[key].val).dtype
                     )
         elif op.op_type in ("layer_norm", *REDUCE):
-            axes = [FLIP[int(axis) % 3] for axis in op.inputs["axes"].val]
+            axes = [_flip_axis(axis, rank) for axis in op.inputs["axes"].val]
             inputs["axes"] = np.array(axes, np.int32)
         elif op.op_type == "softmax":
-            inputs["axis"] = np.int32(FLIP[int(op.inputs["axis"].val) % 3])
+            inputs["axis"] = np.int32(_flip_axis(op.inputs["axis"].val, rank))
     builder = getattr(mb, op.op_type)
     return builder(**inputs, before_op=op, name=f"{op.name}_bcs")
 
@@ -193,7 +205,7 @@ def _rewrite(region: Region, flipped: dict[int, bool], function: Any) -> None:
                 (op for op in var.child_ops if id(op) in inside), key=lambda op: order[id(op)]
             )
             physical[key] = mb.transpose(
-                x=var, perm=list(FLIP), before_op=reader, name=f"{var.name}_bcs_in"
+                x=var, perm=list(_swapped(var.rank)), before_op=reader, name=f"{var.name}_bcs_in"
             )
     for op in [op for op in function.operations if id(op) in inside]:
         out = op.outputs[0]
@@ -218,7 +230,7 @@ def _rewrite(region: Region, flipped: dict[int, bool], function: Any) -> None:
             first = min(outside, key=lambda op: order[id(op)]) if outside else None
             stored = mb.transpose(
                 x=stored,
-                perm=list(FLIP),
+                perm=list(_swapped(var.rank)),
                 name=f"{var.name}_bsc_out",
                 **({"before_op": first} if first is not None else {}),
             )
@@ -279,7 +291,7 @@ def _split_heads(function: Any, reshape: Any) -> int:
     flip = reshape.inputs["x"].op
     y = flip.inputs["x"]  # (B, C, S)
     source, target = static_shape(y), static_shape(reshape.outputs[0])
-    if source is None or target is None or len(target) != 4:
+    if source is None or target is None or len(source) != 3 or len(target) != 4:
         return 0
     batch, channels, sequence = source
     if target[0] != batch or target[1] != sequence or target[2] * target[3] != channels:
