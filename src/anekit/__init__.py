@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 # Imported first: it quiets the warnings coremltools logs at import on Linux.
@@ -24,6 +24,7 @@ def compile(
     passes: bool = True,
     skip_passes: Sequence[str] = (),
     extra_passes: Sequence[str] = (),
+    pass_options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> CompiledProgram:
     """Trace ``fn`` on inputs shaped like ``example_args`` into a Core ML MIL program.
 
@@ -34,7 +35,8 @@ def compile(
 
     The ANE passes (``anekit.passes.ANE_PIPELINE``) rewrite the traced program
     unless ``passes=False``; ``skip_passes`` names passes to leave out and
-    ``extra_passes`` optional ones to add (``gelu_tanh``). What they changed is in
+    ``extra_passes`` optional ones to add (``gelu_tanh``); ``pass_options`` sets pass
+    options (``{"prescale_query": {"logit_clamp": 50.0}}``). What they changed is in
     ``program.pass_report``.
 
     >>> import numpy as np, anekit
@@ -53,7 +55,9 @@ def compile(
     if passes:
         from anekit.passes import run_pipeline
 
-        report = run_pipeline(traced.program, disable=skip_passes, enable=extra_passes)
+        report = run_pipeline(
+            traced.program, disable=skip_passes, enable=extra_passes, options=pass_options
+        )
     return CompiledProgram.from_trace(
         traced, deployment_target=deployment_target, pass_report=report
     )
@@ -70,6 +74,7 @@ def convert(
     passes: bool = True,
     skip_passes: Sequence[str] = (),
     extra_passes: Sequence[str] = (),
+    pass_options: Mapping[str, Mapping[str, Any]] | None = None,
     float_io: str = "float16",
 ) -> CompiledProgram:
     """Convert a PyTorch model (``pip install 'anekit[torch]'``) at the example inputs'
@@ -92,6 +97,7 @@ def convert(
         passes=passes,
         skip_passes=skip_passes,
         extra_passes=extra_passes,
+        pass_options=pass_options,
         float_io=float_io,
     )
 

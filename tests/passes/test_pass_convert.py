@@ -209,3 +209,8 @@ def test_convert_command_writes_a_package(tmp_path: Path) -> None:
     assert json.loads(missing.stdout)["error"] == "ConversionError"
     bad = runner.invoke(cli, ["convert", str(tmp_path / "block.pt"), "--input", "x=1,a"])
     assert bad.exit_code == 2 and "--input" in bad.output
+    options = ["convert", str(tmp_path / "block.pt"), "--input", "x=1,32,64", "--out", str(out)]
+    clamped = runner.invoke(cli, [*options, "--pass-option", "prescale_query.logit_clamp=50"])
+    assert clamped.exit_code == 0, clamped.output
+    unknown = runner.invoke(cli, [*options, "--pass-option", "to_bc1s.fast=1"])
+    assert unknown.exit_code == 2 and "has no option 'fast'" in unknown.output

@@ -85,3 +85,16 @@ def test_the_simulator_sees_a_program_rewritten_in_place(rng: np.random.Generato
     exact = only(sim.run(program, x, mode="fp32")).copy()
     run_pipeline(program, disable=ANE_PIPELINE, enable=["gelu_tanh"])
     assert not np.array_equal(only(sim.run(program, x, mode="fp32")), exact)
+
+
+def test_pass_options_are_set_by_name(rng: np.random.Generator) -> None:
+    x = rng.standard_normal((1, 32, 64)).astype(np.float16)
+    scaled = anekit.compile(_model(rng), x, pass_options={"fp16_safe_norm": {"scale_exponent": 0}})
+    (function,) = scaled.program.functions.values()
+    assert not any(op.name.endswith("_prescale") for op in function.operations)
+    with pytest.raises(
+        errors.PassError, match="has no option 'clamp'; its options are logit_clamp"
+    ):
+        anekit.compile(_model(rng), x, pass_options={"prescale_query": {"clamp": 50}})
+    with pytest.raises(errors.PassError, match="unknown pass"):
+        anekit.compile(_model(rng), x, pass_options={"no_such": {}})

@@ -42,6 +42,22 @@ def _example_inputs(specs: tuple[str, ...], model: Any) -> tuple[list[str] | Non
     return (None if names[0] is None else [str(name) for name in names]), tensors
 
 
+def _pass_options(texts: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """``prescale_query.logit_clamp=50`` -> {"prescale_query": {"logit_clamp": 50.0}}."""
+    options: dict[str, dict[str, Any]] = {}
+    for text in texts:
+        key, _, value = text.partition("=")
+        name, _, option = key.partition(".")
+        if not value or not option:
+            raise ConversionError(f"--pass-option {text!r}: expected PASS.OPTION=VALUE")
+        try:
+            number: Any = float(value) if "." in value or "e" in value.lower() else int(value)
+        except ValueError:
+            raise ConversionError(f"--pass-option {text!r}: {value!r} is not a number") from None
+        options.setdefault(name, {})[option] = number
+    return options
+
+
 @click.command()
 @click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
@@ -68,6 +84,13 @@ def _example_inputs(specs: tuple[str, ...], model: Any) -> tuple[list[str] | Non
 @click.option("--skip-pass", "skip", multiple=True, help="Leave out one pass (repeatable).")
 @click.option("--extra-pass", "extra", multiple=True, help="Add an optional pass, e.g. gelu_tanh.")
 @click.option(
+    "--pass-option",
+    "pass_options",
+    multiple=True,
+    metavar="PASS.OPTION=VALUE",
+    help="Set a pass option, e.g. prescale_query.logit_clamp=50 (repeatable).",
+)
+@click.option(
     "--float-io",
     type=click.Choice(["float16", "float32"]),
     default="float16",
@@ -84,6 +107,7 @@ def convert(
     no_passes: bool,
     skip: tuple[str, ...],
     extra: tuple[str, ...],
+    pass_options: tuple[str, ...],
     float_io: str,
     as_json: bool,
 ) -> None:
@@ -110,6 +134,7 @@ def convert(
         passes=not no_passes,
         skip_passes=skip,
         extra_passes=extra,
+        pass_options=_pass_options(pass_options),
         float_io=float_io,
     )
     target = out if out is not None else Path.cwd() / f"{model.stem}.mlpackage"

@@ -9,7 +9,7 @@ transformers 5 builds its attention mask with ops coremltools cannot convert.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +93,7 @@ def convert(
     passes: bool = True,
     skip_passes: Sequence[str] = (),
     extra_passes: Sequence[str] = (),
+    pass_options: Mapping[str, Mapping[str, Any]] | None = None,
     float_io: str = "float16",
 ) -> CompiledProgram:
     """Convert a PyTorch model at the example inputs' exact (static) shapes.
@@ -146,7 +147,9 @@ def convert(
             )
     except Exception as error:
         raise ConversionError(f"coremltools could not convert {source}: {error}") from error
-    return _finish(program, source, deployment_target, passes, skip_passes, extra_passes)
+    return _finish(
+        program, source, deployment_target, passes, skip_passes, extra_passes, pass_options
+    )
 
 
 def _output_count(module: Any, tensors: tuple[Any, ...]) -> int:
@@ -184,12 +187,17 @@ def _finish(
     passes: bool,
     skip_passes: Sequence[str],
     extra_passes: Sequence[str],
+    pass_options: Mapping[str, Mapping[str, Any]] | None,
 ) -> CompiledProgram:
     from anekit.passes import run_pipeline
 
     name = "main" if "main" in program.functions else next(iter(program.functions))
     before = io_specs(program.functions[name])
-    report = run_pipeline(program, disable=skip_passes, enable=extra_passes) if passes else None
+    report = (
+        run_pipeline(program, disable=skip_passes, enable=extra_passes, options=pass_options)
+        if passes
+        else None
+    )
     outputs = list(program.functions[name].outputs)
     return CompiledProgram(
         program,

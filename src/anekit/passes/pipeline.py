@@ -9,7 +9,7 @@ breaks it raises :class:`~anekit.errors.PassError` naming the pass.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -77,15 +77,44 @@ def _deterministic_names(program: Any) -> Iterator[None]:
         Builder.name_count = saved
 
 
+#: Options a pass takes (class attributes), by pass id.
+PASS_OPTIONS: dict[str, tuple[str, ...]] = {
+    "ane::prescale_query": ("logit_clamp",),
+    "ane::fp16_safe_norm": ("scale_exponent",),
+}
+
+
+def _configured(name: str, options: Mapping[str, Any]) -> Any:
+    instance = PASS_REGISTRY[name]
+    allowed = PASS_OPTIONS.get(name, ())
+    for option, value in options.items():
+        if option not in allowed:
+            raise PassError(
+                f"pass {name} has no option {option!r}"
+                + (f"; its options are {', '.join(allowed)}" if allowed else "")
+            )
+        setattr(instance, option, value)
+    return instance
+
+
 def run_pipeline(
-    program: Any, *, disable: Iterable[str] = (), enable: Iterable[str] = ()
+    program: Any,
+    *,
+    disable: Iterable[str] = (),
+    enable: Iterable[str] = (),
+    options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> PassReport:
-    """Run anekit's passes on ``program`` in place and report what each changed."""
+    """Run anekit's passes on ``program`` in place and report what each changed.
+
+    ``options`` sets pass options by pass name, e.g. ``{"prescale_query":
+    {"logit_clamp": 50.0}, "fp16_safe_norm": {"scale_exponent": 4}}``.
+    """
     disable, enable = list(disable), list(enable)
     chosen = pipeline(disable, enable)
+    settings = {pass_id(name): dict(values) for name, values in (options or {}).items()}
     report = PassReport(skipped=[name for name in ANE_PIPELINE if name not in chosen])
     for name in chosen:
-        instance = PASS_REGISTRY[name]
+        instance = _configured(name, settings.get(name, {}))
         assert isinstance(instance, AnePass)
         try:
             with _deterministic_names(program):
