@@ -12,7 +12,24 @@ from anekit._version import __version__
 from anekit.program import CompiledProgram
 from anekit.trace import TensorSpec
 
-__all__ = ["CompiledProgram", "TensorSpec", "__version__", "compile", "convert", "load"]
+__all__ = [
+    "CompiledProgram",
+    "Embedder",
+    "TensorSpec",
+    "__version__",
+    "compile",
+    "convert",
+    "load",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # Embedder pulls in tokenizers and safetensors: import it on first use only.
+    if name == "Embedder":
+        from anekit.models import Embedder
+
+        return Embedder
+    raise AttributeError(f"module 'anekit' has no attribute {name!r}")
 
 
 def compile(

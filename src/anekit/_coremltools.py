@@ -29,13 +29,16 @@ __all__ = [
 
 class _ImportNoiseFilter(logging.Filter):
     """Drops the messages coremltools logs at import that say nothing actionable here:
-    missing macOS-only proxies on Linux, and the torch version it was last tested with
-    (anekit pins torch==2.13.0 and tests the conversions it relies on)."""
+    missing macOS-only proxies on Linux, the torch version it was last tested with
+    (anekit pins torch==2.13.0 and tests the conversions it relies on), and its
+    scikit-learn converter being off (anekit does not use it)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         if message.startswith("Failed to load _ML") and "libcoremlpython" in message:
             return False
+        if message.startswith("scikit-learn version") and "conversion API" in message:
+            return False  # sentence-transformers (a test dependency) brings scikit-learn
         return not (
             message.startswith("Torch version")
             and "has not been tested with coremltools" in message

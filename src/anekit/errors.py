@@ -133,5 +133,9 @@ class ConversionError(AnekitError, ValueError):
     """A PyTorch model could not be converted; names the model and the failing step."""
 
 
+class ModelError(AnekitError, ValueError):
+    """A model folder is missing, incomplete or not a supported encoder; names the file."""
+
+
 class LaneError(AnekitError, RuntimeError):
     """An accelerator lane failed to start, pass admission or answer in time."""

@@ -1,0 +1,95 @@
+"""Tokenizing texts and grouping them into fixed-shape bucket batches.
+
+A package has one function per bucket: batch 4 x sequence 128, 192, 256, 320, 384
+or 512. Texts are tokenized (truncated at the model's maximum length), sorted by
+token count, cut into groups of the batch size and each group runs at the smallest
+bucket that holds its longest text. Results go back in input order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from anekit.errors import ModelError
+
+BATCH = 4
+BUCKETS: tuple[int, ...] = (128, 192, 256, 320, 384, 512)
+
+
+def buckets_for(max_length: int) -> tuple[int, ...]:
+    """The buckets a model truncated at ``max_length`` needs (at least the first)."""
+    needed = tuple(size for size in BUCKETS if size < max_length)
+    last = next((size for size in BUCKETS if size >= max_length), None)
+    if last is None:
+        raise ModelError(f"max_length {max_length} exceeds the largest bucket ({BUCKETS[-1]})")
+    return (*needed, last)
+
+
+def bucket_for(length: int, buckets: Sequence[int]) -> int:
+    for size in buckets:
+        if size >= length:
+            return size
+    raise ModelError(f"{length} tokens do not fit the largest bucket ({buckets[-1]})")
+
+
+def load_tokenizer(folder: Path, max_length: int) -> Any:
+    from tokenizers import Tokenizer
+
+    path = folder / "tokenizer.json"
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as error:
+        raise ModelError(f"{path}: not a readable tokenizers file: {error}") from error
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length)
+    return tokenizer
+
+
+@dataclass
+class Batch:
+    """Up to ``BATCH`` texts padded to one bucket: their positions in the input."""
+
+    indices: list[int]
+    ids: np.ndarray  # (BATCH, bucket) int32, zero-padded
+    keep: np.ndarray  # (BATCH, bucket) float32, 1 for tokens
+
+    @property
+    def bucket(self) -> int:
+        return int(self.ids.shape[1])
+
+
+def tokenize(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
+    if isinstance(texts, str):
+        raise TypeError("encode() takes a list of texts; wrap a single text in a list")
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"text {index} is a {type(text).__name__}, not a str")
+    return [list(encoding.ids) for encoding in tokenizer.encode_batch(list(texts))]
+
+
+def batches(
+    token_ids: Sequence[Sequence[int]], buckets: Sequence[int], pad_id: int = 0
+) -> Iterator[Batch]:
+    """Length-sorted groups of ``BATCH`` texts, each padded to its bucket.
+
+    Rows past the last text (a short final group) are padding with only their first
+    key kept, so that no row is fully masked: the program's mean pooling then
+    divides by 1, not 0, and no NaN appears in the discarded rows.
+    """
+    order = sorted(range(len(token_ids)), key=lambda index: len(token_ids[index]))
+    for start in range(0, len(order), BATCH):
+        group = order[start : start + BATCH]
+        bucket = bucket_for(max(len(token_ids[index]) for index in group), buckets)
+        ids = np.full((BATCH, bucket), pad_id, np.int32)
+        keep = np.zeros((BATCH, bucket), np.float32)
+        keep[:, 0] = 1.0
+        for row, index in enumerate(group):
+            tokens = token_ids[index]
+            ids[row, : len(tokens)] = tokens
+            keep[row, : len(tokens)] = 1.0
+        yield Batch(group, ids, keep)

@@ -1,0 +1,112 @@
+"""A BERT-family encoder in the ANE's layout, as traceable NumPy.
+
+Activations are (B, C, 1, S). Linear layers are 1x1 convolutions, attention is
+computed per head with scores laid out (B, S_keys, S_queries) and the softmax over
+the keys (axis 1), following Apple's ml-ane-transformers (ane-knowledge.md §3).
+Padding keys get an additive -1e4 (finite in fp16, §2.1 rule 5). The query scale
+1/sqrt(d) is folded into the query projection. LayerNorm normalizes the channels
+with an epsilon fp16 can hold (BERT's 1e-12 cannot). Embedding lookups are not here:
+they run on the host (``embed``), because gather does not run on the ANE.
+
+The same function runs on NumPy float32 arrays (the fp32 reference) and is traced
+by ``anekit.compile`` into the fp16 program each package bucket holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from anekit import nn
+from anekit.models.config import EncoderConfig
+from anekit.models.weights import Layer, Weights
+
+MASK_FILL = -1e4
+#: The smallest positive fp16 value: fp16 epsilons are at least this.
+FP16_TINY = 2.0**-24
+
+
+def embed(weights: Weights, config: EncoderConfig, ids: np.ndarray) -> np.ndarray:
+    """Token + position + token-type embeddings of ``ids`` (B, S), as (B, C, 1, S) float32."""
+    length = ids.shape[1]
+    positions = np.arange(config.position_offset, config.position_offset + length)
+    summed = weights.word[ids] + weights.position[positions][None] + weights.token_type[0]
+    return np.ascontiguousarray(summed.transpose(0, 2, 1)[:, :, None, :], np.float32)
+
+
+def make_encoder(
+    config: EncoderConfig, weights: Weights, dtype: Any = np.float32
+) -> Callable[[Any, Any], Any]:
+    """``encode(hidden, keep)``: embeddings (B, C, 1, S) and the key mask (B, S) (1 for
+    tokens, 0 for padding) -> the pooled sentence embedding (B, C), not normalized."""
+    dtype = np.dtype(dtype)
+    heads, depth = config.num_heads, config.head_dim
+    scale = 1.0 / np.sqrt(depth)
+    eps = config.layer_norm_eps if dtype == np.float32 else max(config.layer_norm_eps, FP16_TINY)
+
+    def cast(array: np.ndarray) -> np.ndarray:
+        return np.asarray(array, np.float32).astype(dtype)
+
+    prepared = [
+        {
+            "q": cast(layer.q * scale),
+            "q_bias": cast(layer.q_bias * scale),
+            **{
+                name: cast(getattr(layer, name))
+                for name in Layer.__dataclass_fields__
+                if name not in ("q", "q_bias")
+            },
+        }
+        for layer in weights.layers
+    ]
+    norm, norm_bias = cast(weights.norm), cast(weights.norm_bias)
+    activation = _activation(config.hidden_act)
+
+    def attention(x: Any, mask: Any, w: dict[str, np.ndarray]) -> Any:
+        batch, channels, _, length = x.shape
+        q = nn.conv1x1(x, w["q"], w["q_bias"]).reshape(batch, channels, length)
+        k = nn.conv1x1(x, w["k"], w["k_bias"]).reshape(batch, channels, length)
+        v = nn.conv1x1(x, w["v"], w["v_bias"]).reshape(batch, channels, length)
+        outputs = []
+        for head in range(heads):
+            part = slice(head * depth, (head + 1) * depth)
+            # scores (B, S_keys, S_queries): keys on axis 1, the softmax over them
+            scores = np.matmul(np.swapaxes(k[:, part, :], 1, 2), q[:, part, :]) + mask
+            weights_ = nn.softmax(scores, axis=1)
+            outputs.append(np.matmul(v[:, part, :], weights_))
+        merged = np.concatenate(outputs, axis=1).reshape(batch, channels, 1, length)
+        return nn.conv1x1(merged, w["out"], w["out_bias"])
+
+    def encode(hidden: Any, keep: Any) -> Any:
+        batch, channels, _, length = hidden.shape
+        mask = ((1 - keep) * dtype.type(MASK_FILL)).reshape(batch, length, 1)
+        x = nn.layer_norm(hidden, norm, norm_bias, axis=1, eps=eps)
+        for w in prepared:
+            x = nn.layer_norm(
+                x + attention(x, mask, w), w["norm1"], w["norm1_bias"], axis=1, eps=eps
+            )
+            inner = activation(nn.conv1x1(x, w["up"], w["up_bias"]))
+            x = nn.layer_norm(
+                x + nn.conv1x1(inner, w["down"], w["down_bias"]),
+                w["norm2"],
+                w["norm2_bias"],
+                axis=1,
+                eps=eps,
+            )
+        if config.pooling == "cls":
+            return x[:, :, 0, 0]
+        kept = keep.reshape(batch, 1, 1, length)
+        summed = np.sum(x * kept, axis=3).reshape(batch, channels)
+        return summed / np.sum(keep, axis=1, keepdims=True)
+
+    return encode
+
+
+def _activation(name: str) -> Callable[[Any], Any]:
+    if name == "relu":
+        return nn.relu
+    if name in ("gelu_new", "gelu_pytorch_tanh"):
+        return lambda x: nn.gelu(x, approximate="tanh")
+    return nn.gelu

@@ -1,0 +1,176 @@
+"""``anekit.Embedder``: sentence embeddings from a BERT-family model, on the ANE when there
+is one, following sentence-transformers' ``encode`` semantics.
+
+Texts are tokenized and truncated at ``max_length`` (the model's default, 256 for
+MiniLM; up to 512), sorted by token count, grouped into bucket batches, embedded
+and returned in input order. Backends:
+
+- ``numpy``: the fp32 reference, the encoder evaluated directly with NumPy (any OS);
+- ``sim``: the fp16 package's bucket functions in anekit's ANE simulator (any OS;
+  slow, a numerics check, not a speed path);
+- ``coreml``: the fp16 package on Core ML with the Neural Engine (macOS; unverified
+  on hardware in this project's CI).
+
+The package is built on first use and cached under ``$ANEKIT_HOME/packages``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from anekit._coremltools import core_ml_runtime_available
+from anekit.errors import BackendUnavailableError, ModelError
+from anekit.models.batching import (
+    BUCKETS,
+    Batch,
+    batches,
+    buckets_for,
+    load_tokenizer,
+    tokenize,
+)
+from anekit.models.bert import embed, make_encoder
+from anekit.models.config import EncoderConfig, load_config
+from anekit.models.package import (
+    PackageInfo,
+    build_package,
+    default_path,
+    function_name,
+    read_package,
+)
+from anekit.models.registry import resolve
+from anekit.models.weights import Weights, load_weights
+
+_log = logging.getLogger(__name__)
+
+BACKENDS = ("numpy", "sim", "coreml")
+
+
+def default_backend() -> str:
+    return "coreml" if core_ml_runtime_available() else "numpy"
+
+
+class Embedder:
+    """Sentence embeddings: ``Embedder().encode(["def f(): ..."])`` -> (1, 384) float32.
+
+    ``model``: None (all-MiniLM-L6-v2), a cached model name or a Hugging Face folder.
+    ``backend``: ``numpy``, ``sim`` or ``coreml`` (default: coreml on a Mac, else numpy).
+    ``package``: a package ``anekit build-model`` wrote (default: built and cached).
+    """
+
+    def __init__(
+        self,
+        model: str | Path | None = None,
+        *,
+        backend: str | None = None,
+        max_length: int | None = None,
+        variant: str = "fp16",
+        package: Path | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        chosen = backend or default_backend()
+        if chosen not in BACKENDS:
+            raise ModelError(f"backend must be one of {', '.join(BACKENDS)}, got {chosen!r}")
+        if chosen == "coreml" and not core_ml_runtime_available():
+            raise BackendUnavailableError(
+                "the coreml backend needs macOS with Core ML; use backend='numpy' or 'sim' here"
+            )
+        self._model = model
+        self.model_id, self.folder = resolve(model)
+        self.config: EncoderConfig = load_config(self.folder, max_length=max_length)
+        self.weights: Weights = load_weights(self.folder, self.config)
+        self.backend = chosen
+        self.variant = variant
+        self.buckets = buckets_for(self.config.max_length)
+        self._tokenizer = load_tokenizer(self.folder, self.config.max_length)
+        self._progress = progress
+        self._package_path = package
+        self._package: PackageInfo | None = None
+        self._programs: dict[int, Any] = {}
+        self._reference = make_encoder(self.config, self.weights, np.float32)
+
+    @property
+    def dimension(self) -> int:
+        return self.config.hidden_size
+
+    @property
+    def max_length(self) -> int:
+        return self.config.max_length
+
+    def package(self) -> PackageInfo:
+        """The bucketed package the sim and coreml backends run (built if missing)."""
+        if self._package is None:
+            path = self._package_path or default_path(self.model_id, self.weights, self.variant)
+            if path.exists():
+                info = read_package(path)
+                if info.weights_sha256 != self.weights.digest:
+                    raise ModelError(
+                        f"{path}: was built from other weights than {self.folder}; rebuild it"
+                    )
+            else:
+                _log.info("building %s (%s) once: about a minute", self.model_id, self.variant)
+                info = build_package(
+                    self._model, variant=self.variant, out=path, progress=self._progress
+                )
+            missing = [size for size in self.buckets if size not in info.buckets]
+            if missing:
+                raise ModelError(f"{path}: has no bucket for sequence length(s) {missing}")
+            self._package = info
+        return self._package
+
+    def _program(self, bucket: int) -> Any:
+        if bucket not in self._programs:
+            import anekit
+
+            self._programs[bucket] = anekit.load(
+                self.package().path, function=function_name(bucket)
+            )
+        return self._programs[bucket]
+
+    def _run(self, batch: Batch) -> np.ndarray:
+        hidden = embed(self.weights, self.config, batch.ids)
+        if self.backend == "numpy":
+            return np.asarray(self._reference(hidden, batch.keep), np.float32)
+        program = self._program(batch.bucket)
+        backend = "sim" if self.backend == "sim" else "coreml"
+        result = program(hidden.astype(np.float16), batch.keep.astype(np.float16), backend=backend)
+        return np.asarray(result, np.float32)
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids per text, truncated at :attr:`max_length`."""
+        return tokenize(self._tokenizer, texts)
+
+    def encode(
+        self,
+        texts: Sequence[str],
+        batch_size: int | None = None,
+        normalize_embeddings: bool = True,
+    ) -> np.ndarray:
+        """Embeddings of ``texts`` as (len(texts), dimension) float32, in input order.
+
+        Like sentence-transformers' ``encode``: texts longer than ``max_length``
+        tokens are truncated, not refused. ``batch_size`` bounds how many texts are
+        sorted and bucketed together (default: all); each program call embeds 4.
+        """
+        token_ids = self.tokenize(texts)
+        result = np.zeros((len(token_ids), self.dimension), np.float32)
+        window = batch_size if batch_size is not None else max(len(token_ids), 1)
+        if window < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        for start in range(0, len(token_ids), window):
+            part = token_ids[start : start + window]
+            for batch in batches(part, self.buckets, self.config.pad_token_id):
+                vectors = self._run(batch)
+                for row, index in enumerate(batch.indices):
+                    result[start + index] = vectors[row]
+        if normalize_embeddings:
+            norms = np.linalg.norm(result, axis=1, keepdims=True)
+            result = result / np.maximum(norms, np.float32(1e-12))
+        return result
+
+
+__all__ = ["BACKENDS", "BUCKETS", "Embedder", "default_backend"]

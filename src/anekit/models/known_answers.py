@@ -1,0 +1,106 @@
+"""The known-answer fixture: 32 real code and documentation chunks and their fp32
+reference embeddings (all-MiniLM-L6-v2, max length 256, NumPy fp32 path).
+
+An accelerator (an ANE lane, a GPU lane, an int8 CPU lane) must reproduce these
+vectors before it gets real work. Regenerate after changing the reference path:
+
+    .venv/bin/python -m anekit.models.known_answers --write
+
+The chunks come from tests/fixtures/code_chunks.json (CPython, npm, glibc headers;
+sources and licenses recorded per chunk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from anekit.errors import ModelError
+
+RESOURCE = "data/known_answers.json"
+MAX_LENGTH = 256
+
+
+@dataclass(frozen=True)
+class KnownAnswers:
+    """Chunks and their fp32 reference vectors (unit length)."""
+
+    model: str
+    max_length: int
+    chunks: list[dict[str, str]]
+    vectors: np.ndarray
+
+    @property
+    def texts(self) -> list[str]:
+        return [chunk["text"] for chunk in self.chunks]
+
+    def cosines(self, vectors: np.ndarray) -> np.ndarray:
+        """Per-chunk cosine of ``vectors`` (one row per chunk) to the reference."""
+        got = np.asarray(vectors, np.float64)
+        if got.shape != self.vectors.shape:
+            raise ValueError(f"expected vectors of shape {self.vectors.shape}, got {got.shape}")
+        want = self.vectors.astype(np.float64)
+        norms = np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            found: np.ndarray = (got * want).sum(1) / norms
+        return np.asarray(np.nan_to_num(found, nan=-1.0))
+
+
+def load() -> KnownAnswers:
+    """The fixture shipped with anekit."""
+    text = resources.files("anekit.models").joinpath(RESOURCE).read_text("utf-8")
+    data = json.loads(text)
+    return KnownAnswers(
+        model=data["model"],
+        max_length=int(data["max_length"]),
+        chunks=list(data["chunks"]),
+        vectors=np.asarray(data["vectors"], np.float32),
+    )
+
+
+def generate(chunks: list[dict[str, str]]) -> dict[str, Any]:
+    """The fixture's content: the chunks embedded by the NumPy fp32 reference path."""
+    from anekit.models import DEFAULT_MODEL, Embedder
+
+    embedder = Embedder(DEFAULT_MODEL, backend="numpy", max_length=MAX_LENGTH)
+    vectors = embedder.encode([chunk["text"] for chunk in chunks])
+    return {
+        "model": DEFAULT_MODEL,
+        "max_length": MAX_LENGTH,
+        "reference": "anekit NumPy fp32 path (anekit.models.bert), mean pooling, L2-normalized",
+        "chunks": chunks,
+        "vectors": [[float(f"{value:.8g}") for value in row] for row in vectors],
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--chunks",
+        type=Path,
+        default=Path("tests/fixtures/code_chunks.json"),
+        help="the chunks to embed (a JSON list of objects with a 'text')",
+    )
+    parser.add_argument("--write", action="store_true", help="write the package data file")
+    args = parser.parse_args(argv)
+    try:
+        chunks = json.loads(args.chunks.read_text("utf-8"))
+    except (OSError, ValueError) as error:
+        raise ModelError(f"{args.chunks}: {error}") from error
+    content = json.dumps(generate(chunks), indent=1, ensure_ascii=False) + "\n"
+    if args.write:
+        target = Path(str(resources.files("anekit.models").joinpath(RESOURCE)))
+        target.write_text(content, "utf-8")
+        print(f"wrote {target} ({len(chunks)} chunks)")
+    else:
+        print(content, end="")
+
+
+if __name__ == "__main__":
+    main()

