@@ -37,6 +37,12 @@ def rng() -> np.random.Generator:
     return np.random.default_rng(0)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _shared_packages(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Built model packages (about a minute each) are shared by the whole test run."""
+    os.environ["ANEKIT_PACKAGES"] = str(tmp_path_factory.mktemp("anekit-packages"))
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch

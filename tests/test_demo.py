@@ -64,19 +64,26 @@ def test_demo_command_json(tmp_path: Path) -> None:
     assert payload["passes"]["passes"][0]["pass"] == "ane::finite_masks"
     assert Path(payload["package"]["path"]).is_dir()
     assert payload["package"]["bytes"] > 4_000_000
+    # the embedding model's package: placement and simulated fidelity (issue 6)
+    model = payload["model"]
+    assert model["simulated"] is True and model["chunks"] == 32
+    assert model["min_cosine_to_fp32"] >= 0.9999
+    assert model["all_on_ane"] is True
+    assert sorted(model["placement"]) == [f"seq{size}" for size in (128, 192, 256, 320, 384, 512)]
+    assert all(item["ane"] == item["compute_ops"] for item in model["placement"].values())
 
 
 def test_demo_command_text(tmp_path: Path) -> None:
-    result = CliRunner().invoke(cli, ["demo", "--out", str(tmp_path)])
+    result = CliRunner().invoke(cli, ["demo", "--out", str(tmp_path), "--no-model"])
     assert result.exit_code == 0, result.output
-    for text in ("Inputs and outputs", "matmul", "demo.py:", "ffn.mlpackage", "weight tensors"):
+    for text in ("Inputs and outputs", "conv1x1", "demo.py:", "ffn.mlpackage", "weight tensors"):
         assert text in result.output
 
 
 def test_demo_defaults_to_anekit_home() -> None:
     import os
 
-    result = CliRunner().invoke(cli, ["demo", "--json"])
+    result = CliRunner().invoke(cli, ["demo", "--json", "--no-model"])
     assert result.exit_code == 0, result.output
     package = Path(json.loads(result.output)["package"]["path"])
     assert package.parent == Path(os.environ["ANEKIT_HOME"]) / "demo"

