@@ -114,6 +114,7 @@ class CompiledProgram:
         converted: bool = False,
         io_widths: dict[str, int] | None = None,
         pass_report: Any = None,
+        package_path: Path | None = None,
     ) -> None:
         if function_name not in program.functions:
             raise ProgramError(
@@ -137,6 +138,8 @@ class CompiledProgram:
         #: one); False for traced programs, which :meth:`lowered` converts.
         self.converted = converted
         self._lowered: Program | None = None
+        #: The package this program was read from (``anekit.load``), else None.
+        self.package_path = package_path
         #: What anekit's ANE passes changed (``anekit.passes.PassReport``), if they ran.
         self.pass_report = pass_report
         #: Inputs and outputs whose last axis ``pad_io_width`` padded: name -> the

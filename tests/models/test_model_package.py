@@ -125,3 +125,11 @@ def test_a_package_from_other_weights_is_refused(fp16: Embedder, tmp_path: Any) 
     object.__setattr__(other, "weights", Weights(**{**other.weights.__dict__, "digest": "0" * 64}))
     with pytest.raises(ModelError, match="other weights"):
         other.package()
+
+
+@pytest.mark.macos
+def test_coreml_backend_reproduces_the_known_answers() -> None:
+    """Unverified in CI (no Mac): the package on Core ML with the Neural Engine."""
+    answers = known_answers.load()
+    embedder = Embedder(backend="coreml", max_length=answers.max_length)
+    assert answers.cosines(embedder.encode(answers.texts)).min() >= 0.999

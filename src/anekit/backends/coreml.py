@@ -68,9 +68,14 @@ class CoreMLBackend:
         return "coremltools could not load its Core ML bindings (libcoremlpython)"
 
     def load(self, program: CompiledProgram) -> CoreMLSession:
+        units = getattr(ct.ComputeUnit, self.compute_units)
         directory = tempfile.mkdtemp(prefix="anekit-coreml-")
-        path = program.save(Path(directory) / "model.mlpackage")
-        model = ct.models.MLModel(
-            str(path), compute_units=getattr(ct.ComputeUnit, self.compute_units)
-        )
+        if program.package_path is not None:
+            # a package read from disk: load it as it is, the right function of it
+            model = ct.models.MLModel(
+                str(program.package_path), compute_units=units, function_name=program.function_name
+            )
+        else:
+            path = program.save(Path(directory) / "model.mlpackage")
+            model = ct.models.MLModel(str(path), compute_units=units)
         return CoreMLSession(model, directory, self.compute_units)

@@ -72,4 +72,5 @@ def load_package(path: str | os.PathLike[str], *, function: str | None = None) -
         deployment_target=chosen.opset_version,
         converted=True,
         io_widths=io_widths,
+        package_path=Path(path),
     )
