@@ -1,8 +1,8 @@
 """Backends run compiled programs: one protocol, imported lazily by name.
 
 ``coreml`` (macOS: Core ML, on the ANE where it places ops) is preferred where it
-exists; ``sim`` (the ANE simulator) runs everywhere. ONNX Runtime arrives with the
-lanes work.
+exists; ``sim`` (the ANE simulator) runs everywhere; ``onnx`` (ONNX Runtime, CPU or
+CUDA) runs everywhere too, when asked for by name.
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ class Backend(Protocol):
 _REGISTRY: dict[str, str] = {
     "coreml": "anekit.backends.coreml:CoreMLBackend",
     "sim": "anekit.backends.sim:SimBackend",
+    "onnx": "anekit.backends.onnx:OnnxBackend",
 }
 
 

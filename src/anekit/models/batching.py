@@ -52,11 +52,11 @@ def load_tokenizer(folder: Path, max_length: int) -> Any:
 
 @dataclass
 class Batch:
-    """Up to ``BATCH`` texts padded to one bucket: their positions in the input."""
+    """Texts padded to one bucket, and their positions in the input."""
 
     indices: list[int]
-    ids: np.ndarray  # (BATCH, bucket) int32, zero-padded
-    keep: np.ndarray  # (BATCH, bucket) float32, 1 for tokens
+    ids: np.ndarray  # (rows, bucket) int32, zero-padded
+    keep: np.ndarray  # (rows, bucket) float32, 1 for tokens
 
     @property
     def bucket(self) -> int:
@@ -73,20 +73,23 @@ def tokenize(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
 
 
 def batches(
-    token_ids: Sequence[Sequence[int]], buckets: Sequence[int], pad_id: int = 0
+    token_ids: Sequence[Sequence[int]],
+    buckets: Sequence[int],
+    pad_id: int = 0,
+    size: int = BATCH,
 ) -> Iterator[Batch]:
-    """Length-sorted groups of ``BATCH`` texts, each padded to its bucket.
+    """Length-sorted groups of ``size`` texts (default ``BATCH``), each padded to its bucket.
 
     Rows past the last text (a short final group) are padding with only their first
     key kept, so that no row is fully masked: the program's mean pooling then
     divides by 1, not 0, and no NaN appears in the discarded rows.
     """
     order = sorted(range(len(token_ids)), key=lambda index: len(token_ids[index]))
-    for start in range(0, len(order), BATCH):
-        group = order[start : start + BATCH]
+    for start in range(0, len(order), size):
+        group = order[start : start + size]
         bucket = bucket_for(max(len(token_ids[index]) for index in group), buckets)
-        ids = np.full((BATCH, bucket), pad_id, np.int32)
-        keep = np.zeros((BATCH, bucket), np.float32)
+        ids = np.full((size, bucket), pad_id, np.int32)
+        keep = np.zeros((size, bucket), np.float32)
         keep[:, 0] = 1.0
         for row, index in enumerate(group):
             tokens = token_ids[index]

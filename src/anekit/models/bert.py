@@ -104,6 +104,66 @@ def make_encoder(
     return encode
 
 
+def embed_rows(weights: Weights, config: EncoderConfig, ids: np.ndarray) -> np.ndarray:
+    """The embeddings of ``ids`` (B, S) as (B, S, C) float32, for :func:`make_row_encoder`."""
+    length = ids.shape[1]
+    positions = np.arange(config.position_offset, config.position_offset + length)
+    summed = weights.word[ids] + weights.position[positions][None] + weights.token_type[0]
+    return np.ascontiguousarray(summed, np.float32)
+
+
+def make_row_encoder(config: EncoderConfig, weights: Weights) -> Callable[[Any, Any], Any]:
+    """The same encoder in the row layout CPUs and GPUs prefer: (B, S, C) activations,
+    linear layers as matmuls with constant weights (what ONNX Runtime quantizes to
+    int8), all heads in one batched matmul. float32. ``encode(hidden (B, S, C), keep
+    (B, S))`` -> (B, C), not normalized."""
+    heads, depth = config.num_heads, config.head_dim
+    scale = np.float32(1.0 / np.sqrt(depth))
+    eps = config.layer_norm_eps
+    layers = [
+        {
+            "q_t": np.ascontiguousarray((layer.q * scale).T),
+            "q_bias": layer.q_bias * scale,
+            **{
+                f"{name}_t": np.ascontiguousarray(getattr(layer, name).T)
+                for name in ("k", "v", "out", "up", "down")
+            },
+            **{
+                name: getattr(layer, name)
+                for name in ("k_bias", "v_bias", "out_bias", "up_bias", "down_bias",
+                             "norm1", "norm1_bias", "norm2", "norm2_bias")
+            },
+        }
+        for layer in weights.layers
+    ]  # fmt: skip
+    activation = _activation(config.hidden_act)
+
+    def encode(hidden: Any, keep: Any) -> Any:
+        batch, length, channels = hidden.shape
+        mask = ((1 - keep) * np.float32(MASK_FILL)).reshape(batch, 1, 1, length)
+        x = nn.layer_norm(hidden, weights.norm, weights.norm_bias, axis=-1, eps=eps)
+        for w in layers:
+            q = (x @ w["q_t"] + w["q_bias"]).reshape(batch, length, heads, depth)
+            k = (x @ w["k_t"] + w["k_bias"]).reshape(batch, length, heads, depth)
+            v = (x @ w["v_t"] + w["v_bias"]).reshape(batch, length, heads, depth)
+            scores = np.matmul(q.transpose(0, 2, 1, 3), k.transpose(0, 2, 3, 1)) + mask
+            attended = np.matmul(nn.softmax(scores, axis=-1), v.transpose(0, 2, 1, 3))
+            merged = attended.transpose(0, 2, 1, 3).reshape(batch, length, channels)
+            x = nn.layer_norm(
+                x + merged @ w["out_t"] + w["out_bias"], w["norm1"], w["norm1_bias"], eps=eps
+            )
+            inner = activation(x @ w["up_t"] + w["up_bias"])
+            x = nn.layer_norm(
+                x + inner @ w["down_t"] + w["down_bias"], w["norm2"], w["norm2_bias"], eps=eps
+            )
+        if config.pooling == "cls":
+            return x[:, 0, :]
+        summed = np.sum(x * keep.reshape(batch, length, 1), axis=1)
+        return summed / np.sum(keep, axis=1, keepdims=True)
+
+    return encode
+
+
 def _activation(name: str) -> Callable[[Any], Any]:
     if name == "relu":
         return nn.relu

@@ -9,7 +9,9 @@ and returned in input order. Backends:
 - ``sim``: the fp16 package's bucket functions in anekit's ANE simulator (any OS;
   slow, a numerics check, not a speed path);
 - ``coreml``: the fp16 package on Core ML with the Neural Engine (macOS; unverified
-  on hardware in this project's CI).
+  on hardware in this project's CI);
+- ``onnx``: ONNX Runtime on the CPU (or CUDA), int8 weights per channel by default
+  (``variant="fp32"`` keeps float32), from the row-layout encoder.
 
 The package is built on first use and cached under ``$ANEKIT_HOME/packages``.
 """
@@ -26,6 +28,7 @@ import numpy as np
 from anekit._coremltools import core_ml_runtime_available
 from anekit.errors import BackendUnavailableError, ModelError
 from anekit.models.batching import (
+    BATCH,
     BUCKETS,
     Batch,
     batches,
@@ -33,8 +36,9 @@ from anekit.models.batching import (
     load_tokenizer,
     tokenize,
 )
-from anekit.models.bert import embed, make_encoder
+from anekit.models.bert import embed, embed_rows, make_encoder
 from anekit.models.config import EncoderConfig, load_config
+from anekit.models.onnx_models import ONNX_BATCH, OnnxEncoder
 from anekit.models.package import (
     PackageInfo,
     build_package,
@@ -47,7 +51,7 @@ from anekit.models.weights import Weights, load_weights
 
 _log = logging.getLogger(__name__)
 
-BACKENDS = ("numpy", "sim", "coreml")
+BACKENDS = ("numpy", "sim", "coreml", "onnx")
 
 
 def default_backend() -> str:
@@ -58,8 +62,10 @@ class Embedder:
     """Sentence embeddings: ``Embedder().encode(["def f(): ..."])`` -> (1, 384) float32.
 
     ``model``: None (all-MiniLM-L6-v2), a cached model name or a Hugging Face folder.
-    ``backend``: ``numpy``, ``sim`` or ``coreml`` (default: coreml on a Mac, else numpy).
-    ``package``: a package ``anekit build-model`` wrote (default: built and cached).
+    ``backend``: ``numpy``, ``sim``, ``coreml`` or ``onnx`` (default: coreml on a Mac,
+    else numpy). ``variant``: package weights for sim/coreml (``fp16``, ``int8``) or the
+    ONNX model's (``int8``, ``fp32``). ``package``: a package ``anekit build-model``
+    wrote (default: built and cached). ``threads``: ONNX Runtime's intra-op threads.
     """
 
     def __init__(
@@ -68,9 +74,10 @@ class Embedder:
         *,
         backend: str | None = None,
         max_length: int | None = None,
-        variant: str = "fp16",
+        variant: str | None = None,
         package: Path | None = None,
         progress: Callable[[str], None] | None = None,
+        threads: int | None = None,
     ) -> None:
         chosen = backend or default_backend()
         if chosen not in BACKENDS:
@@ -84,7 +91,7 @@ class Embedder:
         self.config: EncoderConfig = load_config(self.folder, max_length=max_length)
         self.weights: Weights = load_weights(self.folder, self.config)
         self.backend = chosen
-        self.variant = variant
+        self.variant = variant or ("int8" if chosen == "onnx" else "fp16")
         self.buckets = buckets_for(self.config.max_length)
         self._tokenizer = load_tokenizer(self.folder, self.config.max_length)
         self._progress = progress
@@ -92,6 +99,13 @@ class Embedder:
         self._package: PackageInfo | None = None
         self._programs: dict[int, Any] = {}
         self._reference = make_encoder(self.config, self.weights, np.float32)
+        self._onnx: OnnxEncoder | None = None
+        if chosen == "onnx":
+            self._onnx = OnnxEncoder(
+                self.model_id, self.config, self.weights, variant=self.variant, threads=threads
+            )
+        #: Texts per program call: 4 for the packages, 8 for ONNX Runtime.
+        self.batch = ONNX_BATCH if chosen == "onnx" else BATCH
 
     @property
     def dimension(self) -> int:
@@ -132,6 +146,9 @@ class Embedder:
         return self._programs[bucket]
 
     def _run(self, batch: Batch) -> np.ndarray:
+        if self._onnx is not None:
+            hidden_rows = embed_rows(self.weights, self.config, batch.ids)
+            return np.asarray(self._onnx.run(hidden_rows, batch.keep), np.float32)
         hidden = embed(self.weights, self.config, batch.ids)
         if self.backend == "numpy":
             return np.asarray(self._reference(hidden, batch.keep), np.float32)
@@ -163,7 +180,7 @@ class Embedder:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         for start in range(0, len(token_ids), window):
             part = token_ids[start : start + window]
-            for batch in batches(part, self.buckets, self.config.pad_token_id):
+            for batch in batches(part, self.buckets, self.config.pad_token_id, self.batch):
                 vectors = self._run(batch)
                 for row, index in enumerate(batch.indices):
                     result[start + index] = vectors[row]

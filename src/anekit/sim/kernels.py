@@ -67,11 +67,16 @@ class _Graph:
         """``value`` rounded to fp16 and back to float32."""
         return self.node("Cast", self.node("Cast", value, to=self.half), to=self.float)
 
-    def session(self, *outputs: str, types: list[Any] | None = None) -> Any:
-        """An ONNX Runtime session for the graph; ``outputs`` become ``y``, ``y1``, ..."""
-        import onnxruntime
-
-        names = ["y"] + [f"y{index}" for index in range(1, len(outputs))]
+    def model(
+        self,
+        *outputs: str,
+        types: list[Any] | None = None,
+        names: list[str] | None = None,
+        opset: int = 17,
+    ) -> Any:
+        """The graph as an ONNX ``ModelProto``; ``outputs`` become ``names`` (default
+        ``y``, ``y1``, ...)."""
+        names = names or ["y"] + [f"y{index}" for index in range(1, len(outputs))]
         kinds = types if types is not None else [self.float] * len(outputs)
         for output, name in zip(outputs, names, strict=True):
             self.nodes.append(self.helper.make_node("Identity", [output], [name]))
@@ -85,8 +90,15 @@ class _Graph:
             ],
             initializer=self.initializers,
         )
-        model = self.helper.make_model(graph, opset_imports=[self.helper.make_opsetid("", 17)])
-        model.ir_version = 8
+        model = self.helper.make_model(graph, opset_imports=[self.helper.make_opsetid("", opset)])
+        model.ir_version = 8 if opset <= 17 else 10
+        return model
+
+    def session(self, *outputs: str, types: list[Any] | None = None) -> Any:
+        """An ONNX Runtime session for the graph; ``outputs`` become ``y``, ``y1``, ..."""
+        import onnxruntime
+
+        model = self.model(*outputs, types=types)
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3  # errors only
         # Memory patterns keep one buffer per planned tensor: for a whole compiled

@@ -1,0 +1,1 @@
+"""Writing programs out: ONNX for ONNX Runtime (``onnx_emitter``)."""
