@@ -48,6 +48,19 @@ def session_for(path: Path | bytes, threads: int | None = None, gpu: bool = True
     return onnxruntime.InferenceSession(source, options, providers=chosen)
 
 
+#: ONNX Runtime's input type names -> NumPy dtypes.
+_ONNX_TYPES: dict[str, Any] = {
+    "tensor(float)": np.float32,
+    "tensor(float16)": np.float16,
+    "tensor(double)": np.float64,
+    "tensor(int32)": np.int32,
+    "tensor(int64)": np.int64,
+    "tensor(bool)": np.bool_,
+    "tensor(int8)": np.int8,
+    "tensor(uint8)": np.uint8,
+}
+
+
 class OnnxSession:
     """A program on ONNX Runtime."""
 
@@ -56,11 +69,17 @@ class OnnxSession:
         self.mode = mode
         self.last_run: RunReport | None = None
         self.device = "GPU (CUDA)" if "CUDAExecutionProvider" in session.get_providers() else "CPU"
+        #: Input name -> the dtype the model takes (fp16 programs compute in fp32 here).
+        self.input_types = {item.name: _ONNX_TYPES.get(item.type) for item in session.get_inputs()}
 
     def predict(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         start = time.perf_counter()
         names = [output.name for output in self.session.get_outputs()]
-        values = self.session.run(names, dict(feeds))
+        ready = {
+            name: np.asarray(value, self.input_types.get(name) or np.asarray(value).dtype)
+            for name, value in feeds.items()
+        }
+        values = self.session.run(names, ready)
         self.last_run = RunReport(
             backend="onnx",
             device=f"{self.device} via ONNX Runtime ({self.mode})",

@@ -19,7 +19,15 @@ import numpy as np
 
 from anekit._milgraph import numpy_dtype
 from anekit.errors import ProgramError
-from anekit.sim.lowering import LOWERINGS, Lowering, NotLowerable, onnx_type, shape_of
+from anekit.sim.lowering import (
+    LOWERINGS,
+    Lowering,
+    NotLowerable,
+    keeps_dims,
+    onnx_type,
+    reduction_axes,
+    shape_of,
+)
 from anekit.sim.numerics import Numerics
 
 OPSET = 21
@@ -60,8 +68,31 @@ def _gelu(low: Lowering, op: Any) -> list[str]:
     return [low.node("Gelu", low.value(op.x), approximate=approximate)]
 
 
-#: Where the emitter uses ONNX's fused operators instead of the simulator's lowering.
-FUSED = {"layer_norm": _layer_norm, "softmax": _softmax, "gelu": _gelu}
+def _reduce_other(low: Lowering, op: Any) -> list[str]:
+    """ReduceMax/Min/Prod at opset 18+, where ``axes`` is an input, not an attribute
+    (the simulator's graphs use opset 17)."""
+    rank = len(shape_of(op.x))
+    onnx_op = {"reduce_max": "ReduceMax", "reduce_min": "ReduceMin", "reduce_prod": "ReduceProd"}
+    return [
+        low.node(
+            onnx_op[op.op_type],
+            low.value(op.x),
+            low.graph.constant(np.asarray(reduction_axes(low, op, rank), np.int64)),
+            keepdims=int(keeps_dims(low, op)),
+        )
+    ]
+
+
+#: Where the emitter uses ONNX's fused operators (or a newer opset's form) instead of
+#: the simulator's lowering.
+FUSED = {
+    "layer_norm": _layer_norm,
+    "softmax": _softmax,
+    "gelu": _gelu,
+    "reduce_max": _reduce_other,
+    "reduce_min": _reduce_other,
+    "reduce_prod": _reduce_other,
+}
 
 
 def to_onnx(program: Any, function: str | None = None) -> Any:
@@ -110,7 +141,11 @@ def to_onnx(program: Any, function: str | None = None) -> Any:
             raise ProgramError(f"output {var.name}: not a tensor ONNX can return")
         types.append(onnx_type(dtype))
     return low.graph.model(
-        *outputs, types=types, names=[var.name for var in func.outputs], opset=OPSET
+        *outputs,
+        types=types,
+        names=[var.name for var in func.outputs],
+        opset=OPSET,
+        shapes=[shape_of(var) for var in func.outputs],
     )
 
 
@@ -123,9 +158,10 @@ def save_onnx(model: Any, path: Path) -> Path:
 
 
 def quantize_int8(source: Path, target: Path, per_channel: bool = True) -> Path:
-    """ONNX Runtime's dynamic int8 quantization of the matmul weights, per output
-    channel by default (per tensor measured min cosine 0.856 against 0.984 per
-    channel on MiniLM in semlith; prior-art.md)."""
+    """ONNX Runtime's dynamic int8 quantization of the weights of MatMul and Conv (the
+    ANE passes turn matmuls into 1x1 convolutions), per output channel by default
+    (per tensor measured min cosine 0.856 against 0.984 per channel on MiniLM in
+    semlith; prior-art.md)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -138,7 +174,7 @@ def quantize_int8(source: Path, target: Path, per_channel: bool = True) -> Path:
             str(target),
             per_channel=per_channel,
             weight_type=QuantType.QInt8,
-            op_types_to_quantize=["MatMul"],
+            op_types_to_quantize=["MatMul", "Conv"],
         )
     finally:
         root.removeFilter(hint)

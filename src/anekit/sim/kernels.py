@@ -16,6 +16,7 @@ it saves.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -73,11 +74,14 @@ class _Graph:
         types: list[Any] | None = None,
         names: list[str] | None = None,
         opset: int = 17,
+        shapes: list[Sequence[int]] | None = None,
     ) -> Any:
         """The graph as an ONNX ``ModelProto``; ``outputs`` become ``names`` (default
-        ``y``, ``y1``, ...)."""
+        ``y``, ``y1``, ...) with ``shapes`` when known (a model for other tools must
+        declare them: ``onnx.checker`` requires output shapes)."""
         names = names or ["y"] + [f"y{index}" for index in range(1, len(outputs))]
         kinds = types if types is not None else [self.float] * len(outputs)
+        declared = shapes if shapes is not None else [None] * len(outputs)
         for output, name in zip(outputs, names, strict=True):
             self.nodes.append(self.helper.make_node("Identity", [output], [name]))
         graph = self.helper.make_graph(
@@ -85,8 +89,10 @@ class _Graph:
             self.name,
             self.inputs,
             [
-                self.helper.make_tensor_value_info(name, kind, None)
-                for name, kind in zip(names, kinds, strict=True)
+                self.helper.make_tensor_value_info(
+                    name, kind, None if shape is None else [int(size) for size in shape]
+                )
+                for name, kind, shape in zip(names, kinds, declared, strict=True)
             ],
             initializer=self.initializers,
         )

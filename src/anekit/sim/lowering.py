@@ -322,14 +322,16 @@ def _softmax(low: Lowering, op: Any) -> list[str]:
 # -- reductions ----------------------------------------------------------------------
 
 
-def _axes(low: Lowering, op: Any, rank: int) -> tuple[int, ...]:
+def reduction_axes(low: Lowering, op: Any, rank: int) -> tuple[int, ...]:
+    """A reduce op's axes, non-negative and sorted (all axes when it names none)."""
     axes = low.const(op.axes) if op.axes is not None else None
     if axes is None:
         return tuple(range(rank))
     return tuple(sorted(int(axis) % rank for axis in np.atleast_1d(axes)))
 
 
-def _keepdims(low: Lowering, op: Any) -> bool:
+def keeps_dims(low: Lowering, op: Any) -> bool:
+    """A reduce op's ``keep_dims`` (False when not given)."""
     return bool(low.const(op.keep_dims)) if op.keep_dims is not None else False
 
 
@@ -337,8 +339,8 @@ def _keepdims(low: Lowering, op: Any) -> bool:
 def _reduce_sums(low: Lowering, op: Any) -> list[str]:
     x = _float_input(low, op.x)
     shape = shape_of(op.x)
-    axes = _axes(low, op, len(shape))
-    keep = _keepdims(low, op)
+    axes = reduction_axes(low, op, len(shape))
+    keep = keeps_dims(low, op)
     if op.op_type in ("reduce_sum_square", "reduce_l2_norm"):
         x = low.store(low.node("Mul", x, x))
     elif op.op_type == "reduce_l1_norm":
@@ -360,8 +362,8 @@ def _reduce_other(low: Lowering, op: Any) -> list[str]:
         low.node(
             onnx_op[op.op_type],
             low.value(op.x),
-            axes=list(_axes(low, op, rank)),
-            keepdims=int(_keepdims(low, op)),
+            axes=list(reduction_axes(low, op, rank)),
+            keepdims=int(keeps_dims(low, op)),
         )
     ]
 
@@ -372,7 +374,7 @@ def _argmax(low: Lowering, op: Any) -> list[str]:
 
     rank = len(shape_of(op.x))
     axis = int(low.const(op.axis)) % rank
-    keep = int(_keepdims(low, op))
+    keep = int(keeps_dims(low, op))
     onnx_op = "ArgMax" if op.op_type == "reduce_argmax" else "ArgMin"
     index = low.node(onnx_op, low.value(op.x), axis=axis, keepdims=keep)
     target = numpy_dtype(op.outputs[0])
@@ -458,7 +460,7 @@ def _conv(low: Lowering, op: Any) -> list[str]:
 def _layer_norm(low: Lowering, op: Any) -> list[str]:
     x = _float_input(low, op.x)
     shape = shape_of(op.x)
-    axes = _axes(low, op, len(shape))
+    axes = reduction_axes(low, op, len(shape))
     count = low.scalar(int(np.prod([shape[axis] for axis in axes], dtype=np.int64)))
     mean = low.store(low.node("Div", low.store(low.internal_sum(x, axes)), count))
     centred = low.store(low.node("Sub", x, mean))

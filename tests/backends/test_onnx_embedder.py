@@ -1,0 +1,132 @@
+"""Embedder(backend="onnx"): the row-layout encoder on ONNX Runtime against the NumPy
+fp32 reference on the known-answer chunks, fp32 and int8 (per-channel) variants.
+
+Each variant's bucket models are built once per test run (about a second each) and
+cached under ``ANEKIT_PACKAGES``, which tests/conftest.py points at a shared folder.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from anekit import errors
+from anekit.models import Embedder, known_answers
+from anekit.models.onnx_models import ONNX_BATCH, VARIANTS, OnnxEncoder, folder_for
+
+F64 = np.float64
+
+
+@pytest.fixture(scope="module")
+def texts() -> list[str]:
+    return known_answers.load().texts
+
+
+@pytest.fixture(scope="module")
+def reference(texts: list[str]) -> np.ndarray:
+    return Embedder(backend="numpy").encode(texts)
+
+
+@pytest.fixture(scope="module")
+def fp32() -> Embedder:
+    return Embedder(backend="onnx", variant="fp32")
+
+
+@pytest.fixture(scope="module")
+def int8() -> Embedder:
+    return Embedder(backend="onnx")  # int8 is the onnx backend's default
+
+
+@pytest.fixture(scope="module")
+def fp32_vectors(fp32: Embedder, texts: list[str]) -> np.ndarray:
+    return fp32.encode(texts)
+
+
+@pytest.fixture(scope="module")
+def int8_vectors(int8: Embedder, texts: list[str]) -> np.ndarray:
+    return int8.encode(texts)
+
+
+def cosines(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    got, want = np.asarray(got, F64), np.asarray(want, F64)
+    norms = np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1)
+    result: np.ndarray = (got * want).sum(axis=1) / norms
+    return result
+
+
+def test_reference_is_the_known_answers(reference: np.ndarray) -> None:
+    # The comparison below is against the fixture's own fp32 path, not against ONNX.
+    assert known_answers.load().cosines(reference).min() >= 0.999999
+
+
+def test_fp32_variant_matches_the_numpy_reference(
+    fp32: Embedder, fp32_vectors: np.ndarray, reference: np.ndarray
+) -> None:
+    assert fp32.variant == "fp32" and fp32.batch == ONNX_BATCH
+    assert fp32_vectors.shape == reference.shape == (32, 384)
+    assert fp32_vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(fp32_vectors, axis=1), 1.0, atol=1e-5)
+    assert cosines(fp32_vectors, reference).min() >= 0.99999
+    assert known_answers.load().cosines(fp32_vectors).min() >= 0.99999
+
+
+def test_int8_variant_stays_close_to_the_numpy_reference(
+    int8: Embedder, int8_vectors: np.ndarray, reference: np.ndarray
+) -> None:
+    assert int8.variant == "int8"
+    assert int8_vectors.shape == reference.shape and int8_vectors.dtype == np.float32
+    found = cosines(int8_vectors, reference)
+    assert found.min() >= 0.98
+    # Quantized, so not the fp32 result: the worst chunk moves measurably.
+    assert found.min() < 0.9999
+
+
+def test_rows_do_not_depend_on_their_batch(
+    fp32: Embedder, texts: list[str], fp32_vectors: np.ndarray
+) -> None:
+    # Alone, a text shares its group of ONNX_BATCH rows with padding rows only.
+    picks = [0, 9, 31]
+    alone = np.concatenate([fp32.encode([texts[index]]) for index in picks])
+    np.testing.assert_allclose(alone, fp32_vectors[picks], atol=2e-5)
+    assert fp32.encode([]).shape == (0, 384)
+
+
+def _bucket_model(embedder: Embedder, variant: str) -> onnx.ModelProto:
+    folder = folder_for(embedder.model_id, embedder.weights, variant)
+    models = sorted(folder.glob("seq*.onnx"))
+    assert models, f"nothing cached in {folder}"
+    assert not [path for path in models if "partial" in path.name]
+    return onnx.load(str(models[0]))
+
+
+def test_cached_bucket_models(
+    fp32: Embedder, int8: Embedder, fp32_vectors: np.ndarray, int8_vectors: np.ndarray
+) -> None:
+    plain = _bucket_model(fp32, "fp32")
+    plain_types = {node.op_type for node in plain.graph.node}
+    assert {"LayerNormalization", "Softmax", "Gelu", "MatMul"} <= plain_types
+    assert "MatMulInteger" not in plain_types
+    assert [value.name for value in plain.graph.input] == ["hidden", "keep"]
+    assert plain.graph.input[0].type.tensor_type.shape.dim[0].dim_value == ONNX_BATCH
+
+    quantized = _bucket_model(int8, "int8")
+    types = [node.op_type for node in quantized.graph.node]
+    # MiniLM: 6 layers of Q, K, V, attention output, and two FFN matmuls.
+    assert types.count("MatMulInteger") == 36
+    values = {init.name: init for init in quantized.graph.initializer}
+    for node in quantized.graph.node:
+        if node.op_type == "MatMulInteger":
+            stored = numpy_helper.to_array(values[node.input[1]])
+            scale = numpy_helper.to_array(
+                values[node.input[1].removesuffix("_quantized") + "_scale"]
+            )
+            assert stored.dtype == np.int8
+            assert scale.shape == (stored.shape[1],), "one scale per output channel"
+
+
+def test_unknown_variant_is_refused(fp32: Embedder) -> None:
+    assert VARIANTS == ("fp32", "int8")
+    with pytest.raises(errors.ModelError, match="onnx variant must be one of fp32, int8"):
+        OnnxEncoder(fp32.model_id, fp32.config, fp32.weights, variant="fp16")
