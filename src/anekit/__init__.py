@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # Imported first: it quiets the warnings coremltools logs at import on Linux.
-from anekit import _coremltools as _coremltools
+from anekit import _runtime as _runtime
 from anekit._version import __version__
-from anekit.program import CompiledProgram
-from anekit.trace import TensorSpec
+
+if TYPE_CHECKING:
+    from anekit.models import Embedder
+    from anekit.program import CompiledProgram
+    from anekit.trace import TensorSpec
 
 __all__ = [
     "CompiledProgram",
@@ -24,7 +27,17 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # Embedder pulls in tokenizers and safetensors: import it on first use only.
+    # Imported on first use: coremltools (behind CompiledProgram and TensorSpec) takes
+    # seconds and hundreds of megabytes to import, which lane workers and quick
+    # commands should not pay for; Embedder pulls in tokenizers and safetensors.
+    if name == "CompiledProgram":
+        from anekit.program import CompiledProgram
+
+        return CompiledProgram
+    if name == "TensorSpec":
+        from anekit.trace import TensorSpec
+
+        return TensorSpec
     if name == "Embedder":
         from anekit.models import Embedder
 
@@ -61,7 +74,7 @@ def compile(
     >>> [spec.describe() for spec in prog.output_specs]
     ['output: float16[4, 32]']
     """
-    from anekit.program import deployment_target_from_name
+    from anekit.program import CompiledProgram, deployment_target_from_name
     from anekit.trace import trace_function
 
     target = deployment_target_from_name(deployment_target)
