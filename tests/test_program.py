@@ -182,6 +182,21 @@ def test_call_runs_the_demo_ffn_on_core_ml() -> None:
     assert np.abs(got - want).max() / np.abs(want).max() < 1e-2
 
 
+@pytest.mark.macos
+def test_core_ml_runs_carry_the_compute_plan_and_take_compute_units() -> None:
+    from anekit import demo
+
+    ffn, x = demo.make_ffn(), demo.example_input()
+    program = anekit.compile(ffn, x)
+    program(x, backend="coreml")
+    assert program.last_run is not None and program.last_run.residency
+    assert program.last_run.residency.get("ane", 0) > 0  # the demo FFN is all ANE ops
+    program(x, backend="coreml", mode="CPU_ONLY")
+    assert program.last_run.device == "Core ML (CPU_ONLY)"
+    with pytest.raises(ValueError, match="compute units"):
+        program(x, backend="coreml", mode="NPU")
+
+
 def test_saved_package_computes_in_fp16_with_fp32_io(tmp_path: Path) -> None:
     program = anekit.compile(lambda x: np.tanh(x) * 2, np.ones((4, 32), F32))
     path = program.save(tmp_path / "f32.mlpackage")

@@ -376,8 +376,10 @@ class CompiledProgram:
         """Run the program on the best available backend (or the one named).
 
         On a Mac that is Core ML (``CPU_AND_NE``); elsewhere the ANE simulator, in
-        ``ane`` numerics unless ``mode="fp32"``. :attr:`last_run` says which ran and,
-        for the simulator, holds its numerics report.
+        ``ane`` numerics unless ``mode="fp32"``. ``mode`` is the backend's option:
+        ``ane``/``fp32`` (sim), ``fp32``/``int8`` (onnx), the compute units (coreml:
+        ``CPU_AND_NE``, ``CPU_AND_GPU``, ``CPU_ONLY``, ``ALL``). :attr:`last_run` says
+        which ran and holds the simulator's numerics report or Core ML's compute plan.
         """
         from anekit.backends import select_backend
 

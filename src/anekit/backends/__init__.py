@@ -28,7 +28,9 @@ class RunReport:
     """How one run happened: which backend and device, simulated or not, how long.
 
     ``numerics`` is the simulator's :class:`~anekit.sim.NumericsReport` (None for
-    hardware backends). A simulated run is never an ANE measurement.
+    hardware backends). ``residency``: ops per device in Core ML's compute plan
+    (``{"ane": 170, "cpu": 3}``; Core ML only). A simulated run is never an ANE
+    measurement.
     """
 
     backend: str
@@ -36,10 +38,15 @@ class RunReport:
     simulated: bool
     seconds: float
     numerics: Any = None
+    residency: dict[str, int] | None = None
 
     def describe(self) -> str:
         kind = "simulated" if self.simulated else "measured"
-        return f"{self.device} via {self.backend} ({kind}, {self.seconds * 1000:.1f} ms)"
+        text = f"{self.device} via {self.backend} ({kind}, {self.seconds * 1000:.1f} ms)"
+        if self.residency:
+            placed = ", ".join(f"{count} on {device}" for device, count in self.residency.items())
+            text += f"; compute plan: {placed}"
+        return text
 
 
 class Session(Protocol):

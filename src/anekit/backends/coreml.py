@@ -1,9 +1,17 @@
 """Core ML backend (macOS): run the saved package through coremltools' ``MLModel``.
 
 Kept thin on purpose and unverified on hardware in this project's CI (no Mac):
-it saves the program as an ``.mlpackage`` in a temporary directory and loads it
-with ``compute_units=CPU_AND_NE`` (coremltools ``ct.ComputeUnit``), so Core ML
-places what it can on the Neural Engine.
+it saves the program as an ``.mlpackage`` in a temporary directory (or loads a
+package read from disk as it is, the right ``function_name`` of it) with the compute
+units asked for (``CPU_AND_NE`` by default, so Core ML places what it can on the
+Neural Engine; ``CPU_AND_GPU``, ``CPU_ONLY`` or ``ALL`` as the ``mode``).
+:meth:`CoreMLSession.residency` asks Core ML's ``MLComputePlan`` where each op runs,
+and the run report carries it.
+
+The GIL: coremltools' ``_MLModelProxy.predict`` (coremlpython/CoreMLPython.mm) calls
+``predictionFromFeatures`` without releasing the GIL, so two predictions in one
+process do not overlap. anekit's lanes therefore run each accelerator in its own
+worker process (:mod:`anekit.lanes`), where no lane waits on another's GIL.
 """
 
 from __future__ import annotations
@@ -31,11 +39,40 @@ COMPUTE_UNITS = ("CPU_AND_NE", "CPU_AND_GPU", "CPU_ONLY", "ALL")
 class CoreMLSession:
     """A package loaded by Core ML."""
 
-    def __init__(self, model: Any, directory: str, compute_units: str) -> None:
+    def __init__(
+        self,
+        model: Any,
+        directory: str,
+        compute_units: str,
+        package: Path | None = None,
+        function_name: str | None = None,
+    ) -> None:
         self.model = model
         self.compute_units = compute_units
+        self.package = package
+        self.function_name = function_name
         self.last_run: RunReport | None = None
+        self._residency: dict[str, int] | None = None
         self._cleanup = weakref.finalize(self, shutil.rmtree, directory, ignore_errors=True)
+
+    def residency(self) -> dict[str, int]:
+        """Ops per device (``ane``/``gpu``/``cpu``) in Core ML's compute plan for this
+        function and these compute units (macOS 14.4+); empty when it cannot tell."""
+        if self._residency is None:
+            from anekit.analysis import compute_plan
+            from anekit.errors import PlacementError
+
+            counts: dict[str, int] = {}
+            if self.package is not None:
+                try:
+                    plans = compute_plan.actual_devices(self.package, self.compute_units)
+                except PlacementError:
+                    plans = {}
+                devices = plans.get(self.function_name or "main", {})
+                for device in devices.values():
+                    counts[device] = counts.get(device, 0) + 1
+            self._residency = counts
+        return self._residency
 
     def predict(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         start = time.perf_counter()
@@ -45,6 +82,7 @@ class CoreMLSession:
             device=f"Core ML ({self.compute_units})",
             simulated=False,
             seconds=time.perf_counter() - start,
+            residency=self.residency(),
         )
         return {name: np.asarray(value) for name, value in outputs.items()}
 
@@ -67,15 +105,21 @@ class CoreMLBackend:
             return "Core ML exists only on macOS"
         return "coremltools could not load its Core ML bindings (libcoremlpython)"
 
-    def load(self, program: CompiledProgram) -> CoreMLSession:
-        units = getattr(ct.ComputeUnit, self.compute_units)
+    def load(self, program: CompiledProgram, mode: str | None = None) -> CoreMLSession:
+        """Load ``program`` with the compute units ``mode`` names (default: this
+        backend's, ``CPU_AND_NE``)."""
+        compute_units = mode or self.compute_units
+        if compute_units not in COMPUTE_UNITS:
+            raise ValueError(f"compute units must be one of {COMPUTE_UNITS}, got {compute_units!r}")
+        units = getattr(ct.ComputeUnit, compute_units)
         directory = tempfile.mkdtemp(prefix="anekit-coreml-")
+        function = None
         if program.package_path is not None:
             # a package read from disk: load it as it is, the right function of it
-            model = ct.models.MLModel(
-                str(program.package_path), compute_units=units, function_name=program.function_name
-            )
+            path = Path(program.package_path)
+            function = program.function_name
+            model = ct.models.MLModel(str(path), compute_units=units, function_name=function)
         else:
             path = program.save(Path(directory) / "model.mlpackage")
             model = ct.models.MLModel(str(path), compute_units=units)
-        return CoreMLSession(model, directory, self.compute_units)
+        return CoreMLSession(model, directory, compute_units, path, function)
