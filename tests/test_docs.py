@@ -34,3 +34,15 @@ def test_passes_doc_lists_every_pass() -> None:
     text = (DOCS / "passes.md").read_text()
     for name in (*ANE_PIPELINE, *OPTIONAL_PASSES):
         assert f"| `{name.split('::')[1]}`" in text, name
+
+
+def test_lanes_doc_lists_every_lane_and_fault() -> None:
+    from anekit.lanes import LANES, faults
+
+    text = (DOCS / "lanes.md").read_text()
+    for lane in LANES:
+        assert f"| `{lane}` |" in text, lane
+    kinds = ["load", "batch:N", "hang:MS", "poison:nan", "poison:zero"]
+    kinds += ["nan-after:N", "malformed:N"]
+    for kind in kinds:
+        assert f"| `{kind}` |" in text and f"``{kind}``" in (faults.__doc__ or ""), kind

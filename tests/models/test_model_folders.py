@@ -11,73 +11,13 @@ from typing import Any
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from safetensors.numpy import save_file
 
 from anekit import errors
 from anekit.cli import cli
 from anekit.models import Embedder, registry
 from anekit.models.config import load_config
-
-HIDDEN, HEADS, LAYERS, INNER = 32, 2, 2, 64
-
-
-def _tiny_bert(folder: Path, *, pooling: str = "mean", model_type: str = "bert") -> Path:
-    """A 2-layer BERT with random weights and MiniLM's tokenizer."""
-    folder.mkdir(parents=True)
-    source = registry.default_folder()
-    assert source is not None
-    shutil.copy(source / "tokenizer.json", folder / "tokenizer.json")
-    vocab = 30522
-    config = {
-        "model_type": model_type, "hidden_size": HIDDEN, "num_attention_heads": HEADS,
-        "num_hidden_layers": LAYERS, "intermediate_size": INNER, "hidden_act": "gelu",
-        "layer_norm_eps": 1e-12, "max_position_embeddings": 512, "type_vocab_size": 2,
-        "vocab_size": vocab, "pad_token_id": 0,
-    }  # fmt: skip
-    (folder / "config.json").write_text(json.dumps(config))
-    rng = np.random.default_rng(0)
-
-    def w(*shape: int) -> np.ndarray:
-        return (rng.standard_normal(shape) * 0.05).astype(np.float32)
-
-    tensors = {
-        "embeddings.word_embeddings.weight": w(vocab, HIDDEN),
-        "embeddings.position_embeddings.weight": w(512, HIDDEN),
-        "embeddings.token_type_embeddings.weight": w(2, HIDDEN),
-        "embeddings.LayerNorm.weight": np.ones(HIDDEN, np.float32),
-        "embeddings.LayerNorm.bias": np.zeros(HIDDEN, np.float32),
-    }
-    for layer in range(LAYERS):
-        base = f"encoder.layer.{layer}."
-        for name in ("query", "key", "value"):
-            tensors[f"{base}attention.self.{name}.weight"] = w(HIDDEN, HIDDEN)
-            tensors[f"{base}attention.self.{name}.bias"] = w(HIDDEN)
-        tensors[f"{base}attention.output.dense.weight"] = w(HIDDEN, HIDDEN)
-        tensors[f"{base}attention.output.dense.bias"] = w(HIDDEN)
-        tensors[f"{base}intermediate.dense.weight"] = w(INNER, HIDDEN)
-        tensors[f"{base}intermediate.dense.bias"] = w(INNER)
-        tensors[f"{base}output.dense.weight"] = w(HIDDEN, INNER)
-        tensors[f"{base}output.dense.bias"] = w(HIDDEN)
-        for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
-            tensors[f"{base}{norm}.weight"] = np.ones(HIDDEN, np.float32)
-            tensors[f"{base}{norm}.bias"] = np.zeros(HIDDEN, np.float32)
-    save_file(
-        {f"bert.{key}": value for key, value in tensors.items()}, str(folder / "model.safetensors")
-    )
-    kinds = ("Transformer", "Pooling")
-    modules = [
-        {"idx": index, "path": path, "type": f"sentence_transformers.models.{kind}"}
-        for index, (path, kind) in enumerate(zip(("", "1_Pooling"), kinds, strict=True))
-    ]
-    (folder / "modules.json").write_text(json.dumps(modules))
-    (folder / "1_Pooling").mkdir()
-    settings = {
-        "pooling_mode_cls_token": pooling == "cls",
-        "pooling_mode_mean_tokens": pooling == "mean",
-    }
-    (folder / "1_Pooling" / "config.json").write_text(json.dumps(settings))
-    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 128}))
-    return folder
+from tinybert import HEADS, HIDDEN, LAYERS
+from tinybert import tiny_bert as _tiny_bert
 
 
 def test_a_local_folder_works_like_the_default(tmp_path: Path) -> None:

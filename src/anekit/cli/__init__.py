@@ -13,6 +13,7 @@ import click
 from anekit._version import __version__
 from anekit.cli.convert import convert
 from anekit.cli.demo import demo
+from anekit.cli.lanes import embed, lanes
 from anekit.cli.models import build_model, models
 from anekit.cli.placement import doctor, ops
 from anekit.cli.simulate import simulate
@@ -28,7 +29,7 @@ def cli(verbose: bool) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s")
 
 
-for command in (demo, convert, build_model, models, simulate, doctor, ops, version):
+for command in (demo, embed, lanes, convert, build_model, models, simulate, doctor, ops, version):
     cli.add_command(command)
 
 

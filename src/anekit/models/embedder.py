@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from anekit._coremltools import core_ml_runtime_available
+from anekit._runtime import core_ml_runtime_available
 from anekit.errors import BackendUnavailableError, ModelError
 from anekit.models.batching import (
     BATCH,
@@ -65,7 +65,14 @@ class Embedder:
     ``backend``: ``numpy``, ``sim``, ``coreml`` or ``onnx`` (default: coreml on a Mac,
     else numpy). ``variant``: package weights for sim/coreml (``fp16``, ``int8``) or the
     ONNX model's (``int8``, ``fp32``). ``package``: a package ``anekit build-model``
-    wrote (default: built and cached). ``threads``: ONNX Runtime's intra-op threads.
+    wrote (default: built and cached). ``threads``: ONNX Runtime's intra-op threads
+    (in the lane workers too).
+
+    ``lanes`` (e.g. ``["ane"]``, ``["cpu"]``, ``["ane", "cpu"]``) embeds through worker
+    processes instead (:mod:`anekit.lanes`): each lane proves itself on the known
+    answers first, and a crash, a hang or a wrong answer costs a lane, not the call.
+    ``lanes=[]`` picks the default (the ANE lane on a Mac, else the CPU lane). Close
+    the embedder (or use it as a context manager) to stop the workers.
     """
 
     def __init__(
@@ -78,8 +85,12 @@ class Embedder:
         package: Path | None = None,
         progress: Callable[[str], None] | None = None,
         threads: int | None = None,
+        lanes: Sequence[str] | None = None,
+        deadline: float = 30.0,
     ) -> None:
-        chosen = backend or default_backend()
+        if lanes is not None and backend is not None:
+            raise ModelError("give backend or lanes, not both")
+        chosen = "numpy" if lanes is not None else (backend or default_backend())
         if chosen not in BACKENDS:
             raise ModelError(f"backend must be one of {', '.join(BACKENDS)}, got {chosen!r}")
         if chosen == "coreml" and not core_ml_runtime_available():
@@ -89,8 +100,11 @@ class Embedder:
         self._model = model
         self.model_id, self.folder = resolve(model)
         self.config: EncoderConfig = load_config(self.folder, max_length=max_length)
-        self.weights: Weights = load_weights(self.folder, self.config)
-        self.backend = chosen
+        # Read now, so that a broken folder fails here; lanes read their own.
+        self._weights: Weights | None = (
+            None if lanes is not None else load_weights(self.folder, self.config)
+        )
+        self.backend = "lanes" if lanes is not None else chosen
         self.variant = variant or ("int8" if chosen == "onnx" else "fp16")
         self.buckets = buckets_for(self.config.max_length)
         self._tokenizer = load_tokenizer(self.folder, self.config.max_length)
@@ -98,14 +112,59 @@ class Embedder:
         self._package_path = package
         self._package: PackageInfo | None = None
         self._programs: dict[int, Any] = {}
-        self._reference = make_encoder(self.config, self.weights, np.float32)
+        self._reference_encoder: Any = None
         self._onnx: OnnxEncoder | None = None
+        self._scheduler: Any = None
+        if lanes is not None:
+            from anekit.lanes import Scheduler
+
+            self._scheduler = Scheduler(
+                lanes,
+                model=model,
+                max_length=self.config.max_length,
+                deadline=deadline,
+                threads=threads,
+            )
         if chosen == "onnx":
             self._onnx = OnnxEncoder(
                 self.model_id, self.config, self.weights, variant=self.variant, threads=threads
             )
         #: Texts per program call: 4 for the packages, 8 for ONNX Runtime.
         self.batch = ONNX_BATCH if chosen == "onnx" else BATCH
+
+    @property
+    def weights(self) -> Weights:
+        """The model's weights (with lanes, read on first use: workers read their own)."""
+        if self._weights is None:
+            self._weights = load_weights(self.folder, self.config)
+        return self._weights
+
+    @weights.setter
+    def weights(self, weights: Weights) -> None:
+        self._weights = weights
+        self._reference_encoder = None
+
+    @property
+    def _reference(self) -> Any:
+        if self._reference_encoder is None:
+            self._reference_encoder = make_encoder(self.config, self.weights, np.float32)
+        return self._reference_encoder
+
+    @property
+    def scheduler(self) -> Any:
+        """The lane scheduler (``lanes=``), else None."""
+        return self._scheduler
+
+    def close(self) -> None:
+        """Stop the lane workers, if any."""
+        if self._scheduler is not None:
+            self._scheduler.close()
+
+    def __enter__(self) -> Embedder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def dimension(self) -> int:
@@ -173,7 +232,22 @@ class Embedder:
         tokens are truncated, not refused. ``batch_size`` bounds how many texts are
         sorted and bucketed together (default: all); each program call embeds 4.
         """
-        token_ids = self.tokenize(texts)
+        return self.embed_ids(self.tokenize(texts), batch_size, normalize_embeddings)
+
+    def embed_ids(
+        self,
+        token_ids: Sequence[Sequence[int]],
+        batch_size: int | None = None,
+        normalize_embeddings: bool = True,
+    ) -> np.ndarray:
+        """Embeddings of already tokenized texts (what lane workers receive)."""
+        if self._scheduler is not None:
+            if not token_ids:
+                return np.zeros((0, self.dimension), np.float32)
+            vectors = np.asarray(self._scheduler.embed(token_ids), np.float32)
+            if normalize_embeddings:
+                return vectors  # lanes return unit vectors
+            raise ModelError("lanes return normalized embeddings only")
         result = np.zeros((len(token_ids), self.dimension), np.float32)
         window = batch_size if batch_size is not None else max(len(token_ids), 1)
         if window < 1:

@@ -1,0 +1,211 @@
+"""The parent's view of one lane: its worker process, its frames, its state.
+
+A reader thread turns the worker's stdout frames into events on the scheduler's
+queue; the worker's stderr goes to a temporary file whose last lines explain a
+crash. A lane is ``starting`` until its hello, then ``ready`` (admitted),
+``refused`` (below its known-answer floor) or ``failed`` (crashed, hung past a
+deadline, or broke the protocol). A failed lane may start again after
+:data:`RETRY_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from anekit.lanes import protocol
+
+RETRY_SECONDS = 600.0
+#: How long a starting worker may stay silent (progress frames reset it).
+START_SILENCE_SECONDS = 300.0
+
+
+@dataclass
+class Event:
+    """Something a lane's reader thread saw."""
+
+    lane: str
+    kind: str  # "progress", "hello", "result", "failed"
+    message: dict[str, Any] = field(default_factory=dict)
+    result: protocol.Result | None = None
+    #: The worker process it came from (a lane's earlier worker may still be heard).
+    pid: int = 0
+
+
+class Lane:
+    """One worker process serving one lane."""
+
+    def __init__(
+        self,
+        name: str,
+        events: queue.Queue[Event],
+        *,
+        model: str | Path | None = None,
+        max_length: int | None = None,
+        threads: int | None = None,
+        deadline: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.name = name
+        self.events = events
+        self.model, self.max_length, self.threads = model, max_length, threads
+        self.deadline = deadline
+        self.clock = clock
+        self.state = "stopped"
+        self.reason = ""
+        self.hello: dict[str, Any] = {}
+        self.failed_at: float | None = None
+        self.in_flight: dict[int, float] = {}  # batch id -> deadline (clock time)
+        self.rate = 0.0  # tokens per second, measured
+        self.process: subprocess.Popen[bytes] | None = None
+        self._stderr: Any = None
+        self._lock = threading.Lock()
+        self.last_heard = 0.0
+
+    # -- life ------------------------------------------------------------------------
+
+    def current(self, pid: int) -> bool:
+        """True when ``pid`` is this lane's running worker (not an earlier one)."""
+        return self.process is not None and self.process.pid == pid
+
+    def exited_idle(self) -> bool:
+        """True when the worker left on its own (idle) with nothing owed."""
+        process = self.process
+        return process is not None and process.poll() == 0 and not self.in_flight
+
+    def can_start(self) -> bool:
+        if self.state in ("starting", "ready"):
+            return False
+        if self.state == "refused":
+            return False
+        return self.failed_at is None or self.clock() - self.failed_at >= RETRY_SECONDS
+
+    def start(self) -> None:
+        command = [sys.executable, "-m", "anekit.lanes.worker", self.name]
+        if self.model is not None:
+            command += ["--model", str(self.model)]
+        if self.max_length is not None:
+            command += ["--max-length", str(self.max_length)]
+        if self.threads is not None:
+            command += ["--threads", str(self.threads)]
+        self._stderr = tempfile.TemporaryFile(prefix=f"anekit-lane-{self.name}-")  # noqa: SIM115 - lives as long as the worker
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr
+        )
+        self.state, self.reason, self.hello = "starting", "", {}
+        self.in_flight.clear()
+        self.last_heard = self.clock()
+        threading.Thread(target=self._read, args=(self.process,), daemon=True).start()
+
+    def stop(self) -> None:
+        process = self.process
+        if process is None:
+            return
+        try:
+            if process.poll() is None and process.stdin is not None:
+                protocol.write_frame(process.stdin, protocol.QUIT)
+                process.stdin.close()
+                process.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            pass
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        self.process = None
+        if self.state in ("starting", "ready"):
+            self.state = "stopped"
+
+    def fail(self, reason: str) -> list[int]:
+        """Mark the lane failed, kill its worker; the batch ids it still owed."""
+        owed = list(self.in_flight)
+        self.in_flight.clear()
+        if self.state == "failed":
+            return owed
+        self.state, self.reason, self.failed_at = "failed", reason, self.clock()
+        process = self.process
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+        self.process = None
+        return owed
+
+    def stderr_tail(self, lines: int = 5) -> str:
+        if self._stderr is None:
+            return ""
+        try:
+            self._stderr.seek(0)
+            text = self._stderr.read().decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
+        return " | ".join(text.strip().splitlines()[-lines:])
+
+    # -- frames ----------------------------------------------------------------------
+
+    def submit(self, batch_id: int, rows: Sequence[Sequence[int]]) -> None:
+        process = self.process
+        if process is None or process.stdin is None:
+            raise protocol.ProtocolError(f"lane {self.name} has no worker")
+        with self._lock:
+            self.in_flight[batch_id] = self.clock() + self.deadline
+            protocol.write_frame(process.stdin, protocol.batch_frame(batch_id, rows))
+
+    def overdue(self) -> bool:
+        now = self.clock()
+        if self.state == "starting":
+            return now - self.last_heard > START_SILENCE_SECONDS
+        return any(now > deadline for deadline in self.in_flight.values())
+
+    def _read(self, process: subprocess.Popen[bytes]) -> None:
+        stream = process.stdout
+        assert stream is not None
+        pid = process.pid
+
+        def emit(kind: str, message: dict[str, Any] | None = None, **extra: Any) -> None:
+            self.events.put(Event(self.name, kind, message or {}, pid=pid, **extra))
+
+        try:
+            while True:
+                payload = protocol.read_frame(stream)
+                if payload is None:
+                    code = process.wait()
+                    emit("failed", {"reason": f"worker exited ({code})", "code": code})
+                    return
+                self.last_heard = self.clock()
+                kind = payload[:1]
+                if kind == protocol.PROGRESS:
+                    emit("progress", protocol.decode_json(payload))
+                elif kind == protocol.HELLO:
+                    emit("hello", protocol.decode_json(payload))
+                elif kind == protocol.RESULT:
+                    emit("result", result=protocol.decode_result(payload))
+                else:
+                    raise protocol.ProtocolError(f"unknown frame kind {kind!r}")
+        except (protocol.ProtocolError, OSError, ValueError) as error:
+            emit("failed", {"reason": f"malformed frame: {error}"})
+            if process.poll() is None:
+                process.kill()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "lane": self.name,
+            "state": self.state,
+            "reason": self.reason,
+            "device": self.hello.get("device"),
+            "rate_tokens_per_s": round(self.rate, 1) if self.rate else None,
+            "chunks_per_s": self.hello.get("chunks_per_s"),
+            "min_cosine": self.hello.get("min_cosine"),
+            "floor": self.hello.get("floor"),
+            "below_floor": self.hello.get("below_floor", []),
+            "pid": self.hello.get("pid"),
+        }
+
+
+__all__ = ["RETRY_SECONDS", "Event", "Lane"]

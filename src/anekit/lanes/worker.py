@@ -1,0 +1,183 @@
+"""A lane worker: ``python -m anekit.lanes.worker LANE [--model M] [--max-length N]``.
+
+It loads its engine (sending progress frames meanwhile), embeds the known-answer
+chunks and compares them with the fp32 reference: below the lane's floor it says
+hello with ``admitted: false`` and the chunks under the floor, and exits. Otherwise
+its hello carries its measured rate, and it serves batch frames until told to quit,
+until its stdin closes, or until it has been idle for ``ANEKIT_LANE_IDLE`` seconds.
+
+Everything it prints goes to stderr; stdout carries frames only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import sys
+import time
+from typing import IO, Any
+
+import numpy as np
+
+from anekit.lanes import protocol
+from anekit.lanes.engines import LANES, Engine, make_engine
+from anekit.lanes.faults import Faults, from_environment
+
+IDLE_VARIABLE = "ANEKIT_LANE_IDLE"
+#: Libraries no lane worker uses, which coremltools imports when they are installed
+#: (torch alone: about 1 s and 250 MB per worker). Blocked before anything imports
+#: coremltools, which then treats them as absent.
+NOT_IN_WORKERS = ("torch", "torchvision", "transformers", "sklearn", "tensorflow")
+DEFAULT_IDLE_SECONDS = 300.0
+
+
+def _idle_seconds() -> float:
+    try:
+        return float(os.environ.get(IDLE_VARIABLE, DEFAULT_IDLE_SECONDS))
+    except ValueError:
+        return DEFAULT_IDLE_SECONDS
+
+
+def _faulty(vectors: np.ndarray, faults: Faults, batch_number: int | None) -> np.ndarray:
+    if faults.poison == "nan" or (
+        batch_number is not None
+        and faults.nan_after is not None
+        and batch_number >= faults.nan_after
+    ):
+        return np.full_like(vectors, np.nan)
+    if faults.poison == "zero":
+        return np.zeros_like(vectors)
+    return vectors
+
+
+def _truncated(token_ids: list[list[int]], max_length: int) -> list[list[int]]:
+    """Token ids as a tokenizer truncating at ``max_length`` gives them: the first
+    ``max_length - 1`` ids and the closing special token."""
+    return [
+        ids if len(ids) <= max_length else ids[: max_length - 1] + ids[-1:] for ids in token_ids
+    ]
+
+
+def _unit_cosines(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    norms = np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        found = (got * want).sum(1) / norms
+    return np.asarray(np.nan_to_num(found, nan=-1.0))
+
+
+def admission(
+    lane: str, engine: Engine, faults: Faults, model: str | None = None
+) -> dict[str, Any]:
+    """Embed the known answers; the hello message (admitted or not).
+
+    The fixture's texts are embedded at the fixture's length (256 tokens) whatever
+    the lane's ``max_length``. For the fixture's model its stored fp32 vectors are the
+    reference; for another model, the NumPy fp32 path of that model, computed here.
+    """
+    from anekit.models import Embedder, known_answers
+
+    answers = known_answers.load()
+    token_ids = _truncated(engine.tokenize(answers.texts), answers.max_length)
+    started = time.perf_counter()
+    vectors = _faulty(engine.embed(token_ids), faults, None)
+    seconds = max(time.perf_counter() - started, 1e-6)
+    if engine.model_id == answers.model:
+        cosines = answers.cosines(vectors)
+    else:
+        reference = Embedder(model, backend="numpy").embed_ids(token_ids)
+        cosines = _unit_cosines(vectors, reference)
+    floor = LANES[lane].floor
+    below = [
+        {"chunk": index, "source": answers.chunks[index].get("source", ""), "cosine": float(c)}
+        for index, c in enumerate(cosines)
+        if not c >= floor
+    ]
+    tokens = sum(len(ids) for ids in token_ids)
+    return {
+        "lane": lane,
+        "model": engine.model_id,
+        "admitted": not below,
+        "device": engine.device,
+        "dimension": engine.dimension,
+        "floor": floor,
+        "min_cosine": float(cosines.min()),
+        "below_floor": below,
+        "rate_tokens_per_s": tokens / seconds,
+        "chunks_per_s": len(token_ids) / seconds,
+        "pid": os.getpid(),
+    }
+
+
+def _wait_readable(stream: IO[bytes], seconds: float) -> bool:
+    readable, _, _ = select.select([stream], [], [], seconds)
+    return bool(readable)
+
+
+def serve(
+    lane: str, engine: Engine, faults: Faults, incoming: IO[bytes], outgoing: IO[bytes]
+) -> None:
+    """Answer batch frames until quit, end of input or idleness."""
+    idle = _idle_seconds()
+    number = 0
+    while True:
+        if not _wait_readable(incoming, idle):
+            return  # idle: the parent starts a new worker when it needs one
+        payload = protocol.read_frame(incoming)
+        if payload is None or payload[:1] == protocol.QUIT:
+            return
+        if payload[:1] != protocol.BATCH:
+            raise protocol.ProtocolError(f"unexpected {payload[:1]!r} frame")
+        batch_id, rows = protocol.decode_batch(payload)
+        number += 1
+        if faults.die_at == number:
+            os._exit(137)  # as abrupt as kill -9: no reply, no cleanup
+        if faults.hang_ms:
+            time.sleep(faults.hang_ms / 1000)
+        if faults.malformed_at == number:
+            protocol.write_frame(outgoing, protocol.RESULT + b"\x00")
+            continue
+        try:
+            vectors = _faulty(engine.embed(rows), faults, number)
+            frame = protocol.result_frame(batch_id, vectors)
+        except Exception as error:
+            frame = protocol.error_frame(batch_id, f"{type(error).__name__}: {error}")
+        protocol.write_frame(outgoing, frame)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="An anekit lane worker.")
+    parser.add_argument("lane", choices=sorted(LANES))
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--max-length", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args(argv)
+    for name in NOT_IN_WORKERS:
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
+    # unbuffered: select() must see every byte that has arrived
+    incoming = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)  # noqa: SIM115
+    outgoing = sys.stdout.buffer
+    sys.stdout = sys.stderr  # stdout is for frames only
+    faults = from_environment(args.lane)
+
+    def progress(stage: str, **details: Any) -> None:
+        protocol.write_frame(
+            outgoing, protocol.json_frame(protocol.PROGRESS, {"stage": stage, **details})
+        )
+
+    progress("loading", lane=args.lane, pid=os.getpid())
+    if faults.load:
+        os._exit(3)
+    engine = make_engine(args.lane, args.model, args.max_length, args.threads)
+    progress("admission")
+    hello = admission(args.lane, engine, faults, args.model)
+    protocol.write_frame(outgoing, protocol.json_frame(protocol.HELLO, hello))
+    if not hello["admitted"]:
+        return 0
+    serve(args.lane, engine, faults, incoming, outgoing)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
