@@ -21,15 +21,25 @@ def pytest_configure(config: pytest.Config) -> None:
                 raise pytest.UsageError(f"ANEKIT_REQUIRE_TORCH=1 but {module} is not installed")
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    from anekit._coremltools import core_ml_runtime_available
+def _cuda() -> bool:
+    import onnxruntime
 
-    if core_ml_runtime_available():
-        return
-    skip = pytest.mark.skip(reason="needs macOS with Core ML (unverified on hardware in CI)")
+    return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from anekit._runtime import core_ml_runtime_available
+
+    skips = {
+        "macos": None
+        if core_ml_runtime_available()
+        else pytest.mark.skip(reason="needs macOS with Core ML (unverified on hardware in CI)"),
+        "gpu": None if _cuda() else pytest.mark.skip(reason="needs onnxruntime-gpu and a CUDA GPU"),
+    }
     for item in items:
-        if "macos" in item.keywords:
-            item.add_marker(skip)
+        for marker, skip in skips.items():
+            if skip is not None and marker in item.keywords:
+                item.add_marker(skip)
 
 
 @pytest.fixture

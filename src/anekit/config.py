@@ -10,6 +10,8 @@ ENVIRONMENT: dict[str, str] = {
     "ANEKIT_HOME": "cache root for models, demo output and compiled packages "
     "(default: $XDG_CACHE_HOME/anekit or ~/.cache/anekit)",
     "ANEKIT_PACKAGES": "where built model packages are cached (default: $ANEKIT_HOME/packages)",
+    "ANEKIT_LANES": "the default embedding lanes, comma-separated, e.g. ane,cpu "
+    "(default: ane on a Mac, else cpu)",
     "ANEKIT_LANE_IDLE": "seconds a lane worker waits for work before it exits (default: 300)",
     "ANEKIT_FAULT": "fault injection for lane workers, for tests: LANE:FAULT[,...] "
     "(see anekit.lanes.faults)",

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from anekit.errors import LaneError
-from anekit.lanes import faults, protocol
+from anekit.lanes import faults, protocol, unavailable_reason
 from anekit.lanes.lane import RETRY_SECONDS, Event, Lane
 
 
@@ -92,3 +92,12 @@ def test_deadlines_and_silent_starts_are_overdue() -> None:
     assert not lane.overdue()
     now[0] = 31.0
     assert lane.overdue()
+
+
+def test_default_lanes_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from anekit.lanes import default_lanes
+
+    monkeypatch.setenv("ANEKIT_LANES", "numpy, cpu")
+    assert default_lanes() == ["numpy", "cpu"]
+    monkeypatch.delenv("ANEKIT_LANES")
+    assert default_lanes() == (["ane"] if unavailable_reason("ane") is None else ["cpu"])

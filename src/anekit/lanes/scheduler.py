@@ -11,6 +11,7 @@ each one failed.
 
 from __future__ import annotations
 
+import os
 import queue
 import time
 from collections import deque
@@ -28,14 +29,20 @@ WINDOW = 64
 TARGET_BATCH_SECONDS = 0.2
 IN_FLIGHT = 2
 FALLBACK = "cpu"
+LANES_VARIABLE = "ANEKIT_LANES"
 #: Tokens per second assumed for a lane before its hello reports a rate.
 DEFAULT_RATE = 2000.0
 MAX_BATCH_ROWS = 256
 
 
 def default_lanes() -> list[str]:
-    """The ANE lane where there is one (the CPU lane stays off beside it: seed 000
-    measured 236 -> 79 chunks/s with both on), else the CPU lane."""
+    """``ANEKIT_LANES`` (comma-separated) when set; else the ANE lane where there is
+    one (the CPU lane stays off beside it: seed 000 measured 236 -> 79 chunks/s with
+    both on), else the CPU lane."""
+    configured = os.environ.get(LANES_VARIABLE, "")
+    names = [name.strip() for name in configured.split(",") if name.strip()]
+    if names:
+        return names
     return ["ane"] if unavailable_reason("ane") is None else [FALLBACK]
 
 
@@ -214,6 +221,11 @@ class Scheduler:
             batch_id = event.result.batch_id
             entry = batches.pop(batch_id, None)
             lane.in_flight.pop(batch_id, None)
+            # The worker starts on its next batch now: its deadline counts from here,
+            # not from when it was queued behind this one.
+            restart = self.clock() + lane.deadline
+            for queued in lane.in_flight:
+                lane.in_flight[queued] = max(lane.in_flight[queued], restart)
             if entry is None:
                 return  # from a lane already dropped: its rows were requeued
             _, rows, sent = entry
