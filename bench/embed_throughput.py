@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from benchmachine import machine, peak_memory_mb
 
 THREADS = 2
 MAX_LENGTH = 256
@@ -78,14 +79,6 @@ def code_chunks(count: int, max_lines: int = 40, max_chars: int = 1600) -> list[
     if len(chunks) < count:
         raise SystemExit(f"only {len(chunks)} chunks in the standard library modules listed")
     return chunks
-
-
-def peak_memory_mb(pid: int | str = "self") -> float:
-    """Peak resident memory (``VmHWM``) of a process, in MB (Linux)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc: this benchmark measures memory on Linux")
 
 
 def _timed(encode: Any, texts: list[str], repeats: int) -> tuple[np.ndarray, list[float]]:
@@ -148,18 +141,6 @@ def run_cpu_lane(texts: list[str], repeats: int) -> dict[str, Any]:
         "admission_min_cosine": status["min_cosine"],
         "versions": {"onnxruntime": onnxruntime.__version__},
     }
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
 
 
 def _child(side: str, count: int, repeats: int, output: Path) -> None:

@@ -16,9 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -31,6 +29,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+
+from benchmachine import machine, peak_memory_mb  # noqa: E402
 
 import minilm  # noqa: E402  (tests/minilm.py: the model, its conversion, the chunks)
 
@@ -53,18 +53,6 @@ def export_onnx(path: Path) -> Path:
         opset_version=17,
     )
     return path
-
-
-def peak_memory_mb() -> float:
-    """This process's peak resident memory. ``VmHWM`` (Linux) starts afresh at exec,
-    unlike ``ru_maxrss``, which keeps the forking parent's peak."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024  # kB
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def worker(kind: str, model: str, inputs: str, runs: int) -> dict[str, Any]:
@@ -107,18 +95,6 @@ def worker(kind: str, model: str, inputs: str, runs: int) -> dict[str, Any]:
         "peak_rss_mb": peak_memory_mb(),
         "embedding": np.asarray(output, np.float32).tolist(),
     }
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
 
 
 def main() -> None:

@@ -115,7 +115,7 @@ class Lane:
                 process.stdin.close()
                 process.wait(timeout=5)
         except (OSError, subprocess.TimeoutExpired, ValueError):
-            pass
+            pass  # it did not leave politely (pipe gone, or too slow): killed below
         if process.poll() is None:
             process.kill()
             process.wait()

@@ -16,6 +16,7 @@ import queue
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ import numpy as np
 from anekit.errors import LaneError
 from anekit.lanes.engines import unavailable_reason
 from anekit.lanes.lane import Event, Lane
+from anekit.lanes.protocol import Result
 
 WINDOW = 64
 TARGET_BATCH_SECONDS = 0.2
@@ -44,6 +46,27 @@ def default_lanes() -> list[str]:
     if names:
         return names
     return ["ane"] if unavailable_reason("ane") is None else [FALLBACK]
+
+
+@dataclass
+class _Work:
+    """One :meth:`Scheduler.embed` call's state."""
+
+    token_ids: Sequence[Sequence[int]]
+    #: Rows waiting for a lane, in the order they go out.
+    pending: deque[int] = field(default_factory=deque)
+    #: Rows that came back NaN or zero, to embed once more on the CPU lane.
+    again: deque[int] = field(default_factory=deque)
+    #: Batch id -> its rows and when it was sent.
+    batches: dict[int, tuple[list[int], float]] = field(default_factory=dict)
+    results: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def requeue(self, batch_ids: list[int]) -> None:
+        """Put these batches' rows back at the front of the queue, in order."""
+        for batch_id in sorted(batch_ids, reverse=True):
+            entry = self.batches.pop(batch_id, None)
+            if entry is not None:
+                self.pending.extendleft(reversed(entry[0]))
 
 
 class Scheduler:
@@ -91,8 +114,9 @@ class Scheduler:
         while any(lane.state == "starting" for lane in self.lanes.values()):
             if self.clock() > limit:
                 break
-            self._handle(self._next_event(0.1), {}, deque(), deque(), {})
-            self._check_deadlines({}, deque())
+            idle = _Work(())
+            self._handle(self._next_event(0.1), idle)
+            self._check_deadlines(idle)
 
     def close(self) -> None:
         for lane in self.lanes.values():
@@ -111,39 +135,33 @@ class Scheduler:
 
     def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
         """Unit vectors for tokenized texts, in input order."""
+        work = _Work(token_ids)
         count = len(token_ids)
-        results: dict[int, np.ndarray] = {}
-        pending: deque[int] = deque()
         for start in range(0, count, WINDOW):
             window = range(start, min(start + WINDOW, count))
-            pending.extend(sorted(window, key=lambda index: len(token_ids[index])))
-        again: deque[int] = deque()  # rows to embed once more, on the CPU lane
-        batches: dict[int, tuple[str, list[int], float]] = {}
-        while len(results) < count:
-            self._keep_lanes_going(pending, again)
+            work.pending.extend(sorted(window, key=lambda index: len(token_ids[index])))
+        while len(work.results) < count:
+            self._keep_lanes_going(work)
             for lane in self.lanes.values():
                 while lane.state == "ready" and len(lane.in_flight) < IN_FLIGHT:
-                    source = again if lane.name == FALLBACK and again else pending
+                    source = work.again if lane.name == FALLBACK and work.again else work.pending
                     rows = self._take(source, token_ids, lane)
                     if not rows:
                         break
                     batch_id = self._next_id
                     self._next_id += 1
-                    batches[batch_id] = (lane.name, rows, self.clock())
+                    work.batches[batch_id] = (rows, self.clock())
                     try:
                         lane.submit(batch_id, [token_ids[index] for index in rows])
                     except (OSError, LaneError) as error:
-                        self._requeue(
-                            lane.fail(f"could not send a batch: {error}"), batches, pending
-                        )
-            event = self._next_event(0.05)
-            self._handle(event, batches, pending, again, results, token_ids)
-            self._check_deadlines(batches, pending)
+                        work.requeue(lane.fail(f"could not send a batch: {error}"))
+            self._handle(self._next_event(0.05), work)
+            self._check_deadlines(work)
             if self.progress is not None:
-                self.progress(len(results), count)
+                self.progress(len(work.results), count)
         if count == 0:
             return np.zeros((0, 0), np.float32)
-        return np.stack([results[index] for index in range(count)])
+        return np.stack([work.results[index] for index in range(count)])
 
     def _take(
         self, source: deque[int], token_ids: Sequence[Sequence[int]], lane: Lane
@@ -165,98 +183,78 @@ class Scheduler:
         except queue.Empty:
             return None
 
-    def _requeue(
-        self, owed: list[int], batches: dict[int, tuple[str, list[int], float]], pending: deque[int]
-    ) -> None:
-        for batch_id in sorted(owed, reverse=True):
-            entry = batches.pop(batch_id, None)
-            if entry is not None:
-                pending.extendleft(reversed(entry[1]))
-
-    def _handle(
-        self,
-        event: Event | None,
-        batches: dict[int, tuple[str, list[int], float]],
-        pending: deque[int],
-        again: deque[int],
-        results: dict[int, np.ndarray],
-        token_ids: Sequence[Sequence[int]] = (),
-    ) -> None:
+    def _handle(self, event: Event | None, work: _Work) -> None:
         if event is None:
             return
         lane = self.lanes.get(event.lane)
         if lane is None or not lane.current(event.pid):
             return  # from a worker the lane has already replaced
         if event.kind == "hello":
-            lane.hello = event.message
-            if event.message.get("admitted"):
-                lane.state = "ready"
-                lane.rate = float(event.message.get("rate_tokens_per_s") or 0.0)
-            else:
-                below = event.message.get("below_floor", [])
-                listed = ", ".join(
-                    f"chunk {item['chunk']} ({item['cosine']:.4f})" for item in below[:8]
-                )
-                lane.state = "refused"
-                lane.reason = (
-                    f"refused at admission: {len(below)} known-answer chunk(s) under the "
-                    f"floor {event.message.get('floor')}: {listed}"
-                )
-                lane.stop()
-                lane.state = "refused"
+            self._hello(lane, event.message)
         elif event.kind == "failed":
             if lane.state == "ready" and event.message.get("code") == 0:
                 # An idle worker left on its own (perhaps as a batch was on its way):
                 # requeue what it owed, and start a new one when there is work.
-                self._requeue(list(lane.in_flight), batches, pending)
+                work.requeue(list(lane.in_flight))
                 lane.in_flight.clear()
                 lane.stop()
             elif lane.state in ("starting", "ready"):
                 tail = lane.stderr_tail()
                 reason = str(event.message.get("reason", "failed"))
-                self._requeue(
-                    lane.fail(reason + (f"; stderr: {tail}" if tail else "")), batches, pending
-                )
+                work.requeue(lane.fail(reason + (f"; stderr: {tail}" if tail else "")))
         elif event.kind == "result" and event.result is not None:
-            batch_id = event.result.batch_id
-            entry = batches.pop(batch_id, None)
-            lane.in_flight.pop(batch_id, None)
-            # The worker starts on its next batch now: its deadline counts from here,
-            # not from when it was queued behind this one.
-            restart = self.clock() + lane.deadline
-            for queued in lane.in_flight:
-                lane.in_flight[queued] = max(lane.in_flight[queued], restart)
-            if entry is None:
-                return  # from a lane already dropped: its rows were requeued
-            _, rows, sent = entry
-            if event.result.error is not None or event.result.vectors is None:
-                pending.extendleft(reversed(rows))
-                self._requeue(lane.fail(f"batch error: {event.result.error}"), batches, pending)
-                return
-            vectors = event.result.vectors
-            if vectors.shape[0] != len(rows):
-                pending.extendleft(reversed(rows))
-                self._requeue(
-                    lane.fail(f"answered {vectors.shape[0]} rows for {len(rows)}"), batches, pending
-                )
-                return
-            bad = ~np.isfinite(vectors).all(axis=1) | (np.abs(vectors).sum(axis=1) == 0)
-            for row, index in enumerate(rows):
-                if bad[row]:
-                    if lane.name == FALLBACK:
-                        raise LaneError(f"the {FALLBACK} lane returned NaN or zero for row {index}")
-                    again.append(index)
-                else:
-                    results[index] = vectors[row]
-            elapsed = max(self.clock() - sent, 1e-6)
-            tokens = sum(len(token_ids[index]) for index in rows) if token_ids else 0
-            if tokens:
-                observed = tokens / elapsed * min(len(lane.in_flight) + 1, IN_FLIGHT)
-                lane.rate = 0.7 * lane.rate + 0.3 * observed if lane.rate else observed
+            self._result(lane, event.result, work)
 
-    def _check_deadlines(
-        self, batches: dict[int, tuple[str, list[int], float]], pending: deque[int]
-    ) -> None:
+    def _hello(self, lane: Lane, message: dict[str, Any]) -> None:
+        lane.hello = message
+        if message.get("admitted"):
+            lane.state = "ready"
+            lane.rate = float(message.get("rate_tokens_per_s") or 0.0)
+            return
+        below = message.get("below_floor", [])
+        listed = ", ".join(f"chunk {item['chunk']} ({item['cosine']:.4f})" for item in below[:8])
+        lane.stop()
+        lane.state = "refused"
+        lane.reason = (
+            f"refused at admission: {len(below)} known-answer chunk(s) under the "
+            f"floor {message.get('floor')}: {listed}"
+        )
+
+    def _result(self, lane: Lane, result: Result, work: _Work) -> None:
+        entry = work.batches.pop(result.batch_id, None)
+        lane.in_flight.pop(result.batch_id, None)
+        # The worker starts on its next batch now: its deadline counts from here, not
+        # from when it was queued behind this one.
+        restart = self.clock() + lane.deadline
+        for queued in lane.in_flight:
+            lane.in_flight[queued] = max(lane.in_flight[queued], restart)
+        if entry is None:
+            return  # from a lane already dropped: its rows were requeued
+        rows, sent = entry
+        vectors = result.vectors
+        problem = None
+        if result.error is not None or vectors is None:
+            problem = f"batch error: {result.error}"
+        elif vectors.shape[0] != len(rows):
+            problem = f"answered {vectors.shape[0]} rows for {len(rows)}"
+        if problem is not None or vectors is None:
+            work.pending.extendleft(reversed(rows))
+            work.requeue(lane.fail(problem or "no vectors"))
+            return
+        bad = ~np.isfinite(vectors).all(axis=1) | (np.abs(vectors).sum(axis=1) == 0)
+        for row, index in enumerate(rows):
+            if not bad[row]:
+                work.results[index] = vectors[row]
+            elif lane.name == FALLBACK:
+                raise LaneError(f"the {FALLBACK} lane returned NaN or zero for row {index}")
+            else:
+                work.again.append(index)
+        elapsed = max(self.clock() - sent, 1e-6)
+        tokens = sum(len(work.token_ids[index]) for index in rows)
+        observed = tokens / elapsed * min(len(lane.in_flight) + 1, IN_FLIGHT)
+        lane.rate = 0.7 * lane.rate + 0.3 * observed if lane.rate else observed
+
+    def _check_deadlines(self, work: _Work) -> None:
         for lane in self.lanes.values():
             if lane.state in ("starting", "ready") and lane.overdue():
                 what = (
@@ -264,15 +262,15 @@ class Scheduler:
                     if lane.state == "starting"
                     else (f"missed its {lane.deadline:g} s batch deadline")
                 )
-                self._requeue(lane.fail(what), batches, pending)
+                work.requeue(lane.fail(what))
 
-    def _keep_lanes_going(self, pending: deque[int], again: deque[int]) -> None:
-        if again and FALLBACK not in self.lanes:
+    def _keep_lanes_going(self, work: _Work) -> None:
+        if work.again and FALLBACK not in self.lanes:
             self.lanes[FALLBACK] = self._lane(FALLBACK)
         for lane in self.lanes.values():
             if lane.state == "ready" and lane.exited_idle():
                 lane.stop()  # it left while idle; a new worker starts below
-            needed = pending or (again and lane.name == FALLBACK)
+            needed = work.pending or (work.again and lane.name == FALLBACK)
             if needed and lane.can_start():
                 lane.start()
         usable = [lane for lane in self.lanes.values() if lane.state in ("starting", "ready")]

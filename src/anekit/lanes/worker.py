@@ -59,14 +59,6 @@ def _truncated(token_ids: list[list[int]], max_length: int) -> list[list[int]]:
     ]
 
 
-def _unit_cosines(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    norms = np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        found = (got * want).sum(1) / norms
-    return np.asarray(np.nan_to_num(found, nan=-1.0))
-
-
 def admission(
     lane: str, engine: Engine, faults: Faults, model: str | None = None
 ) -> dict[str, Any]:
@@ -87,7 +79,7 @@ def admission(
         cosines = answers.cosines(vectors)
     else:
         reference = Embedder(model, backend="numpy").embed_ids(token_ids)
-        cosines = _unit_cosines(vectors, reference)
+        cosines = known_answers.row_cosines(vectors, reference)
     floor = LANES[lane].floor
     below = [
         {"chunk": index, "source": answers.chunks[index].get("source", ""), "cosine": float(c)}

@@ -42,14 +42,18 @@ class KnownAnswers:
 
     def cosines(self, vectors: np.ndarray) -> np.ndarray:
         """Per-chunk cosine of ``vectors`` (one row per chunk) to the reference."""
-        got = np.asarray(vectors, np.float64)
-        if got.shape != self.vectors.shape:
-            raise ValueError(f"expected vectors of shape {self.vectors.shape}, got {got.shape}")
-        want = self.vectors.astype(np.float64)
-        norms = np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            found: np.ndarray = (got * want).sum(1) / norms
-        return np.asarray(np.nan_to_num(found, nan=-1.0))
+        return row_cosines(vectors, self.vectors)
+
+
+def row_cosines(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Per-row cosine of ``got`` to ``want``; -1 where a row is NaN or zero."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    if got.shape != want.shape:
+        raise ValueError(f"expected vectors of shape {want.shape}, got {got.shape}")
+    norms = np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        found: np.ndarray = (got * want).sum(1) / norms
+    return np.asarray(np.nan_to_num(found, nan=-1.0))
 
 
 def load() -> KnownAnswers:

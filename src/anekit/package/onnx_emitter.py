@@ -19,15 +19,7 @@ import numpy as np
 
 from anekit._milgraph import numpy_dtype
 from anekit.errors import ProgramError
-from anekit.sim.lowering import (
-    LOWERINGS,
-    Lowering,
-    NotLowerable,
-    keeps_dims,
-    onnx_type,
-    reduction_axes,
-    shape_of,
-)
+from anekit.sim.lowering import LOWERINGS, Lowering, NotLowerable, onnx_type, shape_of
 from anekit.sim.numerics import Numerics
 
 OPSET = 21
@@ -68,31 +60,8 @@ def _gelu(low: Lowering, op: Any) -> list[str]:
     return [low.node("Gelu", low.value(op.x), approximate=approximate)]
 
 
-def _reduce_other(low: Lowering, op: Any) -> list[str]:
-    """ReduceMax/Min/Prod at opset 18+, where ``axes`` is an input, not an attribute
-    (the simulator's graphs use opset 17)."""
-    rank = len(shape_of(op.x))
-    onnx_op = {"reduce_max": "ReduceMax", "reduce_min": "ReduceMin", "reduce_prod": "ReduceProd"}
-    return [
-        low.node(
-            onnx_op[op.op_type],
-            low.value(op.x),
-            low.graph.constant(np.asarray(reduction_axes(low, op, rank), np.int64)),
-            keepdims=int(keeps_dims(low, op)),
-        )
-    ]
-
-
-#: Where the emitter uses ONNX's fused operators (or a newer opset's form) instead of
-#: the simulator's lowering.
-FUSED = {
-    "layer_norm": _layer_norm,
-    "softmax": _softmax,
-    "gelu": _gelu,
-    "reduce_max": _reduce_other,
-    "reduce_min": _reduce_other,
-    "reduce_prod": _reduce_other,
-}
+#: Where the emitter uses ONNX's fused operators instead of the simulator's lowering.
+FUSED = {"layer_norm": _layer_norm, "softmax": _softmax, "gelu": _gelu}
 
 
 def to_onnx(program: Any, function: str | None = None) -> Any:
@@ -107,7 +76,7 @@ def to_onnx(program: Any, function: str | None = None) -> Any:
         program = program.program
     name = function or ("main" if "main" in program.functions else next(iter(program.functions)))
     func = program.functions[name]
-    low = Lowering(func, Numerics(mode="fp32"))
+    low = Lowering(func, Numerics(mode="fp32"), opset=OPSET)
     for input_name, var in func.inputs.items():
         dtype = numpy_dtype(var)
         if dtype is None:
@@ -144,7 +113,6 @@ def to_onnx(program: Any, function: str | None = None) -> Any:
         *outputs,
         types=types,
         names=[var.name for var in func.outputs],
-        opset=OPSET,
         shapes=[shape_of(var) for var in func.outputs],
     )
 

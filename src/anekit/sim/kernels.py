@@ -31,9 +31,10 @@ MIN_GEMM_WORK = 1 << 20
 class _Graph:
     """A tiny ONNX graph builder: float32 tensors, generated node names."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, opset: int = 17) -> None:
         from onnx import TensorProto, helper
 
+        self.opset = opset
         self.helper = helper
         self.float = TensorProto.FLOAT
         self.half = TensorProto.FLOAT16
@@ -64,6 +65,13 @@ class _Graph:
         self.nodes.append(self.helper.make_node(op_type, list(inputs), [output], **attributes))
         return output
 
+    def reduce(self, op_type: str, value: str, axes: Sequence[int], keepdims: bool) -> str:
+        """``ReduceMax``/``ReduceMin``/``ReduceProd`` over ``axes``, in this graph's
+        opset's form (``axes`` an attribute before opset 18, an input from 18 on)."""
+        if self.opset >= 18:
+            return self.node(op_type, value, self.constant(list(axes)), keepdims=int(keepdims))
+        return self.node(op_type, value, axes=list(axes), keepdims=int(keepdims))
+
     def rounded(self, value: str) -> str:
         """``value`` rounded to fp16 and back to float32."""
         return self.node("Cast", self.node("Cast", value, to=self.half), to=self.float)
@@ -73,7 +81,6 @@ class _Graph:
         *outputs: str,
         types: list[Any] | None = None,
         names: list[str] | None = None,
-        opset: int = 17,
         shapes: list[Sequence[int]] | None = None,
     ) -> Any:
         """The graph as an ONNX ``ModelProto``; ``outputs`` become ``names`` (default
@@ -96,8 +103,9 @@ class _Graph:
             ],
             initializer=self.initializers,
         )
-        model = self.helper.make_model(graph, opset_imports=[self.helper.make_opsetid("", opset)])
-        model.ir_version = 8 if opset <= 17 else 10
+        opset = self.helper.make_opsetid("", self.opset)
+        model = self.helper.make_model(graph, opset_imports=[opset])
+        model.ir_version = 8 if self.opset <= 17 else 10
         return model
 
     def session(self, *outputs: str, types: list[Any] | None = None) -> Any:
@@ -254,7 +262,7 @@ def _softmax(rank: int, axis: int, fp16: bool) -> Any:
         return graph.rounded(value) if fp16 else value
 
     x = graph.input("x", rank)
-    peak = graph.node("ReduceMax", x, axes=[axis], keepdims=1)
+    peak = graph.reduce("ReduceMax", x, [axis], keepdims=True)
     exps = store(graph.node("Exp", store(graph.node("Sub", x, peak))))
     total = store(graph.node("ReduceSum", exps, graph.constant([axis]), keepdims=1))
     return graph.session(store(graph.node("Div", exps, total)))

@@ -77,10 +77,10 @@ class OpRecord:
 class Lowering:
     """Builds the ONNX graph of one MIL function."""
 
-    def __init__(self, func: Any, numerics: Numerics) -> None:
+    def __init__(self, func: Any, numerics: Numerics, opset: int = 17) -> None:
         self.func = func
         self.numerics = numerics
-        self.graph = _Graph("anekit_sim")
+        self.graph = _Graph("anekit_sim", opset)
         self.names: dict[int, str] = {}
         self.records: list[OpRecord] = []
         #: Extra graph outputs the current op's lowering asks for (its probes).
@@ -313,7 +313,7 @@ def _softmax(low: Lowering, op: Any) -> list[str]:
     x = _float_input(low, op.x)
     shape = shape_of(op.x)
     axis = int(low.const(op.axis)) % len(shape)
-    peak = low.node("ReduceMax", x, axes=[axis], keepdims=1)
+    peak = low.graph.reduce("ReduceMax", x, [axis], keepdims=True)
     exps = low.store(low.node("Exp", low.store(low.node("Sub", x, peak))))
     total = low.store(low.internal_sum(exps, (axis,)))
     return [low.node("Div", exps, total)]
@@ -322,16 +322,14 @@ def _softmax(low: Lowering, op: Any) -> list[str]:
 # -- reductions ----------------------------------------------------------------------
 
 
-def reduction_axes(low: Lowering, op: Any, rank: int) -> tuple[int, ...]:
-    """A reduce op's axes, non-negative and sorted (all axes when it names none)."""
+def _axes(low: Lowering, op: Any, rank: int) -> tuple[int, ...]:
     axes = low.const(op.axes) if op.axes is not None else None
     if axes is None:
         return tuple(range(rank))
     return tuple(sorted(int(axis) % rank for axis in np.atleast_1d(axes)))
 
 
-def keeps_dims(low: Lowering, op: Any) -> bool:
-    """A reduce op's ``keep_dims`` (False when not given)."""
+def _keepdims(low: Lowering, op: Any) -> bool:
     return bool(low.const(op.keep_dims)) if op.keep_dims is not None else False
 
 
@@ -339,8 +337,8 @@ def keeps_dims(low: Lowering, op: Any) -> bool:
 def _reduce_sums(low: Lowering, op: Any) -> list[str]:
     x = _float_input(low, op.x)
     shape = shape_of(op.x)
-    axes = reduction_axes(low, op, len(shape))
-    keep = keeps_dims(low, op)
+    axes = _axes(low, op, len(shape))
+    keep = _keepdims(low, op)
     if op.op_type in ("reduce_sum_square", "reduce_l2_norm"):
         x = low.store(low.node("Mul", x, x))
     elif op.op_type == "reduce_l1_norm":
@@ -358,14 +356,8 @@ def _reduce_sums(low: Lowering, op: Any) -> list[str]:
 def _reduce_other(low: Lowering, op: Any) -> list[str]:
     rank = len(shape_of(op.x))
     onnx_op = {"reduce_max": "ReduceMax", "reduce_min": "ReduceMin", "reduce_prod": "ReduceProd"}
-    return [
-        low.node(
-            onnx_op[op.op_type],
-            low.value(op.x),
-            axes=list(reduction_axes(low, op, rank)),
-            keepdims=int(keeps_dims(low, op)),
-        )
-    ]
+    axes = _axes(low, op, rank)
+    return [low.graph.reduce(onnx_op[op.op_type], low.value(op.x), axes, _keepdims(low, op))]
 
 
 @lowers("reduce_argmax", "reduce_argmin")
@@ -374,7 +366,7 @@ def _argmax(low: Lowering, op: Any) -> list[str]:
 
     rank = len(shape_of(op.x))
     axis = int(low.const(op.axis)) % rank
-    keep = int(keeps_dims(low, op))
+    keep = int(_keepdims(low, op))
     onnx_op = "ArgMax" if op.op_type == "reduce_argmax" else "ArgMin"
     index = low.node(onnx_op, low.value(op.x), axis=axis, keepdims=keep)
     target = numpy_dtype(op.outputs[0])
@@ -460,7 +452,7 @@ def _conv(low: Lowering, op: Any) -> list[str]:
 def _layer_norm(low: Lowering, op: Any) -> list[str]:
     x = _float_input(low, op.x)
     shape = shape_of(op.x)
-    axes = reduction_axes(low, op, len(shape))
+    axes = _axes(low, op, len(shape))
     count = low.scalar(int(np.prod([shape[axis] for axis in axes], dtype=np.int64)))
     mean = low.store(low.node("Div", low.store(low.internal_sum(x, axes)), count))
     centred = low.store(low.node("Sub", x, mean))

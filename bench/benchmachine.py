@@ -1,0 +1,36 @@
+"""What the benchmark scripts record about the machine and their processes."""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+from pathlib import Path
+
+
+def peak_memory_mb(pid: int | str = "self") -> float:
+    """A process's peak resident memory in MB. ``VmHWM`` (Linux) starts afresh at exec,
+    unlike ``ru_maxrss``, which keeps the forking parent's peak (the fallback for this
+    process elsewhere)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    if pid != "self":
+        raise RuntimeError(f"no peak memory for process {pid}: needs Linux's /proc")
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def machine() -> str:
+    """CPU model, core count and OS, for the tables' headers."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
