@@ -9,9 +9,9 @@ Neural Engine; ``CPU_AND_GPU``, ``CPU_ONLY`` or ``ALL`` as the ``mode``).
 and the run report carries it.
 
 The GIL: coremltools' ``_MLModelProxy.predict`` (coremlpython/CoreMLPython.mm) calls
-``predictionFromFeatures`` without releasing the GIL, so two predictions in one
-process do not overlap. anekit's lanes therefore run each accelerator in its own
-worker process (:mod:`anekit.lanes`), where no lane waits on another's GIL.
+``predictionFromFeatures`` without releasing the GIL. Where PyObjC's CoreML bindings
+are installed (a macOS dependency of anekit), predictions go through
+:mod:`anekit.backends.coreml_nogil` instead, which releases it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from anekit._coremltools import core_ml_runtime_available, ct
-from anekit.backends import RunReport
+from anekit.backends import RunReport, coreml_nogil
 
 if TYPE_CHECKING:
     from anekit.program import CompiledProgram
@@ -53,6 +53,14 @@ class CoreMLSession:
         self.function_name = function_name
         self.last_run: RunReport | None = None
         self._residency: dict[str, int] | None = None
+        #: The same compiled model through PyObjC (GIL released), where installed.
+        self.no_gil = (
+            coreml_nogil.NoGilModel(
+                Path(model.get_compiled_model_path()), compute_units, function_name
+            )
+            if coreml_nogil.available()
+            else None
+        )
         self._cleanup = weakref.finalize(self, shutil.rmtree, directory, ignore_errors=True)
 
     def residency(self) -> dict[str, int]:
@@ -76,7 +84,7 @@ class CoreMLSession:
 
     def predict(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         start = time.perf_counter()
-        outputs = self.model.predict(dict(feeds))
+        outputs = (self.no_gil or self.model).predict(dict(feeds))
         self.last_run = RunReport(
             backend="coreml",
             device=f"Core ML ({self.compute_units})",

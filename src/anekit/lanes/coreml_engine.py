@@ -1,9 +1,10 @@
 """The Core ML lanes (macOS): the bucketed fp16 package on the ANE or the GPU.
 
 Unverified on hardware in this project's CI (no Mac); written against coremltools'
-API (``ct.models.utils.compile_model``, ``ct.models.CompiledMLModel`` with
-``compute_units`` and ``function_name``). Core ML care, from prior-art.md §1.11 and
-seed 000:
+API (``ct.models.utils.compile_model``; predictions through
+:mod:`anekit.backends.coreml_nogil`, GIL-free with PyObjC, else coremltools'
+``CompiledMLModel`` with ``compute_units`` and ``function_name``). Core ML care,
+from prior-art.md §1.11 and seed 000:
 
 - the package is compiled once to a stable path next to it
   (``$ANEKIT_PACKAGES/compiled/<package>.mlmodelc``), so macOS's compile cache, keyed by
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from anekit._coremltools import ct
+from anekit.backends import coreml_nogil
 from anekit.models.batching import BATCH, batches
 from anekit.models.bert import embed
 from anekit.models.package import function_name, packages_dir
@@ -59,12 +61,9 @@ class CoreMLEngine:
         self.device = f"Core ML ({compute_units})"
         info = embedder.package()
         path = compiled_path(info.path)
-        units = getattr(ct.ComputeUnit, compute_units)
         self.models: dict[int, Any] = {}
         for size in sorted(embedder.buckets, reverse=True):  # the longest compile first
-            self.models[size] = ct.models.CompiledMLModel(
-                str(path), compute_units=units, function_name=function_name(size)
-            )
+            self.models[size] = coreml_nogil.load(path, compute_units, function_name(size))
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         return list(self.embedder.tokenize(texts))
