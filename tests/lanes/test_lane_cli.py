@@ -58,3 +58,14 @@ def test_embed_reads_stdin_and_names_bad_input() -> None:
     assert "stdin, line 2: not UTF-8" in result.output
     missing = CliRunner().invoke(cli, ["embed", "no-such-file.txt"])
     assert missing.exit_code == 2 and "does not exist" in missing.output
+
+
+def test_bad_models_and_fault_specs_are_named_before_any_worker_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    missing = CliRunner().invoke(cli, ["lanes", "--model", "no/such/model", "--json"])
+    assert missing.exit_code == 2 and "no model 'no/such/model'" in missing.output
+    monkeypatch.setenv("ANEKIT_FAULT", "cpu:explode")
+    fault = CliRunner().invoke(cli, ["lanes", "--lane", "cpu", "--json"])
+    assert fault.exit_code == 2
+    assert "ANEKIT_FAULT: cannot read 'cpu:explode'" in json.loads(fault.output)["message"]

@@ -211,3 +211,16 @@ def test_the_gpu_lane_is_admitted_with_cuda(work: Any) -> None:
         assert status["state"] == "ready", status["reason"]
         assert status["device"] == "GPU (ONNX Runtime CUDA)"
         _check(scheduler.embed(token_ids), reference, 0.999)
+
+
+def test_a_worker_that_cannot_load_its_model_says_why_in_one_line(tmp_path: Any) -> None:
+    from tinybert import tiny_bert
+
+    folder = tiny_bert(tmp_path / "tiny-bert")
+    (folder / "model.safetensors").write_bytes(b"not safetensors")
+    with Scheduler(["numpy"], model=folder) as scheduler:
+        scheduler.start()
+        ((state, reason),) = _states(scheduler).values()
+    assert state == "failed"
+    assert reason.startswith("worker exited (2); stderr: ModelError: ")
+    assert "model.safetensors" in reason and "Traceback" not in reason

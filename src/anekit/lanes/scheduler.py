@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from anekit.errors import LaneError
+from anekit.lanes import faults
 from anekit.lanes.engines import unavailable_reason
 from anekit.lanes.lane import Event, Lane
 from anekit.lanes.protocol import Result
@@ -90,6 +91,11 @@ class Scheduler:
             reason = unavailable_reason(name)
             if reason is not None:
                 raise LaneError(f"lane {name}: {reason}")
+            faults.from_environment(name)  # a bad ANEKIT_FAULT is named here, not in a worker
+        if model is not None:
+            from anekit.models.registry import resolve
+
+            resolve(model)  # a missing model is named here, not by each worker
         self.events: queue.Queue[Event] = queue.Queue()
         self._options = {"model": model, "max_length": max_length, "threads": threads}
         self.deadline = deadline

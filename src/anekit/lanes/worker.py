@@ -171,5 +171,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def run(argv: list[str] | None = None) -> int:
+    """:func:`main`, with anekit's own errors as one line on stderr (the parent shows
+    its last lines as the lane's reason) and exit status 2."""
+    from anekit.errors import AnekitError
+
+    try:
+        return main(argv)
+    except AnekitError as error:
+        print(f"{type(error).__name__}: {error}", file=sys.stderr)
+        return 2
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())
