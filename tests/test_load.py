@@ -151,6 +151,40 @@ def test_multifunction_package(tmp_path: Path) -> None:
         anekit.load(combined, function="seq64")
 
 
+def _snapshot(root: Path) -> dict[str, tuple[bytes | None, int]]:
+    """Every file's bytes and every file's and folder's mtime under ``root``."""
+    return {
+        str(path.relative_to(root)): (
+            path.read_bytes() if path.is_file() else None,
+            path.stat().st_mtime_ns,
+        )
+        for path in [root, *sorted(root.rglob("*"))]
+    }
+
+
+def test_load_leaves_the_package_untouched(ffn_package: Path, tmp_path: Path) -> None:
+    import json
+    import os
+    import shutil
+
+    from anekit.analysis import analyze
+
+    package = Path(shutil.copytree(ffn_package, tmp_path / "mine.mlpackage"))
+    # a manifest as another tool writes it (compact), and old timestamps
+    manifest = package / "Manifest.json"
+    manifest.write_text(json.dumps(json.loads(manifest.read_text())))
+    for path in [package, *package.rglob("*")]:
+        os.utime(path, ns=(1_000_000_000_000_000_000, 1_000_000_000_000_000_000))
+    before = _snapshot(package)
+    loaded = anekit.load(package)
+    analyze(package)
+    assert _snapshot(package) == before
+    _, x = ffn()
+    np.testing.assert_array_equal(
+        loaded(x, backend="sim"), anekit.load(ffn_package)(x, backend="sim")
+    )
+
+
 def test_load_errors_name_the_path(tmp_path: Path) -> None:
     with pytest.raises(errors.ProgramError, match="no such file"):
         anekit.load(tmp_path / "missing.mlpackage")
@@ -160,4 +194,7 @@ def test_load_errors_name_the_path(tmp_path: Path) -> None:
     broken = tmp_path / "broken.mlpackage"
     broken.mkdir()
     with pytest.raises(errors.ProgramError, match=r"broken\.mlpackage"):
+        anekit.load(broken)
+    (broken / "Manifest.json").write_text("{")
+    with pytest.raises(errors.ProgramError, match=r"broken\.mlpackage: unreadable Manifest"):
         anekit.load(broken)
