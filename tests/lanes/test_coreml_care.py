@@ -1,58 +1,90 @@
-"""The Core ML lane's care, with coremltools' compile and load stood in for off macOS:
-one compile per package under a lock, at a stable path, partial artefacts cleaned up,
-the longest bucket loaded first. The real lane runs in the ``macos`` test."""
+"""The Core ML lane's care, with coremltools and PyObjC's Core ML stood in for off
+macOS by contract-enforcing stand-ins (tests/standins.py: a call the real API refuses
+fails here too): one compile per package content under a lock, into a temporary
+``*.mlmodelc`` renamed into place, temporaries cleaned up, the longest bucket loaded
+first. The real lane runs in the ``macos`` test."""
 
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
 import pytest
 
 from anekit._coremltools import ct
+from anekit.backends import coreml_nogil
 from anekit.lanes import coreml_engine
+from standins import CoreMLTools, PyObjCCoreML, fake_mlpackage, tree_digest
+
+BUCKETS = (128, 192, 256, 320, 384, 512)
 
 
 @pytest.fixture
-def compiles(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
-    """Stand in for ``ct.models.utils.compile_model``: slow, and it writes a directory."""
+def coremltools(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> CoreMLTools:
+    """coremltools' compile_model (slow: 0.3 s) and CompiledMLModel, as on a Mac."""
     monkeypatch.setenv("ANEKIT_PACKAGES", str(tmp_path / "packages"))
-    calls: list[str] = []
-
-    def compile_model(model: str, destination: str) -> str:
-        calls.append(model)
-        time.sleep(0.3)
-        Path(destination).mkdir(parents=True)
-        (Path(destination) / "model.mil").write_text("compiled")
-        return destination
-
-    monkeypatch.setattr(ct.models.utils, "compile_model", compile_model)
-    return calls
+    return CoreMLTools(seconds=0.3).install(monkeypatch)
 
 
-def _package(tmp_path: Path) -> Path:
-    package = tmp_path / "minilm-fp16.mlpackage"
-    package.mkdir()
-    return package
+def _compiled_folder(tmp_path: Path) -> Path:
+    return tmp_path / "packages" / "compiled"
 
 
-def test_a_package_is_compiled_once_to_a_stable_path(compiles: list[str], tmp_path: Path) -> None:
-    package = _package(tmp_path)
+def _leftovers(tmp_path: Path) -> list[str]:
+    return sorted(path.name for path in _compiled_folder(tmp_path).iterdir() if "tmp" in path.name)
+
+
+def test_a_package_is_compiled_once_to_a_stable_content_keyed_path(
+    coremltools: CoreMLTools, tmp_path: Path
+) -> None:
+    package = fake_mlpackage(tmp_path / "minilm-fp16.mlpackage")
     first = coreml_engine.compiled_path(package)
     second = coreml_engine.compiled_path(package)
-    assert first == second == tmp_path / "packages" / "compiled" / "minilm-fp16.mlmodelc"
-    assert (first / "model.mil").read_text() == "compiled"
-    assert compiles == [str(package)]
+    key = coreml_engine.compile_key(package)
+    assert key.startswith("minilm-fp16-") and len(key) == len("minilm-fp16-") + 16
+    assert first == second == _compiled_folder(tmp_path) / f"{key}.mlmodelc"
+    assert tree_digest(first / "source") == tree_digest(package)
+    # compile_model got the package and a temporary *.mlmodelc beside the target
+    ((source, destination),) = coremltools.compiles
+    assert source == str(package)
+    assert destination is not None and Path(destination).parent == first.parent
+    assert destination.endswith(".tmp.mlmodelc") and Path(destination).name.startswith(key)
+    assert _leftovers(tmp_path) == []
+
+
+def test_packages_with_the_same_name_never_share_a_compiled_model(
+    coremltools: CoreMLTools, tmp_path: Path
+) -> None:
+    one = fake_mlpackage(tmp_path / "a" / "minilm-fp16.mlpackage", weights=b"first weights")
+    two = fake_mlpackage(tmp_path / "b" / "minilm-fp16.mlpackage", weights=b"other weights")
+    same = fake_mlpackage(tmp_path / "c" / "minilm-fp16.mlpackage", weights=b"first weights")
+    compiled_one = coreml_engine.compiled_path(one)
+    compiled_two = coreml_engine.compiled_path(two)
+    assert compiled_one != compiled_two
+    assert tree_digest(compiled_one / "source") == tree_digest(one)
+    assert tree_digest(compiled_two / "source") == tree_digest(two)
+    # the same content under another folder is the same model: compiled once
+    assert coreml_engine.compiled_path(same) == compiled_one
+    assert [source for source, _ in coremltools.compiles] == [str(one), str(two)]
+
+
+def test_a_package_changed_in_place_is_compiled_again(
+    coremltools: CoreMLTools, tmp_path: Path
+) -> None:
+    package = fake_mlpackage(tmp_path / "minilm-fp16.mlpackage", weights=b"before")
+    before = coreml_engine.compiled_path(package)
+    (package / "Data" / "com.apple.CoreML" / "weights" / "weight.bin").write_bytes(b"after!")
+    after = coreml_engine.compiled_path(package)
+    assert after != before and tree_digest(after / "source") == tree_digest(package)
+    assert len(coremltools.compiles) == 2
 
 
 def test_two_processes_never_compile_the_same_model_at_once(
-    compiles: list[str], tmp_path: Path
+    coremltools: CoreMLTools, tmp_path: Path
 ) -> None:
-    package = _package(tmp_path)
+    package = fake_mlpackage(tmp_path / "minilm-fp16.mlpackage")
     results: list[Path] = []
     threads = [
         threading.Thread(target=lambda: results.append(coreml_engine.compiled_path(package)))
@@ -62,51 +94,85 @@ def test_two_processes_never_compile_the_same_model_at_once(
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(compiles) == 1  # the others waited on the lock, then found it compiled
-    assert len(set(results)) == 1
+    assert len(coremltools.compiles) == 1  # the others waited on the lock, then found it
+    assert len(set(results)) == 1 and len(results) == 3
 
 
-def test_partial_compiles_left_by_a_killed_worker_are_removed(
-    compiles: list[str], tmp_path: Path
+def test_temporaries_left_by_a_killed_worker_are_removed(
+    coremltools: CoreMLTools, tmp_path: Path
 ) -> None:
-    package = _package(tmp_path)
-    folder = tmp_path / "packages" / "compiled"
-    stale = folder / "minilm-fp16.mlmodelc.partial"
-    stale.mkdir(parents=True)
+    package = fake_mlpackage(tmp_path / "minilm-fp16.mlpackage")
+    key = coreml_engine.compile_key(package)
+    folder = _compiled_folder(tmp_path)
+    stale = folder / f"{key}.4242-deadbeef.tmp.mlmodelc"
+    (stale / "source").mkdir(parents=True)
     (stale / "half-written").write_text("killed here")
+    other = folder / "another-model-0123456789abcdef.1-ab.tmp.mlmodelc"
+    other.mkdir()  # another key's compile, perhaps running now: not ours to remove
     target = coreml_engine.compiled_path(package)
     assert not (target / "half-written").exists()
-    assert [path.name for path in folder.iterdir() if "partial" in path.name] == []
+    assert _leftovers(tmp_path) == [other.name]
 
 
-def test_the_longest_bucket_is_loaded_first(
-    compiles: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_failed_compile_leaves_nothing_and_the_next_one_compiles(
+    coremltools: CoreMLTools, tmp_path: Path
 ) -> None:
-    loaded: list[tuple[str, str]] = []
+    package = fake_mlpackage(tmp_path / "minilm-fp16.mlpackage")
+    coremltools.fail_compile = "the compiler gave up"
+    with pytest.raises(RuntimeError, match="the compiler gave up"):
+        coreml_engine.compiled_path(package)
+    folder = _compiled_folder(tmp_path)
+    assert not [path for path in folder.iterdir() if path.name.endswith(".mlmodelc")]
+    target = coreml_engine.compiled_path(package)  # the lock was released
+    assert (target / "coremldata.bin").is_file()
+    assert len(coremltools.compiles) == 2
 
-    def compiled_model(path: str, compute_units: Any, function_name: str) -> Any:
-        loaded.append((Path(path).name, function_name))
-        return SimpleNamespace(predict=None)
 
-    monkeypatch.setattr(ct.models, "CompiledMLModel", compiled_model)
-    package = _package(tmp_path)
-    embedder = SimpleNamespace(
+def _embedder(package: Path) -> SimpleNamespace:
+    return SimpleNamespace(
         dimension=384,
         model_id="all-MiniLM-L6-v2",
-        buckets=(128, 192, 256, 320, 384, 512),
+        buckets=BUCKETS,
         package=lambda: SimpleNamespace(path=package),
     )
-    engine = coreml_engine.CoreMLEngine(embedder, "CPU_AND_NE")
-    assert [name for _, name in loaded] == [
-        "seq512",
-        "seq384",
-        "seq320",
-        "seq256",
-        "seq192",
-        "seq128",
-    ]
-    assert {path for path, _ in loaded} == {"minilm-fp16.mlmodelc"}
+
+
+@pytest.mark.skipif(
+    coreml_nogil.available(),
+    reason="PyObjC's CoreML is installed here: the lane loads through it",
+)
+def test_the_longest_bucket_is_loaded_first_through_coremltools(
+    coremltools: CoreMLTools, tmp_path: Path
+) -> None:
+    package = fake_mlpackage(tmp_path / "minilm-fp16.mlpackage")
+    coremltools.functions = frozenset(f"seq{size}" for size in BUCKETS)
+    engine = coreml_engine.CoreMLEngine(_embedder(package), "CPU_AND_NE")
+    loads = coremltools.loads
+    assert [load.function_name for load in loads] == [f"seq{size}" for size in reversed(BUCKETS)]
+    assert {load.path for load in loads} == {str(coreml_engine.compiled_path(package))}
+    assert {load.compute_units for load in loads} == {ct.ComputeUnit.CPU_AND_NE}
     assert engine.device == "Core ML (CPU_AND_NE)"
+
+
+@pytest.mark.parametrize(("units", "expected"), [("CPU_AND_NE", 3), ("CPU_AND_GPU", 1)])
+def test_the_lanes_load_through_pyobjc_with_core_mls_compute_units(
+    coremltools: CoreMLTools,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    units: str,
+    expected: int,
+) -> None:
+    core_ml = PyObjCCoreML(functions=frozenset(f"seq{size}" for size in BUCKETS))
+    core_ml.install(monkeypatch)
+    package = fake_mlpackage(tmp_path / "minilm-fp16.mlpackage")
+    engine = coreml_engine.CoreMLEngine(_embedder(package), units)
+    assert [model.configuration.functionName for model in core_ml.loads] == [
+        f"seq{size}" for size in reversed(BUCKETS)
+    ]
+    assert core_ml.compute_units() == [expected] * len(BUCKETS)  # MLComputeUnits
+    assert {model.path for model in core_ml.loads} == {str(coreml_engine.compiled_path(package))}
+    assert coremltools.loads == []  # coremltools' loader (GIL held) is not used
+    assert engine.device == f"Core ML ({units})"
 
 
 @pytest.mark.macos

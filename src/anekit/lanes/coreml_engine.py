@@ -1,23 +1,30 @@
 """The Core ML lanes (macOS): the bucketed fp16 package on the ANE or the GPU.
 
-Unverified on hardware in this project's CI (no Mac); written against coremltools'
-API (``ct.models.utils.compile_model``; predictions through
+Unverified on hardware in this project's CI (no Mac); written against coremltools
+9.0's API (``ct.models.utils.compile_model``; predictions through
 :mod:`anekit.backends.coreml_nogil`, GIL-free with PyObjC, else coremltools'
 ``CompiledMLModel`` with ``compute_units`` and ``function_name``). Core ML care,
 from prior-art.md §1.11 and seed 000:
 
-- the package is compiled once to a stable path next to it
-  (``$ANEKIT_PACKAGES/compiled/<package>.mlmodelc``), so macOS's compile cache, keyed by
-  path, survives anekit upgrades and restarts;
-- a lock file makes two processes never compile the same model at once;
-- compiles go to a ``.partial`` directory renamed into place, and partial directories
-  a killed worker left behind are removed first;
+- the package is compiled once, to a path keyed on its *content* (a SHA-256 of its
+  files): ``$ANEKIT_PACKAGES/compiled/<stem>-<digest>.mlmodelc``. The path is stable
+  while the package is, so macOS's compile cache (keyed by path) survives restarts,
+  and two packages with the same file name never share a compiled model;
+- a lock file per key makes two processes never compile the same model at once;
+- ``compile_model`` refuses a destination that does not end in ``.mlmodelc``
+  (coremltools/models/utils.py), so a compile goes to a temporary
+  ``<key>.<pid>-<random>.tmp.mlmodelc`` beside the target and is renamed into place
+  (``os.replace``, atomic on one file system); a failed compile's temporary is
+  removed, and temporaries a killed worker left behind are removed under the lock;
 - the longest bucket is loaded first (the slowest compile, while nothing waits).
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import os
+import secrets
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,21 +38,58 @@ from anekit.models.batching import BATCH, batches
 from anekit.models.bert import embed
 from anekit.models.package import function_name, packages_dir
 
+#: Hex digits of the content digest in a compiled model's name.
+KEY_DIGITS = 16
+_CHUNK = 1 << 20
+
+
+def package_digest(package: Path) -> str:
+    """SHA-256 over a package's files (relative path, size and bytes, in path order):
+    its Manifest, its MIL program and its weights; hidden files (Finder's
+    ``.DS_Store``) are left out."""
+    files = sorted(
+        path
+        for path in package.rglob("*")
+        if path.is_file()
+        and not any(part.startswith(".") for part in path.relative_to(package).parts)
+    )
+    if not files:
+        raise FileNotFoundError(f"{package}: not a package (no files in it)")
+    digest = hashlib.sha256()
+    for path in files:
+        name = path.relative_to(package).as_posix().encode()
+        digest.update(b"%d:%s:%d:" % (len(name), name, path.stat().st_size))
+        with path.open("rb") as stream:
+            while chunk := stream.read(_CHUNK):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def compile_key(package: Path) -> str:
+    """``<stem>-<digest>``: the compiled model's name, without ``.mlmodelc``."""
+    return f"{package.stem}-{package_digest(package)[:KEY_DIGITS]}"
+
 
 def compiled_path(package: Path) -> Path:
-    """The stable compiled location of ``package``, compiled under a lock if missing."""
+    """The compiled model of ``package`` (content-keyed), compiled under a lock if
+    missing."""
     folder = packages_dir() / "compiled"
     folder.mkdir(parents=True, exist_ok=True)
-    target = folder / f"{package.stem}.mlmodelc"
-    with (folder / f"{package.stem}.lock").open("w") as lock:
+    key = compile_key(package)
+    target = folder / f"{key}.mlmodelc"
+    with (folder / f"{key}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            for stale in folder.glob(f"{package.stem}.mlmodelc.partial*"):
+            # Under the lock nobody else compiles this key: any temporary is stale.
+            for stale in folder.glob(f"{key}.*.tmp.mlmodelc"):
                 shutil.rmtree(stale, ignore_errors=True)
             if not target.exists():
-                partial = folder / f"{package.stem}.mlmodelc.partial"
-                compiled = Path(ct.models.utils.compile_model(str(package), str(partial)))
-                compiled.replace(target)
+                temporary = folder / f"{key}.{os.getpid()}-{secrets.token_hex(4)}.tmp.mlmodelc"
+                try:
+                    compiled = ct.models.utils.compile_model(str(package), str(temporary))
+                    os.replace(compiled, target)
+                finally:
+                    shutil.rmtree(temporary, ignore_errors=True)  # gone once renamed
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return target
