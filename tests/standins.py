@@ -295,14 +295,23 @@ class MLMultiArray(_Allocated):
         self._memory = bytearray(max(span, 0) * itemsize)
 
     @classmethod
-    def _padded(cls, values: np.ndarray, data_type: int) -> MLMultiArray:
-        """An output array as Core ML may hand it back: the last axis padded to a
-        multiple of 8 elements (64-byte rows for fp16 on the ANE)."""
+    def with_strides(cls, shape: list[int], data_type: int, strides: list[int]) -> MLMultiArray:
+        """An array with Core ML's own (possibly padded) strides, in elements."""
         array: MLMultiArray = cls.alloc()
+        array._setup(list(shape), data_type, list(strides))
+        return array
+
+    def memory(self) -> bytes:
+        return bytes(self._memory)
+
+    @classmethod
+    def _padded(cls, values: np.ndarray, data_type: int) -> MLMultiArray:
+        """An output array as Core ML may hand it back: rows (the last axis) padded
+        to a multiple of 8 elements, so its strides are not NumPy's."""
         shape = list(values.shape)
         row = -(-shape[-1] // 8) * 8 if shape else 1
         strides = [row * int(np.prod(shape[index + 1 : -1])) for index in range(len(shape) - 1)]
-        array._setup(shape, data_type, [*strides, 1] if shape else [])
+        array = cls.with_strides(shape, data_type, [*strides, 1] if shape else [])
         array._view()[...] = values
         return array
 
@@ -627,6 +636,7 @@ __all__ = [
     "ML_DATA_TYPES",
     "CompiledModel",
     "CoreMLTools",
+    "MLMultiArray",
     "OnnxRuntime",
     "PyObjCCoreML",
     "fake_mlpackage",
