@@ -3,9 +3,12 @@ errors (NumPy fp32 backend; the packages are tested in test_model_package.py).""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+import minilm
 from anekit import errors
 from anekit.models import Embedder
 from anekit.models.batching import BATCH, batches, bucket_for, buckets_for
@@ -63,10 +66,59 @@ def test_mixed_lengths_across_buckets_keep_input_order(embedder: Embedder) -> No
     np.testing.assert_allclose(windowed, together, atol=2e-6)
 
 
-def test_unnormalized_embeddings_and_empty_input(embedder: Embedder) -> None:
-    raw = embedder.encode(["hello world"], normalize_embeddings=False)
-    assert float(np.linalg.norm(raw)) != pytest.approx(1.0, abs=1e-3)
+def test_unnormalized_embeddings_are_the_mean_pooled_states(embedder: Embedder) -> None:
+    pytest.importorskip("sentence_transformers")
+    texts = ["hello world", "def add(a, b):\n    return a + b", "word " * 300]  # truncated
+    raw = embedder.encode(texts, normalize_embeddings=False)
+    want = minilm.sentence_transformers_encode(texts, normalize=False)  # torch, no Normalize module
+    np.testing.assert_allclose(raw, want, rtol=1e-4, atol=2e-5)
+    norms = np.linalg.norm(raw, axis=1)
+    assert (np.abs(norms - 1.0) > 0.5).all(), norms  # so the check above is not of unit vectors
+    np.testing.assert_allclose(raw / norms[:, None], embedder.encode(texts), atol=1e-6)
+
+
+def test_empty_input(embedder: Embedder) -> None:
     assert embedder.encode([]).shape == (0, 384)
+    assert embedder.encode(iter([]), normalize_embeddings=False).shape == (0, 384)
+
+
+def test_any_iterable_of_texts_embeds_like_the_list(embedder: Embedder) -> None:
+    texts = ["def add(a, b): return a + b", "How to install", "SELECT name FROM users"]
+    want = embedder.encode(texts)
+    assert want.shape == (3, 384)
+    forms = {
+        "generator": (text for text in texts),
+        "iter": iter(texts),
+        "map": map(str.strip, texts),
+        "tuple": tuple(texts),
+    }
+    for name, given in forms.items():
+        got = embedder.encode(given)
+        assert got.shape == want.shape, name
+        np.testing.assert_array_equal(got, want, err_msg=name)
+    assert embedder.tokenize(text for text in texts) == embedder.tokenize(texts)
+
+
+def test_a_lone_surrogate_is_refused_by_index(embedder: Embedder) -> None:
+    message = r"text 1 is not valid Unicode: character 3 is a lone surrogate \(U\+D800\)"
+    with pytest.raises(errors.ModelError, match=message):
+        embedder.encode(["ok", "abc\ud800def", "fine"])
+    with pytest.raises(errors.ModelError, match=r"text 0 .*U\+DCFF"):
+        embedder.tokenize(iter(["\udcff"]))  # a byte decoded with surrogateescape
+    assert embedder.encode(["abc\U0001f600def"]).shape == (1, 384)  # a real pair is fine
+
+
+def test_anekit_embed_names_the_text_with_a_lone_surrogate(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from anekit.cli import cli
+
+    source = tmp_path / "texts.jsonl"
+    source.write_text('"first"\n"\\ud800"\n')  # JSON decodes the escape to a lone surrogate
+    result = CliRunner().invoke(cli, ["embed", str(source), "--lane", "cpu"])
+    assert result.exit_code == 2, result.output
+    assert "text 1 is not valid Unicode" in result.output
+    assert "Traceback" not in result.output
 
 
 def test_batches_pad_rows_keep_one_key_open() -> None:

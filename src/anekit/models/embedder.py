@@ -19,7 +19,7 @@ The package is built on first use and cached under ``$ANEKIT_HOME/packages``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -216,21 +216,27 @@ class Embedder:
         result = program(hidden.astype(np.float16), batch.keep.astype(np.float16), backend=backend)
         return np.asarray(result, np.float32)
 
-    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids per text, truncated at :attr:`max_length`."""
-        return tokenize(self._tokenizer, texts)
+    def tokenize(self, texts: Iterable[str]) -> list[list[int]]:
+        """Token ids per text, truncated at :attr:`max_length`.
+
+        ``texts``: a list, or any iterable of str (a generator, ``map(...)``), read once.
+        A text that is not valid Unicode (a lone surrogate such as ``"\\ud800"``)
+        raises a :class:`~anekit.errors.ModelError` naming its index.
+        """
+        return tokenize(self._tokenizer, _checked_texts(texts))
 
     def encode(
         self,
-        texts: Sequence[str],
+        texts: Iterable[str],
         batch_size: int | None = None,
         normalize_embeddings: bool = True,
     ) -> np.ndarray:
-        """Embeddings of ``texts`` as (len(texts), dimension) float32, in input order.
+        """Embeddings of ``texts`` as (number of texts, dimension) float32, in input order.
 
         Like sentence-transformers' ``encode``: texts longer than ``max_length``
-        tokens are truncated, not refused. ``batch_size`` bounds how many texts are
-        sorted and bucketed together (default: all); each program call embeds 4.
+        tokens are truncated, not refused. ``texts`` is a list or any iterable of
+        str, read once. ``batch_size`` bounds how many texts are sorted and bucketed
+        together (default: all); each program call embeds 4.
         """
         return self.embed_ids(self.tokenize(texts), batch_size, normalize_embeddings)
 
@@ -262,6 +268,27 @@ class Embedder:
             norms = np.linalg.norm(result, axis=1, keepdims=True)
             result = result / np.maximum(norms, np.float32(1e-12))
         return result
+
+
+def _checked_texts(texts: Iterable[str]) -> list[str]:
+    """``texts`` as a list (an iterator is read once, here), each checked to be a str
+    the tokenizer can take: valid Unicode, so no lone surrogates."""
+    if isinstance(texts, str):
+        raise TypeError("encode() takes a list of texts; wrap a single text in a list")
+    items = list(texts)
+    for index, text in enumerate(items):
+        if not isinstance(text, str):
+            raise TypeError(f"text {index} is a {type(text).__name__}, not a str")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise ModelError(
+                f"text {index} is not valid Unicode: character {error.start} is a lone "
+                f"surrogate (U+{ord(text[error.start]):04X}), half of a UTF-16 pair or a "
+                "byte decoded with errors='surrogateescape'; repair the text first, e.g. "
+                "text.encode('utf-8', 'replace').decode('utf-8')"
+            ) from None
+    return items
 
 
 __all__ = ["BACKENDS", "BUCKETS", "Embedder", "default_backend"]
