@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -66,6 +67,50 @@ def test_var_std_any_all_argmax(rng: np.random.Generator) -> None:
     assert_traces_like_numpy(
         lambda v: (np.argmax(v, axis=1), np.argmin(v), v.argmax(axis=-1, keepdims=True)), x
     )
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"axis": 1},
+        {"axis": -1, "keepdims": True},
+        {"axis": (0, 2)},
+        {"axis": 0, "ord": 2},
+        {"axis": 1, "ord": 1},
+        {"axis": 2, "ord": np.inf, "keepdims": True},
+        {"axis": 0, "ord": -np.inf},
+        {"axis": (1, 2), "ord": "fro"},
+    ],
+)
+def test_linalg_norm(kwargs: dict[str, Any], rng: np.random.Generator) -> None:
+    x = rng.standard_normal((3, 4, 5)).astype(F32)
+    assert_traces_like_numpy(lambda v: np.linalg.norm(v, **kwargs), x, rtol=1e-5)
+    assert_traces_like_numpy(
+        lambda v: np.linalg.norm(v, **kwargs), x.astype(np.float16), rtol=2e-3, atol=2e-3
+    )
+
+
+def test_linalg_norm_of_ints_is_float32() -> None:
+    x = np.arange(12, dtype=np.int32).reshape(3, 4)
+    program = assert_traces_like_numpy(lambda v: np.linalg.norm(v, axis=1), x, rtol=1e-6)
+    assert op_types(program)[-1] == "sqrt"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"axis": (0, 1), "ord": 2}, "ord=2 for a 2-axis norm"),
+        ({"axis": 1, "ord": 3}, "ord=3 for a vector norm"),
+        ({"axis": (0, 1), "ord": "nuc"}, "ord='nuc' for a 2-axis norm"),
+    ],
+)
+def test_linalg_norms_that_do_not_trace_are_named(kwargs: dict[str, Any], message: str) -> None:
+    import anekit
+    from anekit import errors
+
+    with pytest.raises(errors.UnsupportedFunctionError, match=re.escape(message)):
+        anekit.compile(lambda v: np.linalg.norm(v, **kwargs), np.ones((3, 4), F32))
 
 
 def test_cumsum(rng: np.random.Generator) -> None:

@@ -129,6 +129,7 @@ FUNCTIONS: dict[Any, Callable[..., Any]] = {
     np.argmin: reductions.argmin,
     np.var: reductions.var,
     np.std: reductions.std,
+    np.linalg.norm: reductions.norm,
     np.cumsum: reductions.cumsum,
     np.where: selection.where,
     np.clip: selection.clip,

@@ -173,6 +173,29 @@ def std(
     return finish(P.unary("sqrt", variance), out)
 
 
+def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Tracer:
+    """``np.linalg.norm`` for the norms MIL can spell: the 2-norm (vector, or Frobenius
+    over two axes or all of them) as ``sqrt(sum(x * x))``, and the vector 1- and
+    inf-norms. ``fp16_safe_norm`` makes the 2-norm's squares safe in fp16."""
+    what = "np.linalg.norm"
+    t = tracer_arg(x, what)
+    axis = static_axis(axis, what)
+    axes = P.normalize_axes(axis, t.ndim, what)
+    vector = len(axes) == 1 and (axis is not None or t.ndim == 1)
+    two_norm = ord is None or (ord == 2 and vector) or (ord == "fro" and len(axes) == 2)
+    if not two_norm and not (vector and ord in (1, np.inf, -np.inf)):
+        shape = "vector" if vector else f"{len(axes)}-axis"
+        raise unsupported(f"{what} with ord={ord!r} for a {shape} norm")
+    result_dtype = P.canonical(probe_dtype(np.linalg.norm, t.dtype), what)
+    t = P.cast(t, result_dtype)
+    if two_norm:
+        squares = P.binary("mul", t, t, result_dtype, result_dtype)
+        return P.unary("sqrt", P.reduce("reduce_sum", squares, axes, keepdims))
+    magnitude = P.unary("abs", t)
+    op_type = {1: "reduce_sum", np.inf: "reduce_max", -np.inf: "reduce_min"}[ord]
+    return P.reduce(op_type, magnitude, axes, keepdims)
+
+
 def cumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Tracer:
     t = tracer_arg(a, "np.cumsum")
     kwargs = {"dtype": dtype} if dtype is not None else {}
