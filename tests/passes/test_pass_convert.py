@@ -69,7 +69,10 @@ def test_minilm_passes_reported(converted: dict[str, Any]) -> None:
     report = converted["ane"].pass_report
     assert len(report.result("to_bc1s").changes) == 36  # 6 layers x (q, k, v, out, ffn x 2)
     assert len(report.result("prescale_query").changes) == 6
-    assert len(report.result("fp16_safe_norm").changes) == 13
+    norms = report.result("fp16_safe_norm").changes
+    assert len(norms) == 14  # 13 layer_norms and sentence-transformers' l2 normalize
+    assert sum("(layer_norm): layer_norm -> layer_norm(x / max(max|x|" in c for c in norms) == 13
+    assert "(reduce_l2_norm): l2 norm of a sum of squares" in norms[-1]
     assert any("epsilon 1e-12" in note for note in report.result("fp16_safe_norm").notes)
     assert [spec.describe() for spec in converted["ane"].input_specs] == [
         "input_ids: int32[4, 256]",

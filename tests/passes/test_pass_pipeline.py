@@ -48,7 +48,7 @@ def test_compile_reports_what_the_passes_did(rng: np.random.Generator) -> None:
     assert len(report.result("to_bc1s").changes) == 3
     assert not report.result("attention_split").changed
     payload = json.loads(json.dumps(report.to_json()))
-    assert payload["passes"][0]["pass"] == "ane::finite_masks"
+    assert [item["pass"] for item in payload["passes"]] == list(ANE_PIPELINE)
     assert "ane::to_bc1s: 3 rewrites" in report.summary()
     skipped = anekit.compile(
         _model(rng), np.zeros((1, 32, 64), np.float16), skip_passes=["to_bc1s"]
@@ -68,8 +68,8 @@ def test_the_pipeline_keeps_results_and_is_deterministic(rng: np.random.Generato
     assert first.mil_text() == second.mil_text()
     want = only(run(plain.program, {"x": x}))
     got = only(run(first.program, {"x": x}))
-    # exact up to rounding, except the RMSNorm's epsilon (1e-5 -> 2.4e-4 effective)
-    assert np.abs(got - want).max() / np.abs(want).max() < 1e-3
+    # exact up to rounding (the RMSNorm's epsilon too: it is scaled per row)
+    assert np.abs(got - want).max() / np.abs(want).max() < 1e-5
 
 
 def test_a_second_run_changes_nothing(rng: np.random.Generator) -> None:

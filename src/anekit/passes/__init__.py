@@ -9,7 +9,17 @@ what it changed. :func:`run_pipeline` runs :data:`ANE_PIPELINE` (what
 from __future__ import annotations
 
 # Importing the pass modules registers their passes with coremltools.
-from anekit.passes import activations, attention, bc1s, broadcast, io, masks, norms, rank  # noqa: F401
+from anekit.passes import (  # noqa: F401
+    activations,
+    attention,
+    bc1s,
+    broadcast,
+    dedupe,
+    io,
+    masks,
+    norms,
+    rank,
+)
 from anekit.passes.base import AnePass, PassReport, PassResult
 from anekit.passes.pipeline import ANE_PIPELINE, OPTIONAL_PASSES, pass_id, pipeline, run_pipeline
 

@@ -1,38 +1,53 @@
 """``ane::fp16_safe_norm``: normalizations whose squares cannot overflow fp16.
 
 Squaring activations for a variance overflows fp16 once a deviation exceeds 256
-(256² > 65504): semlith's LayerNorm did on the ANE, and the fix was to square a
-sixty-fourth of the input (shared/seeds/000); coremltools lowers torch's RMSNorm
-with a max-abs pre-scale for the same reason (ane-knowledge.md §2.1 rule 3).
-Normalizations are scale-invariant, so the pass computes every one of them as
+(256² > 65504), and the sum of the squares over 384 channels once their RMS exceeds
+13; the variance itself is not representable in fp16 once the RMS exceeds 256,
+which residual streams of language models routinely carry. The result is silent
+garbage: ``x / sqrt(inf)`` is all zeros (semlith's LayerNorm on the ANE, seed 000).
+A fixed pre-scale only moves the limit (1/8 held to an RMS of 104 over 384
+channels), so this pass divides by each row's own largest magnitude at run time,
+as coremltools lowers torch's RMSNorm (frontend/torch/ops.py ``rms_norm``; Anemll).
+Two rewrites:
 
-    layer_norm(x * 2^-k, epsilon = eps * 2^-2k)      (k = 3 by default: 1/8)
+- **Roots of mean squares**, however they are written: ``sqrt`` or ``rsqrt`` of
+  ``mean(v²)``, ``sum(v²)``, ``sum(v²) / n`` or ``sum(v²) * c``, plus an optional
+  epsilon, with ``v²`` as ``v * v``, ``square(v)``, ``pow(v, 2)`` or
+  ``reduce_sum_square``; and ``reduce_l2_norm``. This covers hand-written LayerNorm
+  and RMSNorm, ``np.var``, ``np.std``, ``np.linalg.norm`` and l2-normalize. With
+  ``a = max(max|v|, floor)`` over the reduced axes::
 
-which is exact in fp16 arithmetic (a power-of-two scale only moves the exponent)
-and lets the squared deviations and their sum grow 2^2k = 64 times larger before
-they overflow (384 channels: an RMS deviation of 104 instead of 13). It rewrites,
-up to rounding:
+      sqrt(mean(v²) + eps)  ->  a * sqrt(mean((v / a)²) + (sqrt(eps) / a)²)
 
-- ``layer_norm`` ops;
-- hand-written LayerNorm, ``d / sqrt(mean(d²) + eps)`` with ``d = x - mean(x)``;
-- hand-written RMSNorm, ``v / sqrt(mean(v²) + eps)`` (also ``v * rsqrt(...)``,
-  ``v * (1 / sqrt(...))``, ``sum(v²) / n``, ``square``, ``pow(v, 2)``), as
-  ``layer_norm(concat([v, -v]))``'s first half: the doubled tensor has mean 0 and
-  variance mean(v²) (Anemll's QwenRMSNorm).
+  exact up to fp16 rounding for every row: ``|v / a| <= 1``, so no square, sum or
+  root can overflow, quiet rows are scaled *up* (their variance no longer falls
+  into fp16's subnormals), and the epsilon is scaled per row to match. ``rsqrt``
+  becomes ``1 / (a * sqrt(...))``: the ANE returns inf for rsqrt inputs below
+  7.6e-6 (libane), and rsqrt's placement is disputed (docs/op-support.md).
+- **``layer_norm`` ops** stay one op (the ANE runs it natively)::
 
-Why 1/8 and not semlith's 1/64: a larger scale pushes the variance of quiet rows
-into fp16's subnormal range, and the scaled epsilon with it. Measured on
-all-MiniLM-L6-v2 (tests/passes, docs/passes.md): k = 6 dropped the fp32-simulated
-cosine to torch from 0.9999999 to 0.99982; k = 3 keeps 0.9999999.
+      layer_norm(x, eps)  ->  layer_norm(x / max(max|x|, 2^k), eps * 2^-2k)
 
-fp16 cannot hold an epsilon below 2^-24 (6e-8): the scaled epsilon is raised to at
-least that, so the effective epsilon in the input's units is at least 2^-24 * 2^2k
-(3.8e-6 for k = 3), and an epsilon such as BERT's 1e-12 that would be 0 in fp16 is
-raised in any case. Both are noted in the report.
+  Rows whose largest magnitude is at most 2^k (k = 3: 8) are scaled by exactly
+  2^-k with the epsilon scaled to match, as before; louder rows by their own
+  maximum, so nothing overflows, but their epsilon is in effect ``eps *
+  (max|x| / 2^k)²``: the row's scale changes by a relative ``eps * (max|x| /
+  2^k)² / (2 var)`` at most, below fp16's resolution unless the row's variance is
+  tiny next to its largest value (tested, docs/passes.md). A layer_norm's epsilon
+  is a constant, so a per-row epsilon would take the op apart.
+
+Why k = 3 for the floor and not semlith's 6: a larger scale pushes the variance of
+quiet rows into fp16's subnormal range, and the scaled epsilon with it. Measured
+on all-MiniLM-L6-v2: k = 6 dropped the fp32-simulated cosine to torch from
+0.9999999 to 0.99982; k = 3 keeps 0.9999999. fp16 cannot hold an epsilon below
+2^-24 (6e-8): a layer_norm's scaled epsilon is raised to at least that, and an
+epsilon such as BERT's 1e-12, which would be 0 in fp16, is raised in any case;
+both are noted in the report.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,31 +56,30 @@ from coremltools.converters.mil.mil import Builder as mb
 from coremltools.converters.mil.mil.passes.pass_registry import register_pass
 
 from anekit.passes.base import AnePass
-from anekit.passes.graph import consumers, float_dtype, is_output, replace_var
+from anekit.passes.graph import consumers, float_dtype, replace_var
 
 #: fp16's smallest positive value: an epsilon below it is 0 in fp16.
 FP16_TINY = 2.0**-24
-#: Default pre-scale exponent: inputs are multiplied by 2^-3 = 1/8 (see the module doc).
+#: fp16's smallest normal value: the least row maximum a root rewrite divides by.
+FP16_SMALLEST_NORMAL = 2.0**-14
+#: Default floor exponent k of the layer_norm rewrite: rows are divided by
+#: max(max|x|, 2^k) (see the module doc).
 SCALE_EXPONENT = 3
-#: Name suffix of the pre-scaled layer_norm, so that a second run leaves it alone.
+#: Name suffix of the ops this pass made, so that a second run leaves them alone.
 _MARK = "_fp16safe"
+#: Reductions whose input is the square of the value a root normalizes.
+_SUM_OF_SQUARES = ("reduce_mean", "reduce_sum", "reduce_sum_square")
 
 
 @dataclass
-class _Norm:
-    """A matched normalization: ``target`` computes ``v / sqrt(mean(v²) + eps)``."""
+class _Root:
+    """A matched ``root(scale(reduce(v²)) + eps)``; ``root`` is the op replaced."""
 
-    target: Any
+    root: Any
     v: Any
-    axes: list[int]
+    reduce: Any
+    scale: Any | None  # a mul/real_div of the reduction by a scalar constant
     eps: float
-
-
-def _only_reader(var: Any, function: Any) -> Any | None:
-    readers = consumers(var)
-    if len(readers) != 1 or is_output(var, function):
-        return None
-    return readers[0]
 
 
 def _scalar(var: Any) -> float | None:
@@ -89,102 +103,51 @@ def _square_of(var: Any) -> Any | None:
     return None
 
 
-def _mean_square(var: Any, function: Any) -> tuple[Any, list[int]] | None:
-    """(v, axes) when ``var`` is mean(v²) over ``axes`` with keep_dims."""
-    op = var.op
-    if op is None:
-        return None
-    count_scale = 1.0
-    if op.op_type in ("mul", "real_div"):
-        reduce = next((item for item in (op.inputs["x"], op.inputs["y"]) if item.val is None), None)
-        constant = op.inputs["y"] if reduce is op.inputs["x"] else op.inputs["x"]
-        factor = _scalar(constant)
-        if reduce is None or factor is None or reduce.op is None:
-            return None
-        if op.op_type == "real_div":
-            if constant is not op.inputs["y"] or factor == 0:
-                return None
-            factor = 1.0 / factor
-        if reduce.op.op_type != "reduce_sum" or _only_reader(reduce, function) is None:
-            return None
-        count_scale, op = factor, reduce.op
-    if op.op_type not in ("reduce_mean", "reduce_sum") or not op.inputs["keep_dims"].val:
-        return None
-    squared = op.inputs["x"]
-    v = _square_of(squared)
-    if v is None or _only_reader(squared, function) is None or op.inputs["axes"].val is None:
-        return None
-    rank = v.rank
-    axes = sorted(int(axis) % rank for axis in op.inputs["axes"].val)
-    try:
-        count = int(np.prod([int(v.shape[axis]) for axis in axes]))
-    except TypeError:
-        return None
-    expected = 1.0 if op.op_type == "reduce_mean" else 1.0 / count
-    if not np.isclose(count_scale, expected, rtol=1e-3):
-        return None
-    return v, axes
+def _constant_and_other(op: Any) -> tuple[float, Any] | None:
+    """(c, other) when ``op``'s operands are a scalar constant and a computed value."""
+    x, y = op.inputs["x"], op.inputs["y"]
+    for constant, other in ((y, x), (x, y)):
+        value = _scalar(constant)
+        if value is not None and other.val is None:
+            if op.op_type == "real_div" and constant is not y:
+                return None  # c / reduce is not a mean square
+            return value, other
+    return None
 
 
-def _reciprocal_root(op: Any) -> bool:
-    """``op`` is rsqrt(...) or 1 / sqrt(...)."""
-    if op.op_type == "rsqrt":
-        return True
-    if op.op_type != "real_div" or _scalar(op.inputs["x"]) != 1.0:
-        return False
-    root = op.inputs["y"].op
-    return root is not None and root.op_type == "sqrt"
-
-
-def _match(op: Any, function: Any) -> _Norm | None:
-    """``op`` as v / sqrt(mean(v²) + eps) or v * rsqrt(mean(v²) + eps)."""
-    if op.op_type == "real_div":
-        v, denominator = op.inputs["x"], op.inputs["y"]
-        root = denominator.op
-        if root is None or root.op_type != "sqrt":
-            return None
-        inner, extra_eps = root.inputs["x"], 0.0
-    elif op.op_type == "mul":
-        pairs = ((op.inputs["x"], op.inputs["y"]), (op.inputs["y"], op.inputs["x"]))
-        found = [(a, b.op) for a, b in pairs if b.op is not None and _reciprocal_root(b.op)]
-        if not found:
-            return None
-        v, reciprocal = found[0]
-        if reciprocal.op_type == "rsqrt":
-            root = reciprocal
-            inner, extra_eps = root.inputs["x"], float(root.inputs["epsilon"].val or 0.0)
-        else:  # 1 / sqrt(...)
-            if _only_reader(reciprocal.outputs[0], function) is None:
-                return None
-            root = reciprocal.inputs["y"].op
-            inner, extra_eps = root.inputs["x"], 0.0
-    else:
+def _match(op: Any) -> _Root | None:
+    """``op`` as sqrt/rsqrt of a (scaled) sum of squares plus an optional epsilon."""
+    if op.op_type not in ("sqrt", "rsqrt", "reduce_l2_norm") or op.name.endswith(_MARK):
         return None
-    if _only_reader(root.outputs[0], function) is None:
-        return None
-    eps = extra_eps
+    if op.op_type == "reduce_l2_norm":
+        return _Root(op, op.inputs["x"], op, None, 0.0)
+    inner = op.inputs["x"]
+    epsilon = op.inputs.get("epsilon") if op.op_type == "rsqrt" else None
+    eps = 0.0 if epsilon is None else float(np.asarray(epsilon.val))
     if inner.op is not None and inner.op.op_type == "add":
-        add = inner.op
-        for candidate, constant in (
-            (add.inputs["x"], add.inputs["y"]),
-            (add.inputs["y"], add.inputs["x"]),
-        ):
-            value = _scalar(constant)
-            if value is not None and candidate.val is None:
-                if _only_reader(inner, function) is None:
-                    return None
-                inner, eps = candidate, eps + value
-                break
-    if _only_reader(inner, function) is None:
+        found = _constant_and_other(inner.op)
+        if found is not None:
+            eps, inner = eps + found[0], found[1]
+    scale = None
+    if inner.op is not None and inner.op.op_type in ("mul", "real_div"):
+        found = _constant_and_other(inner.op)
+        if found is None:
+            return None
+        scale, inner = inner.op, found[1]
+    reduce = inner.op
+    if reduce is None or reduce.op_type not in _SUM_OF_SQUARES or eps < 0:
         return None
-    mean_square = _mean_square(inner, function)
-    if mean_square is None or mean_square[0] is not v:
+    if reduce.inputs["axes"] is None or reduce.inputs["axes"].val is None:
         return None
-    return _Norm(op, v, mean_square[1], eps)
+    squared = reduce.inputs["x"]
+    v = squared if reduce.op_type == "reduce_sum_square" else _square_of(squared)
+    if v is None or v.val is not None:
+        return None
+    return _Root(op, v, reduce, scale, eps)
 
 
 def _centred(v: Any, axes: list[int]) -> Any | None:
-    """``x`` when ``v`` is x - mean(x) over the same axes."""
+    """The mean var when ``v`` is ``x - mean(x)`` over ``axes`` with kept dims."""
     op = v.op
     if op is None or op.op_type != "sub":
         return None
@@ -194,17 +157,20 @@ def _centred(v: Any, axes: list[int]) -> Any | None:
         return None
     if not reduce.inputs["keep_dims"].val or reduce.inputs["axes"].val is None:
         return None
-    if sorted(int(axis) % x.rank for axis in reduce.inputs["axes"].val) != axes:
+    if sorted(int(axis) % x.rank for axis in reduce.inputs["axes"].val) != sorted(axes):
         return None
-    return x
+    return mean
 
 
 @register_pass(namespace="ane")
 class fp16_safe_norm(AnePass):
-    """Normalizations -> layer_norm(x * 2^-k) with a scaled epsilon."""
+    """Roots of mean squares and layer_norm ops, divided by each row's largest value."""
 
-    #: The pre-scale exponent k (0 keeps inputs unscaled and only raises epsilons).
+    #: The layer_norm rewrite's floor exponent k: it divides by max(max|x|, 2^k).
     scale_exponent: int = SCALE_EXPONENT
+    #: False: layer_norm ops are only multiplied by 2^-k (one op instead of five, for
+    #: activations known to stay small: an RMS under 13 * 2^k over 384 channels).
+    dynamic: bool = True
 
     def rewrite(self, function: Any) -> None:
         for op in list(function.operations):
@@ -212,55 +178,141 @@ class fp16_safe_norm(AnePass):
                 if not op.name.endswith(_MARK):
                     self._layer_norm(function, op)
                 continue
-            norm = _match(op, function)
-            if norm is None:
-                continue
-            x = _centred(norm.v, norm.axes)
-            if x is not None:
-                result = self._safe(op, x, norm.axes, norm.eps, {}, f"{op.name}_ln")
-                replace_var(function, op, op.outputs[0], result)
-                self.changed(op, f"(x - mean) / sqrt(var + eps) over {norm.axes} -> {self._what}")
-                continue
-            dtype = float_dtype(norm.v)
-            axis = norm.axes[-1]
-            negated = mb.mul(x=norm.v, y=dtype.type(-1), before_op=op, name=f"{op.name}_neg")
-            doubled = mb.concat(
-                values=[norm.v, negated], axis=axis, before_op=op, name=f"{op.name}_doubled"
-            )
-            normed = self._safe(op, doubled, norm.axes, norm.eps, {}, f"{op.name}_rms_ln")
-            end = [int(dim) for dim in doubled.shape]
-            end[axis] = int(norm.v.shape[axis])
-            result = mb.slice_by_index(
-                x=normed, begin=[0] * norm.v.rank, end=end, before_op=op, name=f"{op.name}_rms"
-            )
-            replace_var(function, op, op.outputs[0], result)
-            self.changed(
-                op, f"v / sqrt(mean(v²) + eps) over {norm.axes} -> {self._what} of concat([v, -v])"
-            )
+            found = _match(op)
+            if found is not None:
+                self._root(function, found)
 
-    @property
-    def _what(self) -> str:
-        return f"layer_norm(x * 2^-{self.scale_exponent})" if self.scale_exponent else "layer_norm"
+    # -- roots of mean squares --------------------------------------------------
+
+    def _root(self, function: Any, found: _Root) -> None:
+        op, v, reduce = found.root, found.v, found.reduce
+        name, dtype = op.name, float_dtype(v)
+        axes = [int(axis) % v.rank for axis in reduce.inputs["axes"].val]
+        keep = bool(reduce.inputs["keep_dims"].val)
+        floor = max(FP16_SMALLEST_NORMAL, math.sqrt(found.eps) * 2.0**-7)
+        mean = _centred(v, axes)
+        if mean is None:
+            peak, inverse = self._row_peak(v, axes, floor, op, name)
+            scaled = mb.mul(x=v, y=inverse, before_op=op, name=f"{name}_unit")
+        else:
+            peak, scaled = self._centre(function, mean, axes, floor, name)
+        if reduce.op_type in ("reduce_sum_square", "reduce_l2_norm"):
+            mark = _MARK if reduce.op_type == "reduce_l2_norm" else ""
+            total = getattr(mb, reduce.op_type)(
+                x=scaled, axes=axes, keep_dims=keep, before_op=op, name=f"{name}_sumsq{mark}"
+            )
+        else:
+            squares = mb.mul(x=scaled, y=scaled, before_op=op, name=f"{name}_squares")
+            total = getattr(mb, reduce.op_type)(
+                x=squares, axes=axes, keep_dims=keep, before_op=op, name=f"{name}_sumsq"
+            )
+        if found.scale is not None:
+            factor = _constant_and_other(found.scale)
+            assert factor is not None
+            total = getattr(mb, found.scale.op_type)(
+                x=total, y=dtype.type(factor[0]), before_op=op, name=f"{name}_scaled"
+            )
+        if not keep:
+            peak = mb.reshape(
+                x=peak, shape=[int(dim) for dim in total.shape], before_op=op, name=f"{name}_peak_r"
+            )
+        if found.eps > 0:
+            root_eps = math.sqrt(found.eps)
+            if root_eps < FP16_TINY:
+                self.note(
+                    f"{name}: epsilon {found.eps:g} is below what fp16 can carry once "
+                    "scaled; it is left out"
+                )
+            else:
+                relative = mb.real_div(
+                    x=dtype.type(root_eps), y=peak, before_op=op, name=f"{name}_eps_root"
+                )
+                eps = mb.mul(x=relative, y=relative, before_op=op, name=f"{name}_eps")
+                total = mb.add(x=total, y=eps, before_op=op, name=f"{name}_plus_eps")
+        if op.op_type == "reduce_l2_norm":
+            root = total  # reduce_l2_norm already took the root
+        else:
+            root = mb.sqrt(x=total, before_op=op, name=f"{name}{_MARK}")
+        divided = self._divide_directly(function, found, scaled, root)
+        result = mb.mul(x=root, y=peak, before_op=op, name=f"{name}_rescaled")
+        if op.op_type == "rsqrt":
+            result = mb.real_div(x=dtype.type(1.0), y=result, before_op=op, name=f"{name}_inv")
+        replace_var(function, op, op.outputs[0], result)
+        what = {"sqrt": "sqrt", "rsqrt": "rsqrt", "reduce_l2_norm": "l2 norm"}[op.op_type]
+        self.changed(
+            op,
+            f"{what} of a sum of squares over {axes} -> divided by max|v| per row"
+            + (f" ({divided} v / root -> (v / max|v|) / root)" if divided else ""),
+        )
+
+    @staticmethod
+    def _divide_directly(function: Any, found: _Root, unit: Any, root: Any) -> int:
+        """Readers that divide ``v`` by its root (``v / sqrt``, ``v * rsqrt``) divide
+        ``v / a`` by the scaled root instead: a root of a sum of squares can itself
+        exceed fp16 (an l2 norm of 384 values of RMS 3400) while the quotient cannot.
+        Returns how many readers it rewrote."""
+        op, v = found.root, found.v
+        dtype = float_dtype(v)
+        count = 0
+        for reader in consumers(op.outputs[0]):
+            x, y = reader.inputs.get("x"), reader.inputs.get("y")
+            if op.op_type == "rsqrt" and reader.op_type == "mul" and v in (x, y) and x is not y:
+                inverse = mb.real_div(
+                    x=dtype.type(1.0), y=root, before_op=reader, name=f"{reader.name}_inv_root"
+                )
+                new = mb.mul(x=unit, y=inverse, before_op=reader, name=f"{reader.name}_unit")
+            elif op.op_type != "rsqrt" and reader.op_type == "real_div" and x is v:
+                new = mb.real_div(x=unit, y=root, before_op=reader, name=f"{reader.name}_unit")
+            else:
+                continue
+            replace_var(function, reader, reader.outputs[0], new)
+            count += 1
+        return count
+
+    def _centre(
+        self, function: Any, mean: Any, axes: list[int], floor: float, name: str
+    ) -> tuple[Any, Any]:
+        """For ``v = x - mean(x)``: (a, v / a) with a = max(max|x|, floor), computed as
+        ``x / a - mean(x / a)``: summing a row of large values overflows fp16 too, so
+        every reader of the old mean reads ``a * mean(x / a)`` instead."""
+        x = mean.op.inputs["x"]
+        readers = {id(op) for op in mean.child_ops}
+        first_reader = next(op for op in function.operations if id(op) in readers)
+        peak, inverse = self._row_peak(x, axes, floor, first_reader, name)
+        unit = mb.mul(x=x, y=inverse, before_op=first_reader, name=f"{name}_unit_x")
+        unit_mean = mb.reduce_mean(
+            x=unit, axes=axes, keep_dims=True, before_op=first_reader, name=f"{name}_unit_mean"
+        )
+        new_mean = mb.mul(x=unit_mean, y=peak, before_op=first_reader, name=f"{name}_mean")
+        replace_var(function, new_mean.op, mean, new_mean)
+        centred = mb.sub(x=unit, y=unit_mean, before_op=first_reader, name=f"{name}_unit")
+        return peak, centred
+
+    @staticmethod
+    def _row_peak(v: Any, axes: list[int], floor: float, op: Any, name: str) -> tuple[Any, Any]:
+        """(max(max|v|, floor), its reciprocal), over ``axes`` with kept dims."""
+        dtype = float_dtype(v)
+        magnitude = mb.abs(x=v, before_op=op, name=f"{name}_abs")
+        peak = mb.reduce_max(
+            x=magnitude, axes=axes, keep_dims=True, before_op=op, name=f"{name}_peak"
+        )
+        peak = mb.maximum(x=peak, y=dtype.type(floor), before_op=op, name=f"{name}_peak_floor")
+        inverse = mb.real_div(x=dtype.type(1.0), y=peak, before_op=op, name=f"{name}_peak_inv")
+        return peak, inverse
+
+    # -- layer_norm ops -----------------------------------------------------------
 
     def _layer_norm(self, function: Any, op: Any) -> None:
         epsilon = op.inputs.get("epsilon")
         eps = 1e-5 if epsilon is None else _scalar(epsilon)
         if eps is None or op.inputs.get("axes") is None or op.inputs["axes"].val is None:
             return
-        if not self.scale_exponent and eps >= FP16_TINY:
-            return
-        affine = {name: op.inputs[name] for name in ("gamma", "beta") if name in op.inputs}
-        axes = [int(axis) for axis in op.inputs["axes"].val]
-        result = self._safe(op, op.inputs["x"], axes, eps, affine, op.name)
-        replace_var(function, op, op.outputs[0], result)
-        self.changed(op, f"layer_norm -> {self._what}")
-
-    def _safe(
-        self, op: Any, x: Any, axes: list[int], eps: float, affine: dict[str, Any], name: str
-    ) -> Any:
-        """layer_norm(x * 2^-k, eps * 2^-2k), the scaled epsilon at least fp16's tiniest."""
+        x = op.inputs["x"]
         dtype = float_dtype(x)
         k = self.scale_exponent
+        if not self.dynamic and not k and eps >= FP16_TINY:
+            return  # nothing to change
+        axes = [int(axis) for axis in op.inputs["axes"].val]
         scaled_eps = eps * 2.0 ** (-2 * k)
         if scaled_eps < FP16_TINY:
             effective = FP16_TINY * 2.0 ** (2 * k)
@@ -270,13 +322,24 @@ class fp16_safe_norm(AnePass):
                 + f"is below fp16's smallest value; the effective epsilon is {effective:.3g}"
             )
             scaled_eps = FP16_TINY
-        if k:
-            x = mb.mul(x=x, y=dtype.type(2.0**-k), before_op=op, name=f"{name}_prescale")
-        return mb.layer_norm(
-            x=x,
+        if self.dynamic:
+            _, inverse = self._row_peak(x, [a % x.rank for a in axes], 2.0**k, op, op.name)
+            what = f"layer_norm(x / max(max|x|, 2^{k}))"
+        else:
+            inverse, what = dtype.type(2.0**-k), f"layer_norm(x * 2^-{k})"
+        scaled = (
+            mb.mul(x=x, y=inverse, before_op=op, name=f"{op.name}_prescale")
+            if self.dynamic or k
+            else x
+        )
+        affine = {name: op.inputs[name] for name in ("gamma", "beta") if name in op.inputs}
+        result = mb.layer_norm(
+            x=scaled,
             axes=axes,
             epsilon=dtype.type(scaled_eps),
             before_op=op,
-            name=f"{name}{_MARK}",
+            name=f"{op.name}{_MARK}",
             **affine,
         )
+        replace_var(function, op, op.outputs[0], result)
+        self.changed(op, f"layer_norm -> {what}")

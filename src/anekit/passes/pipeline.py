@@ -19,12 +19,14 @@ from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 from anekit.errors import PassError
 from anekit.passes.base import AnePass, PassReport
 
-#: The default pipeline, in order. Ordering notes:
+#: The default pipeline, in order. Ordering notes: dedupe first, because the pattern
+#: passes recognise a computation by the identity of its values;
 #: finite_masks before the attention passes, which copy masks into each piece;
 #: prescale_query before attention_split, which would otherwise scale every piece;
 #: rank5_to_rank4 and no_tile before to_bc1s, whose transposes they would block;
 #: pad_io_width last, because it changes the program's inputs and outputs.
 ANE_PIPELINE: tuple[str, ...] = (
+    "ane::dedupe",
     "ane::finite_masks",
     "ane::fp16_safe_norm",
     "ane::prescale_query",
@@ -80,7 +82,7 @@ def _deterministic_names(program: Any) -> Iterator[None]:
 #: Options a pass takes (class attributes), by pass id.
 PASS_OPTIONS: dict[str, tuple[str, ...]] = {
     "ane::prescale_query": ("logit_clamp",),
-    "ane::fp16_safe_norm": ("scale_exponent",),
+    "ane::fp16_safe_norm": ("scale_exponent", "dynamic"),
 }
 
 
