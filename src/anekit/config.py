@@ -15,6 +15,8 @@ ENVIRONMENT: dict[str, str] = {
     "ANEKIT_LANE_IDLE": "seconds a lane worker waits for work before it exits (default: 300)",
     "ANEKIT_FAULT": "fault injection for lane workers, for tests: LANE:FAULT[,...] "
     "(see anekit.lanes.faults)",
+    "ANEKIT_STRICT_NUMERICS": "1 makes a simulated run that produces garbage (inf/NaN, or "
+    "outputs zeroed by an fp16 overflow) raise NumericsError instead of warning",
 }
 
 
@@ -31,3 +33,9 @@ def packages() -> Path:
     """Where built model packages are cached: ``$ANEKIT_PACKAGES``, else under :func:`home`."""
     configured = os.environ.get("ANEKIT_PACKAGES")
     return Path(configured).expanduser() if configured else home() / "packages"
+
+
+def strict_numerics() -> bool:
+    """``ANEKIT_STRICT_NUMERICS`` is set to a true value (1, true, yes, on)."""
+    value = os.environ.get("ANEKIT_STRICT_NUMERICS", "").strip().lower()
+    return value in ("1", "true", "yes", "on")

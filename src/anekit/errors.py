@@ -23,6 +23,8 @@ __all__ = [
     "DynamicShapeError",
     "InPlaceWriteError",
     "LaneError",
+    "NumericsError",
+    "NumericsWarning",
     "PlacementError",
     "ProgramError",
     "ShapeError",
@@ -139,3 +141,15 @@ class ModelError(AnekitError, ValueError):
 
 class LaneError(AnekitError, RuntimeError):
     """An accelerator lane failed to start, pass admission or answer in time."""
+
+
+class NumericsError(AnekitError, FloatingPointError):
+    """A simulated run produced garbage and strict numerics were asked for
+    (``strict=True`` or ``ANEKIT_STRICT_NUMERICS=1``); the message is the
+    :class:`NumericsWarning`'s."""
+
+
+class NumericsWarning(UserWarning):
+    """Garbage from a simulated run: inf/NaN in an output, an output that an fp16
+    overflow upstream made all zeros or constant, or an input that became inf when
+    cast to fp16. Names the first op that overflowed and the user's line."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import shutil
 import sys
@@ -46,6 +47,23 @@ def deployment_target_from_name(name: str) -> Any:
 
 def _spec(var: Any, name: str) -> TensorSpec:
     return TensorSpec(tuple(int(dim) for dim in var.shape), dtypes.from_mil(var.dtype), name)
+
+
+def _cast_input(spec: TensorSpec, array: np.ndarray, problems: list[str]) -> np.ndarray:
+    """``array`` as ``spec.dtype``; finite values that the cast turns into inf are
+    recorded in ``problems`` (a float32 70000 is inf in fp16)."""
+    with np.errstate(over="ignore"):
+        cast = array.astype(spec.dtype)
+    if array.dtype.kind == "f" and spec.dtype.kind == "f":
+        lost = np.isfinite(array) & ~np.isfinite(cast)
+        if lost.any():
+            largest = float(np.abs(array[lost]).max())
+            problems.append(
+                f"input {spec.name!r}: {int(lost.sum())} value(s) beyond {spec.dtype}'s range "
+                f"(largest |value| {largest:g}, max {float(np.finfo(spec.dtype).max):g}) "
+                "became inf in the cast"
+            )
+    return cast
 
 
 @dataclass(frozen=True)
@@ -332,7 +350,12 @@ class CompiledProgram:
 
     # -- running --------------------------------------------------------------------
 
-    def _feeds(self, arrays: tuple[Any, ...]) -> dict[str, np.ndarray]:
+    def _feeds(
+        self, arrays: tuple[Any, ...], problems: list[str] | None = None
+    ) -> dict[str, np.ndarray]:
+        """Inputs by name, checked, cast and padded; ``problems`` collects what the
+        casts lost (values beyond the input dtype's range)."""
+        problems = [] if problems is None else problems
         if len(arrays) != len(self.input_specs):
             expected = ", ".join(spec.describe() for spec in self.input_specs)
             raise ProgramError(
@@ -352,7 +375,7 @@ class CompiledProgram:
                     raise ProgramError(
                         f"input {spec.name!r} must be {spec.dtype}, got {array.dtype}"
                     )
-                array = array.astype(spec.dtype)
+                array = _cast_input(spec, array, problems)
             feeds[str(spec.name)] = self._pad(spec.name, array)
         return feeds
 
@@ -364,6 +387,22 @@ class CompiledProgram:
             raise ProgramError(f"{self.source}: no value for input(s) {', '.join(missing)}")
         return self._feeds(tuple(feeds[str(spec.name)] for spec in self.input_specs))
 
+    def _output_problems(self, results: list[np.ndarray]) -> list[str]:
+        """Garbage in the outputs: the numerics report names where it started (a
+        simulated run); otherwise inf/NaN values are counted."""
+        outputs = {
+            str(spec.name): value for spec, value in zip(self.output_specs, results, strict=True)
+        }
+        report = self.last_run.numerics if self.last_run is not None else None
+        if report is not None:
+            return list(report.output_problems(outputs))
+        problems = []
+        for name, value in outputs.items():
+            if value.dtype.kind == "f" and not np.isfinite(value).all():
+                bad = int(value.size - np.count_nonzero(np.isfinite(value)))
+                problems.append(f"output {name!r} holds {bad} inf/NaN value(s)")
+        return problems
+
     def _pad(self, name: Any, array: np.ndarray) -> np.ndarray:
         """Zero-pad an input's last axis to the package's width (pad_io_width)."""
         if str(name) not in self.io_widths:
@@ -372,7 +411,13 @@ class CompiledProgram:
         extra = package.shape[-1] - array.shape[-1]
         return np.pad(array, [(0, 0)] * (array.ndim - 1) + [(0, extra)])
 
-    def __call__(self, *arrays: Any, backend: str | None = None, mode: str | None = None) -> Any:
+    def __call__(
+        self,
+        *arrays: Any,
+        backend: str | None = None,
+        mode: str | None = None,
+        strict: bool | None = None,
+    ) -> Any:
         """Run the program on the best available backend (or the one named).
 
         On a Mac that is Core ML (``CPU_AND_NE``); elsewhere the ANE simulator, in
@@ -380,10 +425,18 @@ class CompiledProgram:
         ``ane``/``fp32`` (sim), ``fp32``/``int8`` (onnx), the compute units (coreml:
         ``CPU_AND_NE``, ``CPU_AND_GPU``, ``CPU_ONLY``, ``ALL``). :attr:`last_run` says
         which ran and holds the simulator's numerics report or Core ML's compute plan.
+
+        Garbage is never silent: an input that becomes inf when cast to fp16, and a
+        simulated output with inf/NaN or zeroed by an overflow upstream, warn with a
+        :class:`~anekit.errors.NumericsWarning` naming the op and your line, and are
+        listed in ``last_run.describe()``. ``strict=True`` (or
+        ``ANEKIT_STRICT_NUMERICS=1``) raises :class:`~anekit.errors.NumericsError`.
         """
         from anekit.backends import select_backend
+        from anekit.sim.report import alarm
 
-        feeds = self._feeds(arrays)
+        problems: list[str] = []
+        feeds = self._feeds(arrays, problems)
         chosen = select_backend(backend if backend is not None else ("sim" if mode else None))
         key = f"{chosen.name}:{mode or ''}"
         session = self._sessions.get(key)
@@ -398,6 +451,10 @@ class CompiledProgram:
             if str(spec.name) in self.io_widths:
                 value = value[..., : spec.shape[-1]]  # drop pad_io_width's padding
             results.append(value.astype(spec.dtype, copy=False))
+        problems += self._output_problems(results)
+        if self.last_run is not None and problems:
+            self.last_run = dataclasses.replace(self.last_run, problems=tuple(problems))
+        alarm(problems, strict=strict)
         tree = self._output_tree
         if tree == "single" and len(results) == 1:
             return results[0]

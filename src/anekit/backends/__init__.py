@@ -29,8 +29,9 @@ class RunReport:
 
     ``numerics`` is the simulator's :class:`~anekit.sim.NumericsReport` (None for
     hardware backends). ``residency``: ops per device in Core ML's compute plan
-    (``{"ane": 170, "cpu": 3}``; Core ML only). A simulated run is never an ANE
-    measurement.
+    (``{"ane": 170, "cpu": 3}``; Core ML only). ``problems``: what was wrong with the
+    call's inputs or outputs (inf/NaN, an input beyond fp16's range, an output an
+    overflow zeroed). A simulated run is never an ANE measurement.
     """
 
     backend: str
@@ -39,6 +40,7 @@ class RunReport:
     seconds: float
     numerics: Any = None
     residency: dict[str, int] | None = None
+    problems: tuple[str, ...] = ()
 
     def describe(self) -> str:
         kind = "simulated" if self.simulated else "measured"
@@ -46,6 +48,8 @@ class RunReport:
         if self.residency:
             placed = ", ".join(f"{count} on {device}" for device, count in self.residency.items())
             text += f"; compute plan: {placed}"
+        if self.problems:
+            text += "; " + "; ".join(self.problems)
         return text
 
 

@@ -11,14 +11,14 @@ from anekit.sim import ops as _ops  # noqa: F401  (registers the op implementati
 from anekit.sim.interpreter import SimResult, run
 from anekit.sim.numerics import Numerics
 from anekit.sim.registry import supported_ops
-from anekit.sim.report import RULES, NumericsReport, NumericsWarning, OpStats
+from anekit.sim.report import RULES, NumericsFinding, NumericsReport, OpStats
 from anekit.sim.single_op import run_op
 
 __all__ = [
     "RULES",
     "Numerics",
+    "NumericsFinding",
     "NumericsReport",
-    "NumericsWarning",
     "OpStats",
     "SimResult",
     "run",

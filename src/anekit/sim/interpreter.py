@@ -23,7 +23,7 @@ from anekit.errors import ProgramError, UnsupportedOpError
 from anekit.sim import cliffs
 from anekit.sim.numerics import Numerics
 from anekit.sim.registry import REGISTRY, OpContext, supported_ops
-from anekit.sim.report import NumericsReport, NumericsWarning, OpStats
+from anekit.sim.report import NumericsFinding, NumericsReport, OpStats
 
 #: Ops whose float outputs are some of their float inputs' values, moved or selected:
 #: inputs already stored as fp16 need no rounding again.
@@ -218,7 +218,7 @@ class _Run:
         location = _miltext.op_location(op)
         for note in ctx.notes:
             self.report.warnings.append(
-                NumericsWarning(note.rule, op.name, op.op_type, note.message, location)
+                NumericsFinding(note.rule, op.name, op.op_type, note.message, location)
             )
         return results, ctx.stored
 
@@ -304,7 +304,7 @@ class _Run:
             self._report_origin(origin)
         for rule, message in cliffs.check(op, arguments, max_abs):
             self.report.warnings.append(
-                NumericsWarning(rule, var.name, op.op_type, message, location)
+                NumericsFinding(rule, var.name, op.op_type, message, location)
             )
 
     def _report_origin(self, origin: _Origin) -> None:
@@ -318,7 +318,7 @@ class _Run:
         if stats.op_type in CONSTANT_OPS or stats.op_type == "input":
             self.report.ops.append(stats)
         self.report.warnings.append(
-            NumericsWarning(
+            NumericsFinding(
                 "sim.nonfinite",
                 stats.name,
                 stats.op_type,
@@ -419,7 +419,7 @@ def _run_compiled(
         report.ops.append(OpStats(record.var.name, record.op.op_type, shape, peak, 0, location))
         for rule, message in cliffs.check(record.op, cliff_arguments(record, probes), peak):
             report.warnings.append(
-                NumericsWarning(rule, record.var.name, record.op.op_type, message, location)
+                NumericsFinding(rule, record.var.name, record.op.op_type, message, location)
             )
     outputs = {}
     for var, value in zip(lowered.output_vars, results[:count], strict=True):

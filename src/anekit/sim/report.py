@@ -6,8 +6,15 @@ arithmetic as modelled here, not measurements of a Neural Engine.
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
+
+from anekit import config
+from anekit.errors import NumericsError, NumericsWarning
 
 #: Warning rules: id -> what it means and where the number comes from.
 RULES: dict[str, str] = {
@@ -48,7 +55,7 @@ class OpStats:
 
 
 @dataclass(frozen=True)
-class NumericsWarning:
+class NumericsFinding:
     """A rule that fired on one op."""
 
     rule: str
@@ -79,7 +86,7 @@ class NumericsReport:
     accumulation: str
     function: str
     ops: list[OpStats] = field(default_factory=list)
-    warnings: list[NumericsWarning] = field(default_factory=list)
+    warnings: list[NumericsFinding] = field(default_factory=list)
     first_nonfinite: OpStats | None = None
     simulated: bool = True
 
@@ -95,7 +102,7 @@ class NumericsReport:
                 return item
         raise KeyError(op_name)
 
-    def warnings_for(self, rule: str) -> list[NumericsWarning]:
+    def warnings_for(self, rule: str) -> list[NumericsFinding]:
         return [warning for warning in self.warnings if warning.rule == rule]
 
     def summary(self) -> str:
@@ -119,6 +126,38 @@ class NumericsReport:
         lines.extend(f"warning {warning}" for warning in self.warnings)
         return "\n".join(lines)
 
+    def overflow_origin(self) -> str | None:
+        """Where the run first overflowed fp16: the first op that produced inf/NaN,
+        else the first op whose internals overflowed (a norm's variance); None if
+        nothing overflowed."""
+        if self.first_nonfinite is not None:
+            first = self.first_nonfinite
+            return _op_place(first.name, first.op_type, first.location) + " produced inf/NaN"
+        for finding in self.warnings_for("sim.internal_overflow"):
+            return _op_place(finding.op, finding.op_type, finding.location) + " overflowed fp16"
+        return None
+
+    def output_problems(self, outputs: Mapping[str, Any]) -> list[str]:
+        """What is garbage in ``outputs`` (by name), each naming the op where it started:
+        inf/NaN, or a float output that is all zeros or constant after an overflow
+        upstream (``x / sqrt(inf)`` is 0). Empty when nothing is."""
+        origin = self.overflow_origin()
+        problems = []
+        for name, value in outputs.items():
+            array = np.asarray(value)
+            if array.dtype.kind != "f" or array.size == 0:
+                continue
+            bad = int(array.size - np.count_nonzero(np.isfinite(array)))
+            if bad:
+                problems.append(
+                    f"output {name!r} holds {bad} inf/NaN value{'s' if bad != 1 else ''}"
+                    + (f": {origin}" if origin else "")
+                )
+            elif origin is not None and array.size > 1 and np.ptp(array) == 0:
+                what = "all zeros" if not array.flat[0] else f"constant ({array.flat[0]:g})"
+                problems.append(f"output {name!r} is {what} because {origin}")
+        return problems
+
     def to_json(self) -> dict[str, Any]:
         return {
             "simulated": self.simulated,
@@ -131,3 +170,19 @@ class NumericsReport:
             "warnings": [warning.to_json() for warning in self.warnings],
             "ops": [item.to_json() for item in self.ops],
         }
+
+
+def _op_place(op: str, op_type: str, location: str | None) -> str:
+    return f"{op} ({op_type})" + (f" at {location}" if location else "")
+
+
+def alarm(problems: list[str], *, strict: bool | None = None, stacklevel: int = 2) -> None:
+    """Warn with a :class:`~anekit.errors.NumericsWarning` listing ``problems``, or
+    raise :class:`~anekit.errors.NumericsError` when ``strict`` (None: the
+    ``ANEKIT_STRICT_NUMERICS`` environment variable decides)."""
+    if not problems:
+        return
+    message = "simulated fp16 numerics: " + "; ".join(problems)
+    if strict if strict is not None else config.strict_numerics():
+        raise NumericsError(message)
+    warnings.warn(message, NumericsWarning, stacklevel=stacklevel + 1)
