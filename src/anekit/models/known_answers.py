@@ -2,7 +2,10 @@
 reference embeddings (all-MiniLM-L6-v2, max length 256, NumPy fp32 path).
 
 An accelerator (an ANE lane, a GPU lane, an int8 CPU lane) must reproduce these
-vectors before it gets real work. Regenerate after changing the reference path:
+vectors before it gets real work. The stored vectors are checked against
+sentence-transformers' own encode in torch (tests/models/test_model_reference.py), not
+only against the NumPy path that wrote them. Regenerate after changing the reference
+path:
 
     .venv/bin/python -m anekit.models.known_answers --write
 
