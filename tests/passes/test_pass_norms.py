@@ -3,7 +3,6 @@ ordinary and large activation sizes, exact in fp32 up to rounding."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -11,80 +10,8 @@ import pytest
 
 import anekit
 from anekit import nn
+from norm_forms import FORMS, l2_normalize, ln_by_hand, ln_op, row_cosines
 from passkit import apply_pass, only, op_types, run
-
-EPS = 1e-5
-
-
-def ln_by_hand(x: Any) -> Any:  # the tracer emits `x - m` three times
-    m = x.mean(-1, keepdims=True)
-    v = ((x - m) * (x - m)).mean(-1, keepdims=True)
-    return (x - m) / np.sqrt(v + EPS)
-
-
-def ln_pow(x: Any) -> Any:
-    m = x.mean(-1, keepdims=True)
-    return (x - m) / np.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + EPS)
-
-
-def ln_np_var(x: Any) -> Any:
-    return (x - np.mean(x, axis=-1, keepdims=True)) / np.sqrt(
-        np.var(x, axis=-1, keepdims=True) + EPS
-    )
-
-
-def ln_method_var(x: Any) -> Any:  # x.var() without keepdims, broadcast back by hand
-    return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1) + EPS)[:, None]
-
-
-def ln_np_std(x: Any) -> Any:
-    return (x - x.mean(-1, keepdims=True)) / (np.std(x, axis=-1, keepdims=True) + EPS)
-
-
-def ln_op(x: Any) -> Any:
-    return nn.layer_norm(x, eps=EPS)
-
-
-def rms_mean(x: Any) -> Any:
-    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + EPS)
-
-
-def rms_seed_003(x: Any) -> Any:  # shared/seeds/003's FFN block
-    return x / np.sqrt(np.sum(x * x, axis=1, keepdims=True) / x.shape[1] + EPS)
-
-
-def rms_rsqrt(x: Any) -> Any:
-    return nn.rms_norm(x, eps=EPS)
-
-
-def l2_normalize(x: Any) -> Any:
-    return x / np.linalg.norm(x, axis=-1, keepdims=True)
-
-
-def _rms_reference(x: np.ndarray) -> Any:
-    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + EPS)
-
-
-#: Each form, and its float64 reference when NumPy cannot run the form itself.
-FORMS: dict[str, tuple[Callable[[Any], Any], Callable[[np.ndarray], Any] | None]] = {
-    "layer norm by hand": (ln_by_hand, None),
-    "(x - m) ** 2": (ln_pow, None),
-    "np.var": (ln_np_var, None),
-    "x.var()": (ln_method_var, None),
-    "np.std + eps": (ln_np_std, None),
-    "nn.layer_norm": (ln_op, ln_by_hand),
-    "rms norm": (rms_mean, None),
-    "seed 003 rms norm": (rms_seed_003, None),
-    "nn.rms_norm (rsqrt)": (rms_rsqrt, _rms_reference),
-    "l2 normalize": (l2_normalize, None),
-}
-
-
-def _row_cosines(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    cosines: np.ndarray = (
-        (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
-    )
-    return cosines
 
 
 @pytest.mark.parametrize("magnitude", [1, 300, 3000])
@@ -101,7 +28,7 @@ def test_every_norm_form_survives_fp16(form: str, magnitude: int) -> None:
     got = np.asarray(program(x, backend="sim", mode="ane"), np.float64)
     want = (reference or fn)(x.astype(np.float64))
     assert np.isfinite(got).all()
-    assert _row_cosines(got, want).min() >= 0.999
+    assert row_cosines(got, want).min() >= 0.999
     lengths = np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
     assert np.abs(lengths - 1).max() < 5e-3
 
@@ -162,7 +89,7 @@ def test_near_fp16_max_an_l2_norm_divides_before_it_overflows() -> None:
         "v / root -> (v / max|v|) / root" in program.pass_report.result("fp16_safe_norm").changes[0]
     )
     got = np.asarray(program(x, backend="sim", mode="ane"), np.float64)
-    assert _row_cosines(got, l2_normalize(x.astype(np.float64))).min() >= 0.999
+    assert row_cosines(got, l2_normalize(x.astype(np.float64))).min() >= 0.999
 
 
 def test_a_bert_epsilon_is_raised_with_a_note(rng: np.random.Generator) -> None:

@@ -84,6 +84,17 @@ def test_a_constant_output_after_an_overflow_warns() -> None:
         program(x)
 
 
+def test_an_overflow_that_zeroes_some_rows_warns() -> None:
+    """RMS 13 over 384 channels: about half the rows' sums of squares overflow."""
+    x = (np.random.default_rng(0).standard_normal((64, 384)) * 13).astype(np.float16)
+    program = anekit.compile(layer_norm_by_hand, x, passes=False)
+    pattern = r"at \S+ produced inf/NaN; the outputs are finite but computed from it"
+    with pytest.warns(errors.NumericsWarning, match=pattern):
+        result = program(x)
+    zero_rows = int(np.sum(~np.abs(result).any(axis=1)))
+    assert 0 < zero_rows < 64
+
+
 def test_healthy_runs_and_honest_zeros_do_not_warn(rng: np.random.Generator) -> None:
     x = rng.standard_normal((4, 8)).astype(np.float16)
     with warnings.catch_warnings():

@@ -138,11 +138,12 @@ class NumericsReport:
         return None
 
     def output_problems(self, outputs: Mapping[str, Any]) -> list[str]:
-        """What is garbage in ``outputs`` (by name), each naming the op where it started:
-        inf/NaN, or a float output that is all zeros or constant after an overflow
-        upstream (``x / sqrt(inf)`` is 0). Empty when nothing is."""
+        """What is garbage in this run's ``outputs`` (by name), naming the op where it
+        started: inf/NaN in an output, a float output that is all zeros or constant
+        after an overflow upstream (``x / sqrt(inf)`` is 0), or, when the outputs look
+        fine, the overflow itself (some rows zeroed, say). Empty when nothing is."""
         origin = self.overflow_origin()
-        problems = []
+        problems: list[str] = []
         for name, value in outputs.items():
             array = np.asarray(value)
             if array.dtype.kind != "f" or array.size == 0:
@@ -156,6 +157,8 @@ class NumericsReport:
             elif origin is not None and array.size > 1 and np.ptp(array) == 0:
                 what = "all zeros" if not array.flat[0] else f"constant ({array.flat[0]:g})"
                 problems.append(f"output {name!r} is {what} because {origin}")
+        if origin is not None and not problems:
+            problems.append(f"{origin}; the outputs are finite but computed from it")
         return problems
 
     def to_json(self) -> dict[str, Any]:
