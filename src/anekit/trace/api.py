@@ -8,6 +8,7 @@ program it recorded. Program input names are the Python parameter names.
 from __future__ import annotations
 
 import inspect
+import linecache
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -88,6 +89,43 @@ def _parameter_names(fn: Callable[..., Any], count: int) -> list[str]:
             location=user_location(),
         )
     return names
+
+
+def _check_enough_inputs(fn: Callable[..., Any], count: int) -> None:
+    """A TraceError naming ``fn`` and its definition when some required parameter gets no
+    example input (rather than the TypeError calling it would raise inside anekit)."""
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    missing = [p.name for p in positional[count:] if p.default is p.empty]
+    keyword_only = [p.name for p in parameters if p.kind == p.KEYWORD_ONLY and p.default is p.empty]
+    if not missing and not keyword_only:
+        return
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    signature = f"{name}({', '.join(p.name for p in parameters)})"
+    if missing:
+        message = (
+            f"{signature} was given {count} example input(s) and none for "
+            f"{', '.join(missing)}: every parameter without a default needs one"
+        )
+    else:
+        message = (
+            f"{signature} has keyword-only parameter(s) without a default "
+            f"({', '.join(keyword_only)}), which example inputs cannot fill"
+        )
+    code = getattr(fn, "__code__", None)
+    location = None
+    if code is not None:
+        line = linecache.getline(code.co_filename, code.co_firstlineno).strip()
+        location = SourceLocation(code.co_filename, code.co_firstlineno, name, line)
+    raise TraceError(
+        message,
+        location=location,
+        hint="give one example array or anekit.TensorSpec per parameter (on the command "
+        "line, one --shape each), or bind the others first with functools.partial",
+    )
 
 
 def _input_spec(value: Any, name: str, position: int) -> TensorSpec:
@@ -196,6 +234,7 @@ def trace_function(
     if not callable(fn):
         raise TraceError(f"anekit.compile needs a function, got {type(fn).__name__}")
     target = ct.target.macOS15 if target is None else target
+    _check_enough_inputs(fn, len(example_args))
     names = (
         list(input_names) if input_names is not None else _parameter_names(fn, len(example_args))
     )
