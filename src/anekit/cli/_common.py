@@ -3,6 +3,12 @@
 Errors anekit raises on purpose print one line (``error: ...``) and exit with
 status 2; ``-v`` shows the traceback. With ``--json`` an error is printed as
 ``{"error": <code>, "message": ...}`` where the code is the exception class name.
+
+Text that comes from the user (paths, source lines, op names, error messages) is
+printed through :func:`esc` wherever it meets rich markup: ``[bold]`` in a comment
+or a file name is shown as written, never interpreted. Only light modules are
+imported here and at the top of the command modules, so that ``anekit --help``
+does not pay for coremltools or torch.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from anekit import errors
 
@@ -21,8 +28,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_ERROR = 2
 
-stdout = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
-stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+stdout = Console(
+    highlight=False, emoji=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120
+)
+stderr = Console(stderr=True, highlight=False, emoji=False, soft_wrap=True)
+
+
+def esc(value: object) -> str:
+    """``value`` as text that rich prints verbatim (its ``[...]`` not read as markup)."""
+    return escape(str(value))
 
 
 def emit_json(payload: Any) -> None:
@@ -35,7 +49,7 @@ def fail(error: Exception, as_json: bool, verbose: bool) -> None:
     if as_json:
         emit_json({"error": code, "message": str(error)})
     else:
-        stderr.print(f"[bold red]error[/] ({code}): {error}", markup=True)
+        stderr.print(f"[bold red]error[/] ({code}): {esc(error)}", markup=True)
         if verbose:
             stderr.print_exception()
     sys.exit(EXIT_ERROR)

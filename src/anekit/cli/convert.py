@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 import click
 
-from anekit.cli._common import emit_json, format_bytes, handles_errors, json_option, stderr, stdout
+from anekit.cli._common import (
+    emit_json,
+    esc,
+    format_bytes,
+    handles_errors,
+    json_option,
+    stderr,
+    stdout,
+)
 from anekit.errors import ConversionError
 
 
@@ -40,6 +49,27 @@ def _example_inputs(specs: tuple[str, ...], model: Any) -> tuple[list[str] | Non
     if any(name is None for name in names) and not all(name is None for name in names):
         raise ConversionError("--input: name every input (ids=...) or none of them")
     return (None if names[0] is None else [str(name) for name in names]), tensors
+
+
+def _destination(out: Path | None, model: Path) -> Path:
+    """Where the package goes, checked before any work: an ``.mlpackage`` path that is
+    not an existing file, below a directory that exists (or can be made) and is writable."""
+    target = out if out is not None else Path.cwd() / f"{model.stem}.mlpackage"
+    what = f"--out {target}" if out is not None else f"{target} (the default for --out)"
+    if target.suffix != ".mlpackage":
+        inside = target / f"{model.stem}.mlpackage"
+        example = inside if target.is_dir() else target.with_suffix(".mlpackage")
+        raise ConversionError(f"{what}: a package path must end in .mlpackage, e.g. {example}")
+    if target.exists() and not target.is_dir():
+        raise ConversionError(f"{what}: exists and is a file, not a package directory")
+    ancestor = target.absolute().parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ConversionError(f"{what}: {ancestor} is a file, not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ConversionError(f"{what}: the directory {ancestor} is not writable")
+    return target
 
 
 def _pass_options(texts: tuple[str, ...]) -> dict[str, dict[str, Any]]:
@@ -121,11 +151,13 @@ def convert(
     from anekit.analysis import analyze
     from anekit.frontends.pytorch import load_saved
 
+    target = _destination(out, model)
+    options = _pass_options(pass_options)
     started = time.perf_counter()
     loaded = load_saved(model)
     names, examples = _example_inputs(inputs, loaded)
     if not as_json:
-        stderr.print(f"Converting {model} ({len(examples)} input(s))...")
+        stderr.print(f"Converting {esc(model)} ({len(examples)} input(s))...")
     program = anekit.convert(
         loaded,
         tuple(examples),
@@ -134,10 +166,9 @@ def convert(
         passes=not no_passes,
         skip_passes=skip,
         extra_passes=extra,
-        pass_options=_pass_options(pass_options),
+        pass_options=options,
         float_io=float_io,
     )
-    target = out if out is not None else Path.cwd() / f"{model.stem}.mlpackage"
     package = program.save(target)
     size = sum(item.stat().st_size for item in package.rglob("*") if item.is_file())
     report = analyze(program)
@@ -165,17 +196,17 @@ def convert(
         )
         return
     for spec in program.input_specs:
-        stdout.print(f"input   {spec.describe()}")
+        stdout.print(f"input   {esc(spec.describe())}")
     for spec in program.output_specs:
-        stdout.print(f"output  {spec.describe()}")
+        stdout.print(f"output  {esc(spec.describe())}")
     if program.pass_report is not None:
         stdout.print("ANE passes:")
         for line in program.pass_report.summary().splitlines():
             stdout.print(f"  {line}", markup=False)
     for function in report.functions:
         for family in report.families:
-            stdout.print(f"placement: {function.summary(family)}")
+            stdout.print(f"placement: {esc(function.summary(family))}")
     stdout.print(
-        f"\nSaved [bold]{package}[/] ({format_bytes(size)}) in {seconds:.1f} s; "
-        f"`anekit doctor {package}` shows every op's expected device."
+        f"\nSaved [bold]{esc(package)}[/] ({format_bytes(size)}) in {seconds:.1f} s; "
+        f"`anekit doctor {esc(package)}` shows every op's expected device."
     )

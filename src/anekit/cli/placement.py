@@ -3,21 +3,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.table import Table
 
-from anekit.analysis import OpTable, PlacementReport, analyze, load_op_table
-from anekit.analysis.report import Finding, FunctionReport, OpPlacement
-from anekit.analysis.rules import RULES
-from anekit.cli._common import emit_json, handles_errors, json_option, stderr, stdout
-from anekit.errors import PlacementError
+from anekit.cli._common import emit_json, esc, handles_errors, json_option, stderr, stdout
+from anekit.errors import AnekitError, PlacementError, TraceError
+
+if TYPE_CHECKING:  # imported where used: anekit.analysis imports coremltools
+    from anekit.analysis import OpTable, PlacementReport
+    from anekit.analysis.report import Finding, FunctionReport, OpPlacement
 
 EXIT_FALLBACKS = 1
 
@@ -25,7 +27,7 @@ _DEVICE_STYLE = {"ane": "green", "cpu": "red", "gpu": "yellow"}
 
 
 def _device(text: str) -> str:
-    return f"[{_DEVICE_STYLE.get(text, 'white')}]{text}[/]"
+    return f"[{_DEVICE_STYLE.get(text, 'white')}]{esc(text)}[/]"
 
 
 def _analysed(
@@ -37,15 +39,21 @@ def _analysed(
     passes: bool = True,
 ) -> tuple[PlacementReport, Path | None, Any]:
     """The report for ``target``, the package it came from (if any) and the program."""
-    from anekit.frontends.function_ref import compile_reference, is_function_reference
+    from anekit.analysis import analyze
+    from anekit.frontends.function_ref import is_function_reference
 
     if is_function_reference(target):
         if function:
             raise PlacementError("--function applies to packages, not to a traced function")
-        program = compile_reference(target, shapes, passes=passes)
+        program = _traced(target, shapes, passes)
         report = analyze(program, families=families or None, platform=platform_name)
         report.source = target  # as the user named it
         return report, None, program
+    if target.endswith(".py"):
+        raise PlacementError(
+            f"{target}: is a Python file; name the function to trace as {target}:FUNCTION, "
+            "with a --shape for each of its inputs"
+        )
     if shapes:
         raise PlacementError("--shape applies to module:function targets, not to packages")
     if not passes:
@@ -53,6 +61,50 @@ def _analysed(
     path = Path(target)
     report = analyze(path, families=families or None, function=function, platform=platform_name)
     return report, path, None
+
+
+def _traced(target: str, shapes: tuple[str, ...], passes: bool) -> Any:
+    """``target`` imported and traced, with the user's ``print`` output sent to stderr
+    (stdout carries the report, which --json keeps machine-readable) and an exception
+    the user's code raises turned into a TraceError naming their line."""
+    from anekit.frontends.function_ref import compile_reference
+
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
+            return compile_reference(target, shapes, passes=passes)
+        except AnekitError:
+            raise
+        except Exception as error:
+            raise TraceError(
+                f"{target}: raised {type(error).__name__}: {error}",
+                location=_raising_user_line(error),
+                hint="make the function run on arrays of the --shape given (-v shows the "
+                "traceback)",
+            ) from error
+
+
+def _raising_user_line(error: BaseException) -> Any:
+    """The innermost frame of ``error``'s traceback in the user's code (not in anekit,
+    the standard library or an installed package), as a SourceLocation, or None."""
+    import linecache
+    import sysconfig
+    import traceback
+
+    from anekit.trace.source import SourceLocation
+
+    library_dirs = {Path(__file__).resolve().parents[1]}  # anekit itself
+    paths = sysconfig.get_paths()
+    library_dirs |= {Path(paths[key]).resolve() for key in ("stdlib", "purelib", "platlib")}
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        filename = frame.filename
+        if filename.startswith("<"):
+            continue
+        resolved = Path(filename).resolve()
+        if any(resolved.is_relative_to(base) for base in library_dirs):
+            continue
+        code = (frame.line or linecache.getline(filename, frame.lineno or 0)).strip()
+        return SourceLocation(filename, frame.lineno or 0, frame.name, code)
+    return None
 
 
 def _merge_compute_plan(report: PlacementReport, package: Path | None, program: Any) -> str | None:
@@ -140,10 +192,14 @@ def _finding_groups(ops: list[OpPlacement], family: str) -> dict[tuple[str, str]
 def _render_function(
     report: PlacementReport, function: FunctionReport, show_all: bool, family: str | None
 ) -> None:
-    stdout.print(f"\n[bold]function {function.name}[/]")
+    from anekit.analysis.rules import RULES
+
+    stdout.print(f"\n[bold]function {esc(function.name)}[/]")
     for key in report.families:
         segments = " -> ".join(f"{seg.device} {seg.ops}" for seg in function.segments(key))
-        stdout.print(f"  {function.summary(key)}  [dim]({segments or 'no compute ops'})[/]")
+        stdout.print(
+            f"  {esc(function.summary(key))}  [dim]({esc(segments or 'no compute ops')})[/]"
+        )
     has_actual = any(op.actual is not None for op in function.ops)
     ops = [
         op
@@ -162,25 +218,25 @@ def _render_function(
             table.add_column("actual")
         table.add_column("rules", overflow="fold")
         for op in ops:
-            row = [op.name, op.op_type, op.outputs]
+            row = [esc(op.name), esc(op.op_type), esc(op.outputs)]
             row += [_device(op.device[key]) for key in report.families]
             if has_actual:
                 actual = op.actual or ""
                 disagrees = family is not None and actual and actual != op.device[family]
-                row.append(f"[bold reverse]{actual}[/]" if disagrees else _device(actual))
-            row.append(", ".join(op.rules))
+                row.append(f"[bold reverse]{esc(actual)}[/]" if disagrees else _device(actual))
+            row.append(esc(", ".join(op.rules)))
             table.add_row(*row)
         stdout.print(table)
     first = family if family in report.families else report.families[0]
     groups = _finding_groups(function.ops, first)
     if not function.findings and not groups:
         return
-    stdout.print(f"\n[bold]Why, and how to fix[/] ({first})")
+    stdout.print(f"\n[bold]Why, and how to fix[/] ({esc(first)})")
     for finding in function.findings:
         style = "red" if finding.severity == "fallback" else "yellow"
         stdout.print(
-            f"  [{style}]{finding.severity}[/] [bold]{finding.rule}[/] (program): "
-            f"{finding.message}.\n      fix: {finding.fix}"
+            f"  [{style}]{esc(finding.severity)}[/] [bold]{esc(finding.rule)}[/] (program): "
+            f"{esc(finding.message)}.\n      fix: {esc(finding.fix)}"
         )
     for (rule, op_type), findings in sorted(groups.items()):
         sample = findings[0]
@@ -188,8 +244,9 @@ def _render_function(
         what = f"{op_type} " if op_type else ""
         message = sample.message if rule == "op.table" else RULES[rule].title
         stdout.print(
-            f"  [{style}]{sample.severity}[/] [bold]{rule}[/] ({what}{len(findings)} op"
-            f"{'s' if len(findings) != 1 else ''}): {message}\n      fix: {sample.fix}"
+            f"  [{style}]{esc(sample.severity)}[/] [bold]{esc(rule)}[/] ({esc(what)}"
+            f"{len(findings)} op{'s' if len(findings) != 1 else ''}): {esc(message)}\n"
+            f"      fix: {esc(sample.fix)}"
         )
 
 
@@ -299,7 +356,7 @@ def doctor(
     elif markdown:
         click.echo(report.to_markdown(), nl=False)
     else:
-        stdout.print(f"[bold]{report.source}[/]: expected placement by Core ML")
+        stdout.print(f"[bold]{esc(report.source)}[/]: expected placement by Core ML")
         stdout.print(
             "[dim]A prediction from anekit's op table and rules"
             + (", with the actual devices from Core ML's compute plan" if family else "")
@@ -308,12 +365,12 @@ def doctor(
         for item in report.functions:
             _render_function(report, item, show_all, family)
         for note in report.notes:
-            stdout.print(f"[dim]{note}[/]")
+            stdout.print(f"[dim]{esc(note)}[/]")
         if found:
             where = report_disagreements or "a file"
             stderr.print(
                 f"[bold]{len(found)} op(s) landed elsewhere than predicted[/]; "
-                f"--report-disagreements {where} writes them for an op-table issue."
+                f"--report-disagreements {esc(where)} writes them for an op-table issue."
             )
     sys.exit(_exit_status(report, strict))
 
@@ -357,6 +414,7 @@ def _table_rows(table: OpTable, families: list[str]) -> list[dict[str, Any]]:
 @handles_errors
 def ops(families: tuple[str, ...], verdict: str | None, markdown: bool, as_json: bool) -> None:
     """Print the op table: per MIL op and ANE family, whether it runs on the ANE."""
+    from anekit.analysis import load_op_table
     from anekit.analysis.docs import op_support_markdown
 
     table = load_op_table()
@@ -380,10 +438,10 @@ def ops(families: tuple[str, ...], verdict: str | None, markdown: bool, as_json:
     view = Table(title="MIL ops on the ANE (anekit op table)", title_justify="left")
     view.add_column("op")
     for family in chosen:
-        view.add_column(f"{family}\n{table.families[family].name}")
+        view.add_column(f"{esc(family)}\n{esc(table.families[family].name)}")
     view.add_column("condition / rewrite / dispute", overflow="fold")
     for row in rows:
-        cells = [row["op"]]
+        cells = [esc(row["op"])]
         notes = []
         for family in chosen:
             item = row["families"][family]
@@ -393,7 +451,7 @@ def ops(families: tuple[str, ...], verdict: str | None, markdown: bool, as_json:
                     notes.append(item[key])
         if row["dispute"]:
             notes.append(f"disputed: {row['dispute']}")
-        cells.append("; ".join(notes))
+        cells.append(esc("; ".join(notes)))
         view.add_row(*cells)
     stdout.print(view)
     stdout.print(f"{len(rows)} ops; sources: anekit ops --json, or docs/op-support.md")

@@ -10,21 +10,14 @@ import click
 from rich.table import Table
 
 from anekit import errors
-from anekit.cli._common import emit_json, handles_errors, json_option, stdout
+from anekit.cli._common import emit_json, esc, handles_errors, json_option, stdout
 
 
 def _simulation_inputs(program: Any, inputs: Path | None, seed: int) -> dict[str, Any]:
     import numpy as np
 
     if inputs is not None:
-        try:
-            data = np.load(inputs)
-        except (OSError, ValueError) as error:
-            raise errors.ProgramError(f"{inputs}: not a readable .npz file: {error}") from error
-        missing = [str(spec.name) for spec in program.input_specs if spec.name not in data]
-        if missing:
-            raise errors.ProgramError(f"{inputs}: has no array for input(s) {', '.join(missing)}")
-        return {str(spec.name): data[str(spec.name)] for spec in program.input_specs}
+        return _read_npz(inputs, [str(spec.name) for spec in program.input_specs])
     rng = np.random.default_rng(seed)
     feeds = {}
     for spec in program.input_specs:
@@ -33,6 +26,42 @@ def _simulation_inputs(program: Any, inputs: Path | None, seed: int) -> dict[str
         else:
             feeds[str(spec.name)] = np.ones(spec.shape, spec.dtype)
     return feeds
+
+
+def _read_npz(path: Path, names: list[str]) -> dict[str, Any]:
+    """The arrays called ``names`` in the .npz file ``path``; a ProgramError naming the
+    file when it is missing, empty, truncated, not an .npz archive or lacks an input."""
+    import zipfile
+
+    import numpy as np
+
+    def unreadable(reason: object) -> errors.ProgramError:
+        return errors.ProgramError(
+            f"--inputs {path}: not a readable .npz file ({reason}); write one with "
+            "numpy.savez(path, NAME=array, ...)"
+        )
+
+    try:
+        data = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise errors.ProgramError(f"--inputs {path}: no such file") from None
+    except EOFError:  # NumPy's answer to an empty file
+        raise unreadable("the file is empty") from None
+    except (OSError, ValueError, zipfile.BadZipFile) as error:
+        raise unreadable(error) from error
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise unreadable("it holds a single .npy array, not named arrays")
+    with data:
+        missing = [name for name in names if name not in data.files]
+        if missing:
+            raise errors.ProgramError(
+                f"--inputs {path}: has no array for input(s) {', '.join(missing)} "
+                f"(it has {', '.join(data.files) or 'none'})"
+            )
+        try:
+            return {name: data[name] for name in names}
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
+            raise unreadable(error) from error
 
 
 @click.command()
@@ -48,9 +77,9 @@ def _simulation_inputs(program: Any, inputs: Path | None, seed: int) -> dict[str
 @click.option(
     "--accumulation",
     type=click.Choice(["fp16", "fp32"]),
-    default="fp16",
-    show_default=True,
-    help="How reduce_sum/reduce_mean accumulate in ane mode.",
+    default=None,
+    help="How reduce_sum/reduce_mean accumulate in ane mode (default fp16); fp32 mode "
+    "always accumulates in fp32.",
 )
 @click.option(
     "--inputs",
@@ -73,7 +102,7 @@ def simulate(
     path: Path,
     function: str | None,
     mode: str,
-    accumulation: str,
+    accumulation: str | None,
     inputs: Path | None,
     engine: str,
     seed: int,
@@ -88,13 +117,20 @@ def simulate(
     import anekit
     from anekit import sim
 
+    if mode == "fp32" and accumulation == "fp16":
+        raise click.BadParameter(
+            "fp16 accumulation applies to --mode ane; fp32 mode accumulates in fp32",
+            param_hint="--accumulation",
+        )
+    # What the simulator actually does: in fp32 mode every sum is a float32 sum.
+    used = "fp32" if mode == "fp32" else (accumulation or "fp16")
     program = anekit.load(path, function=function)
     feeds = program.package_feeds(_simulation_inputs(program, inputs, seed))
     result = sim.run(
         program.program,
         feeds,
         mode=mode,
-        accumulation=accumulation,
+        accumulation=used,
         function=program.function_name,
         engine=engine,
     )
@@ -109,7 +145,10 @@ def simulate(
         ]
         emit_json(payload)
     else:
-        stdout.print(f"[bold]{path}[/] function {program.function_name!r}: {len(report.ops)} ops")
+        stdout.print(
+            f"[bold]{esc(path)}[/] function {esc(repr(program.function_name))}: "
+            f"{len(report.ops)} ops"
+        )
         stdout.print(report.summary(), markup=False)
         table = Table(title=f"Largest values ({mode} numerics, simulated)", title_justify="left")
         for column in ("op", "type", "shape", "max |value|", "inf/NaN", "traced from"):
@@ -117,12 +156,12 @@ def simulate(
         ranked = sorted(report.ops, key=lambda item: (-item.nonfinite, -item.max_abs))[:top]
         for item in ranked:
             table.add_row(
-                item.name,
-                item.op_type,
+                esc(item.name),
+                esc(item.op_type),
                 "x".join(map(str, item.shape)),
                 f"{item.max_abs:.6g}",
                 str(item.nonfinite),
-                item.location or "",
+                esc(item.location or ""),
             )
         stdout.print(table)
         stdout.print(f"simulated in {result.seconds:.2f} s")
