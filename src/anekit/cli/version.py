@@ -1,37 +1,61 @@
-"""``anekit version``: versions, platform, backends and error codes."""
+"""``anekit version``: versions, platform, backends and error codes.
+
+Fast on purpose: package versions come from their installed metadata and the
+backends are checked without importing coremltools, torch or onnxruntime.
+"""
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import platform
+from collections.abc import Callable
+from typing import Any
 
 import click
 
 from anekit import config, errors
 from anekit._version import __version__
-from anekit.cli._common import emit_json, json_option, stdout
+from anekit.cli._common import emit_json, esc, json_option, stdout
+
+
+def _installed(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def available_backends() -> list[str]:
+    """``anekit.backends.available_backends()`` without importing the backends: each
+    name's ``available()`` condition, checked the cheap way (a test keeps them equal)."""
+    from anekit._runtime import core_ml_runtime_available  # no coremltools off macOS
+
+    checks: dict[str, Callable[[], bool]] = {
+        "coreml": core_ml_runtime_available,
+        "sim": lambda: True,
+        "onnx": lambda: importlib.util.find_spec("onnxruntime") is not None,
+    }
+    return [name for name, check in checks.items() if check()]
 
 
 @click.command()
 @json_option
 def version(as_json: bool) -> None:
     """Show versions, the platform, available backends and error codes."""
-    import coremltools
-    import numpy
-
-    from anekit.backends import available_backends
-
     codes = sorted(
         name
         for name, value in vars(errors).items()
         if isinstance(value, type) and issubclass(value, errors.AnekitError)
     )
-    info = {
+    backends = available_backends()
+    info: dict[str, Any] = {
         "anekit": __version__,
-        "coremltools": coremltools.__version__,
-        "numpy": numpy.__version__,
+        "coremltools": _installed("coremltools"),
+        "numpy": _installed("numpy"),
         "python": platform.python_version(),
         "platform": f"{platform.system()} {platform.machine()}",
-        "backends": available_backends(),
+        "backends": backends,
         "error_codes": codes,
         "environment": config.ENVIRONMENT,
     }
@@ -39,5 +63,5 @@ def version(as_json: bool) -> None:
         emit_json(info)
         return
     for key in ("anekit", "coremltools", "numpy", "python", "platform"):
-        stdout.print(f"{key:12} {info[key]}")
-    stdout.print(f"{'backends':12} {', '.join(info['backends']) or 'none'}")
+        stdout.print(f"{key:12} {esc(info[key] or 'not installed')}")
+    stdout.print(f"{'backends':12} {', '.join(backends) or 'none'}")
