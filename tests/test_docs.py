@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from anekit import config
 from anekit.trace import numpy_api, ufuncs
 from anekit.trace.lowering import numpy_name
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+
+
+def _cited_paths(text: str) -> set[str]:
+    """Repository paths a Markdown page cites: relative link targets, `dir/file.ext` code
+    spans, and bare words under src/anekit/ or shared/ (other bare paths, such as
+    "MDX docs/ANE_INTERNALS.md", name files of the external sources)."""
+    links = set(re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text))
+    links = {link for link in links if not re.match(r"[a-z]+:", link)}
+    spans = set(re.findall(r"`([\w.-]*/[\w./-]*\.\w+)`", text))  # `dir/file.ext`
+    words = set(re.findall(r"(?<![\w/.-])((?:src/anekit|shared)/[\w./-]*\w)", text))
+    return links | spans | words
 
 
 def test_tracing_doc_lists_every_supported_function() -> None:
@@ -46,3 +59,34 @@ def test_lanes_doc_lists_every_lane_and_fault() -> None:
     kinds += ["nan-after:N", "malformed:N"]
     for kind in kinds:
         assert f"| `{kind}` |" in text and f"``{kind}``" in (faults.__doc__ or ""), kind
+
+
+def test_op_support_cites_only_what_exists() -> None:
+    """`anekit ops --markdown` (docs/op-support.md) cites files of this repository or
+    public URLs, never a path that is not here."""
+    from anekit.analysis import load_op_table
+    from anekit.analysis.docs import op_support_markdown
+
+    cited = _cited_paths(op_support_markdown(load_op_table()))
+    assert "src/anekit/analysis/data/ops.toml" in cited
+    missing = sorted(path for path in cited if not (ROOT / path).exists())
+    assert not missing, f"anekit ops --markdown cites {missing}, which are not in the repository"
+
+
+def test_op_support_lists_its_sources_with_public_urls() -> None:
+    from anekit.analysis import load_op_table
+    from anekit.analysis.docs import SOURCES, op_support_markdown
+
+    text = op_support_markdown(load_op_table())
+    assert "## Sources" in text
+    for key, where, _ in SOURCES:
+        assert f"| {key} | {where} |" in text
+        assert re.search(r"\]\(https://(github\.com|pypi\.org)/[\w./-]+\)", where), key
+
+
+def test_placement_doc_cites_only_what_exists() -> None:
+    cited = _cited_paths((DOCS / "placement.md").read_text())
+    missing = sorted(
+        path for path in cited if not (DOCS / path).exists() and not (ROOT / path).exists()
+    )
+    assert not missing, f"docs/placement.md cites {missing}, which are not in the repository"

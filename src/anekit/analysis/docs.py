@@ -11,6 +11,53 @@ from collections import Counter
 from anekit.analysis.optable import VERDICTS, OpEntry, OpTable
 from anekit.analysis.rules import CONDITIONS, RULES
 
+#: The source keys the op table and the rules cite: key, where, what was read.
+SOURCES: tuple[tuple[str, str, str], ...] = (
+    (
+        "AF",
+        "[sbryngelson/ANEForge](https://github.com/sbryngelson/ANEForge): its MIL-vocabulary "
+        "sweep (aneforge/full_mil_vocabulary_sweep.json) and capabilities doc",
+        "067717ab",
+    ),
+    (
+        "AAT",
+        "[apple/ml-ane-transformers](https://github.com/apple/ml-ane-transformers)",
+        "da64000f",
+    ),
+    (
+        "AIF",
+        "[thebasedcapital/ane-infer](https://github.com/thebasedcapital/ane-infer)",
+        "a83aa7a1",
+    ),
+    ("ANM", "[Anemll/Anemll](https://github.com/Anemll/Anemll)", "6ecb10d7 (v0.3.4)"),
+    ("CML", "[john-rocky/CoreML-LLM](https://github.com/john-rocky/CoreML-LLM)", "72178c6a"),
+    ("CT", "[apple/coremltools](https://github.com/apple/coremltools)", "e0e2f42b (9.1.dev1)"),
+    (
+        "EIL",
+        "[eiln/ane](https://github.com/eiln/ane) and [eiln/anecc](https://github.com/eiln/anecc)",
+        "0dcea997; aa7b14f4",
+    ),
+    ("HOL", "[hollance/neural-engine](https://github.com/hollance/neural-engine)", "d0bb5305"),
+    (
+        "MDX",
+        "[maderix/ANE](https://github.com/maderix/ANE), with its docs/ANE_INTERNALS.md from "
+        "the dev-erik fork",
+        "d91c9845; 005fa4d7",
+    ),
+    (
+        "SKY",
+        "[skyfallsin/apple-neural-engine-field-guide]"
+        "(https://github.com/skyfallsin/apple-neural-engine-field-guide)",
+        "47cd5cfd",
+    ),
+    (
+        "eeane",
+        "[eeane on PyPI](https://pypi.org/project/eeane/) "
+        "([xhighhongo41/eeANE](https://github.com/xhighhongo41/eeANE))",
+        "2.1.0",
+    ),
+)
+
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
@@ -49,9 +96,9 @@ def op_support_markdown(table: OpTable) -> str:
         "",
         "For every MIL op coremltools 9.0 registers: whether Core ML can place it on the",
         "ANE, per ANE family. `anekit doctor` applies this table and the constraint rules",
-        "below to a program. These are predictions seeded from the sources in",
-        "`shared/docs/ane-knowledge.md` (§1, §1.1, §7), not measurements on hardware;",
-        "disputed ops have the conservative verdict and the dispute is recorded.",
+        "below to a program. These are predictions seeded from the public sources listed",
+        "under [Sources](#sources), not measurements on hardware; disputed ops have the",
+        "conservative verdict and the dispute is recorded.",
         "",
         "Verdicts: `ane` runs on the ANE (the rules still apply); `ane_if` runs there when",
         "its condition holds; `decompose` does not run there as is, and the rewrite makes",
@@ -105,4 +152,18 @@ def op_support_markdown(table: OpTable) -> str:
             f"| `{rule.id}` | {rule.severity} | {_cell(rule.title)} | {_cell(rule.source)} "
             f"| {_cell(rule.fix)} |"
         )
+    lines += [
+        "",
+        "## Sources",
+        "",
+        "The notes and rules above cite these public sources by key. Section numbers such",
+        "as `ane-knowledge.md §2.1` or `prior-art.md §1.1` point into anekit's research notes",
+        "on them, which are not part of this repository; their claims come from the sources",
+        "below (read at the commit given) and from the issue threads cited inline as",
+        "`owner/repo#123`, an issue or pull request of that GitHub repository.",
+        "",
+        "| key | source | read at |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {key} | {where} | {commit} |" for key, where, commit in SOURCES]
     return "\n".join(lines) + "\n"
