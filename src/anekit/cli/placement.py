@@ -75,11 +75,14 @@ def _traced(target: str, shapes: tuple[str, ...], passes: bool) -> Any:
         except AnekitError:
             raise
         except Exception as error:
+            location = _raising_user_line(error)
+            hint = (
+                "make the function run on arrays of the --shape given (-v shows the traceback)"
+                if location is not None
+                else "no line of your code raised it: -v shows the traceback; please report it"
+            )
             raise TraceError(
-                f"{target}: raised {type(error).__name__}: {error}",
-                location=_raising_user_line(error),
-                hint="make the function run on arrays of the --shape given (-v shows the "
-                "traceback)",
+                f"{target}: raised {type(error).__name__}: {error}", location=location, hint=hint
             ) from error
 
 
