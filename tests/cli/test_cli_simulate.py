@@ -128,3 +128,47 @@ def test_fp16_accumulation_in_fp32_mode_is_refused(package: Path) -> None:
         "Error: Invalid value for --accumulation: fp16 accumulation applies to --mode ane; "
         "fp32 mode accumulates in fp32\n"
     )
+
+
+# --- garbage outputs: named, and fatal with --strict -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def overflowing(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """x * x for an input of 300s: every output value is inf in fp16."""
+    program = anekit.compile(lambda x: x * x, np.zeros((8, 64), np.float16), passes=False)
+    return Path(program.save(tmp_path_factory.mktemp("garbage") / "square.mlpackage"))
+
+
+def _inputs_of_300(tmp_path: Path) -> str:
+    np.savez(tmp_path / "inputs.npz", x=np.full((8, 64), 300, np.float16))
+    return str(tmp_path / "inputs.npz")
+
+
+def test_a_garbage_output_is_named_on_stderr_and_in_json(overflowing: Path, tmp_path: Path) -> None:
+    inputs = _inputs_of_300(tmp_path)
+    result = _simulate(str(overflowing), "--inputs", inputs)
+    assert result.exit_code == 1  # inf/NaN appeared, as before
+    assert "NumericsWarning: output 'output' holds 512 inf/NaN values: " in result.stderr
+    payload = json.loads(_simulate(str(overflowing), "--inputs", inputs, "--json").stdout)
+    (problem,) = payload["problems"]
+    assert problem.startswith("output 'output' holds 512 inf/NaN values: ")
+
+
+def test_strict_turns_garbage_into_an_error(
+    overflowing: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inputs = _inputs_of_300(tmp_path)
+    result = _simulate(str(overflowing), "--inputs", inputs, "--strict", "--json")
+    assert result.exit_code == 2
+    payload = json.loads(result.stdout)
+    assert payload["error"] == "NumericsError"
+    assert "output 'output' holds 512 inf/NaN values" in payload["message"]
+    monkeypatch.setenv("ANEKIT_STRICT_NUMERICS", "1")
+    assert _simulate(str(overflowing), "--inputs", inputs).exit_code == 2
+
+
+def test_a_clean_package_passes_strict(package: Path) -> None:
+    result = _simulate(str(package), "--strict", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["problems"] == []

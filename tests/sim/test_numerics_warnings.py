@@ -119,3 +119,12 @@ def test_an_input_beyond_fp16_warns_and_is_described() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         program(np.array([[65504, 1, 2, 3], [-1, 4, 5, 6]], np.float32))  # in range: quiet
+
+
+def test_fp32_mode_reports_fp32_accumulation(rng: np.random.Generator) -> None:
+    from anekit import sim
+
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    program = anekit.compile(lambda v: v.sum(axis=1), x, passes=False)
+    result = sim.run(program.program, {"v": x}, mode="fp32", accumulation="fp16")
+    assert result.report.accumulation == "fp32"

@@ -9,8 +9,8 @@ from typing import Any
 import click
 from rich.table import Table
 
-from anekit import errors
-from anekit.cli._common import emit_json, esc, handles_errors, json_option, stdout
+from anekit import config, errors
+from anekit.cli._common import emit_json, esc, handles_errors, json_option, stderr, stdout
 
 
 def _simulation_inputs(program: Any, inputs: Path | None, seed: int) -> dict[str, Any]:
@@ -96,6 +96,12 @@ def _read_npz(path: Path, names: list[str]) -> dict[str, Any]:
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for random inputs.")
 @click.option("--top", type=int, default=10, show_default=True, help="Ops to list by magnitude.")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Fail (exit 2) when an output is garbage: inf/NaN, or zeroed by an overflow "
+    "(also ANEKIT_STRICT_NUMERICS=1).",
+)
 @json_option
 @handles_errors
 def simulate(
@@ -107,12 +113,14 @@ def simulate(
     engine: str,
     seed: int,
     top: int,
+    strict: bool,
     as_json: bool,
 ) -> None:
     """Run a package in the ANE simulator and report its fp16 numerics.
 
     Exit status: 0 when no inf/NaN appeared and no numerics rule fired, 1 when
-    some did, 2 on errors. Results are simulated, never ANE measurements.
+    some did, 2 on errors (and, with --strict, when an output is garbage). Results
+    are simulated, never ANE measurements.
     """
     import anekit
     from anekit import sim
@@ -135,10 +143,14 @@ def simulate(
         engine=engine,
     )
     report = result.report
+    problems = report.output_problems(result.outputs)
+    if problems and (strict or config.strict_numerics()):
+        raise errors.NumericsError("simulated fp16 numerics: " + "; ".join(problems))
     if as_json:
         payload = report.to_json()
         payload["package"] = str(path)
         payload["seconds"] = result.seconds
+        payload["problems"] = problems
         payload["outputs"] = [
             {"name": name, "shape": list(value.shape), "dtype": str(value.dtype)}
             for name, value in result.outputs.items()
@@ -165,5 +177,7 @@ def simulate(
             )
         stdout.print(table)
         stdout.print(f"simulated in {result.seconds:.2f} s")
+        for problem in problems:
+            stderr.print(f"NumericsWarning: {esc(problem)}")
     if not report.ok:
         sys.exit(1)

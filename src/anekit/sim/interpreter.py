@@ -354,13 +354,16 @@ def run(
     ``mode="ane"`` stores every float value in fp16 (the Neural Engine's
     arithmetic), ``mode="fp32"`` computes reference math. ``accumulation`` picks
     how sums accumulate in ``ane`` mode. With ``intermediate=True`` every value is
-    returned too, by Var name, for fp16-vs-fp32 diffing.
+    returned too, by Var name, for fp16-vs-fp32 diffing. In ``fp32`` mode sums are
+    float32 sums, and the report says ``accumulation="fp32"``.
 
     ``engine="auto"`` runs the program as one compiled ONNX Runtime graph when
     every op can be lowered (:mod:`anekit.sim.compiled`) and no inf/NaN appears,
     and through the op-by-op interpreter otherwise; both follow the same
     semantics, the interpreter's being the definition.
     """
+    if mode == "fp32":
+        accumulation = "fp32"  # fp32 mode sums in float32 whatever was asked: say so
     numerics = Numerics(mode, accumulation)  # type: ignore[arg-type]
     if engine not in ENGINES:
         raise ProgramError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
