@@ -4,11 +4,15 @@ Every traced program is checked against a float64 NumPy reference written here f
 the ops' definitions, independently of the emitter and of the simulator: once through
 the public path (``program(..., backend="onnx")``) and once by running the emitted
 model (:func:`to_onnx`) in a plain ONNX Runtime session. int8 mode is checked on the
-quantized model's structure (per-channel scales) and against the fp32 reference.
+structure of the quantized model that ran (int8 weights, per-channel scales for
+MatMul) and against the fp32 reference. Devices are read back from the sessions'
+providers, with ONNX Runtime's quiet CUDA-to-CPU fallback shown by the real runtime
+and by the contract-enforcing stand-in (tests/standins.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,9 +29,18 @@ from scipy.special import erf
 import anekit
 from anekit import errors, nn
 from anekit.backends import RunReport, available_backends, select_backend
-from anekit.backends.onnx import MODES, OnnxBackend, OnnxSession, providers, session_for
+from anekit.backends.onnx import (
+    MODES,
+    OnnxBackend,
+    OnnxSession,
+    ProviderMismatch,
+    probe,
+    providers,
+    session_for,
+)
 from anekit.package.onnx_emitter import OPSET, quantize_int8, save_onnx, to_onnx
 from anekit.program import CompiledProgram
+from standins import OnnxRuntime
 
 F32 = np.float32
 F64 = np.float64
@@ -504,6 +517,11 @@ def test_int8_mode_stays_close_to_fp32(rng: np.random.Generator) -> None:
     assert program.last_run is not None and "(fp32)" in program.last_run.device
     int8 = program(x, backend="onnx", mode="int8")
     assert program.last_run is not None and "(int8)" in program.last_run.device
+    # The model that ran holds int8 weights, one scale per output channel.
+    ran = program._sessions["onnx:int8"].model
+    assert node_types(ran).count("MatMulInteger") == 2 and "MatMul" not in node_types(ran)
+    for (stored, scale, _), w in zip(_quantized_weights(ran).values(), (W1, W2), strict=True):
+        assert stored.dtype == np.int8 and scale.shape == (w.shape[0],)
     assert int8.dtype == F32 and int8.shape == want.shape
     assert _cosine(int8, want) >= 0.98
     # ... and it did quantize: fp32 is far closer to the reference than int8 is.
@@ -540,11 +558,38 @@ def test_int8_mode_is_per_channel(tmp_path: Path, rng: np.random.Generator) -> N
 def test_int8_mode_quantizes_programs_compiled_with_ane_passes(
     rng: np.random.Generator,
 ) -> None:
+    """The ANE passes make the matmuls 1x1 convolutions: int8 mode quantizes their
+    weights (ConvInteger, per tensor: ONNX Runtime's ConvInteger quantizer has no
+    per-channel mode) and stays within the measured tolerance of fp32."""
     x = activation(rng)
     program = anekit.compile(ffn, x)  # passes on, as anekit.compile defaults
+    want = ffn_ref(x)
     fp32 = program(x, backend="onnx")
     int8 = program(x, backend="onnx", mode="int8")
-    assert not np.array_equal(fp32, int8)
+    plain = node_types(program._sessions["onnx:"].model)
+    ran = program._sessions["onnx:int8"].model
+    types = node_types(ran)
+    assert plain.count("Conv") == 2 and "ConvInteger" not in plain
+    assert types.count("ConvInteger") == 2 and "Conv" not in types
+    assert types.count("DynamicQuantizeLinear") == 2  # the activations, at run time
+    values = initializers(ran)
+    convs = [node for node in ran.graph.node if node.op_type == "ConvInteger"]
+    for node, w in zip(convs, (W1, W2), strict=True):
+        stored = values[node.input[1]]
+        scale = values[node.input[1].removesuffix("_quantized") + "_scale"]
+        assert stored.dtype == np.int8 and stored.shape == (*w.shape, 1, 1)
+        assert scale.size == 1  # per tensor
+        np.testing.assert_allclose(float(scale) * 127, np.abs(w).max(), rtol=1e-6)
+        error = np.abs(stored[:, :, 0, 0].astype(F64) * float(scale) - w)
+        assert (error <= float(scale) / 2 * (1 + 1e-5)).all()
+    assert not any(
+        value.dtype == F32 and value.size in (W1.size, W2.size) for value in values.values()
+    ), "an fp32 copy of a weight is still in the model"
+    # Close to fp32 (measured: cosine 0.99990), yet not fp32: quantization shows.
+    assert _cosine(int8, fp32) >= 0.999 and _cosine(int8, want) >= 0.999
+    int8_error = np.abs(wide(int8) - want).max()
+    assert int8_error > 1e-3
+    assert np.abs(wide(fp32) - want).max() < int8_error / 100
 
 
 def test_unknown_mode_is_refused(rng: np.random.Generator) -> None:
@@ -656,16 +701,71 @@ def test_providers_end_with_the_cpu() -> None:
 
 
 def test_providers_prefer_cuda_and_ignore_others(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(
-        onnxruntime, "get_available_providers", lambda: ["AzureExecutionProvider", CPU]
-    )
+    OnnxRuntime(available=("AzureExecutionProvider", CPU)).install(monkeypatch)
     assert providers() == [CPU]
-    monkeypatch.setattr(
-        onnxruntime,
-        "get_available_providers",
-        lambda: ["TensorrtExecutionProvider", CUDA, "AzureExecutionProvider", CPU],
-    )
+    OnnxRuntime(
+        available=("TensorrtExecutionProvider", CUDA, "AzureExecutionProvider", CPU)
+    ).install(monkeypatch)
     assert providers() == [CUDA, CPU]
+    assert providers("cpu") == [CPU] and providers("cuda") == [CUDA, CPU]
+    with pytest.raises(ValueError, match="device must be one of auto, cpu, cuda"):
+        providers("gpu")
+
+
+@pytest.fixture
+def ffn_bytes(rng: np.random.Generator) -> bytes:
+    return bytes(to_onnx(anekit.compile(ffn, activation(rng), passes=False)).SerializeToString())
+
+
+def test_cpu_sessions_ask_for_the_cpu_only_where_cuda_works(
+    monkeypatch: pytest.MonkeyPatch, ffn_bytes: bytes
+) -> None:
+    ort = OnnxRuntime(available=(CUDA, CPU), working=(CUDA, CPU)).install(monkeypatch)
+    for session in (session_for(ffn_bytes, device="cpu"), session_for(ffn_bytes, gpu=False)):
+        assert session.get_providers() == [CPU]
+    assert ort.requested() == [[CPU], [CPU]]
+    auto = session_for(ffn_bytes)  # auto: CUDA where it works
+    assert auto.get_providers() == [CUDA, CPU]
+    assert OnnxSession(auto, "fp32").device == "GPU (CUDA)"
+
+
+@pytest.mark.parametrize("runtime", ["real", "stand-in"])
+def test_cuda_sessions_that_fall_back_to_the_cpu_are_refused(
+    monkeypatch: pytest.MonkeyPatch, ffn_bytes: bytes, runtime: str
+) -> None:
+    """ONNX Runtime builds a CPU session without an error when CUDA cannot load;
+    ``device="cuda"`` reads the providers back and refuses it."""
+    if runtime == "real":
+        if CUDA in onnxruntime.get_available_providers():
+            pytest.skip("CUDA really works here")
+        monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: [CUDA, CPU])
+    else:
+        OnnxRuntime(available=(CUDA, CPU), working=(CPU,)).install(monkeypatch)
+    quiet = pytest.warns(UserWarning, match="not in available provider names")
+    with quiet if runtime == "real" else contextlib.nullcontext():
+        auto = session_for(ffn_bytes)  # asks for CUDA first, gets the CPU
+    assert auto.get_providers() == [CPU]
+    session = OnnxSession(auto, "fp32")
+    assert session.device == "CPU" and session.providers == [CPU]
+    session.predict({"x": activation(np.random.default_rng(1))})
+    assert session.last_run is not None
+    assert session.last_run.device == "CPU via ONNX Runtime (fp32)"
+    with (
+        quiet if runtime == "real" else contextlib.nullcontext(),
+        pytest.raises(ProviderMismatch, match=f"built the session on {CPU}, not {CUDA}") as raised,
+    ):
+        session_for(ffn_bytes, device="cuda")
+    assert raised.value.providers == [CPU]
+    assert isinstance(raised.value, errors.BackendUnavailableError)
+    with quiet if runtime == "real" else contextlib.nullcontext(), pytest.raises(ProviderMismatch):
+        probe("cuda")
+    assert probe("cpu") == [CPU]
+
+
+def test_the_probe_sees_cuda_where_it_works(monkeypatch: pytest.MonkeyPatch) -> None:
+    ort = OnnxRuntime(available=(CUDA, CPU), working=(CUDA, CPU)).install(monkeypatch)
+    assert probe("cuda") == [CUDA, CPU]
+    assert ort.requested() == [[CUDA, CPU]]
 
 
 def test_session_for_paths_bytes_and_cpu_only(tmp_path: Path, rng: np.random.Generator) -> None:

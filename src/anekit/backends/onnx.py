@@ -1,51 +1,140 @@
 """ONNX Runtime backend: CPU everywhere, CUDA where ``onnxruntime-gpu`` and a GPU are.
 
 A program is emitted to ONNX (:mod:`anekit.package.onnx_emitter`) and run with
-graph optimizations on. ``mode="int8"`` quantizes the matmul weights per channel
-first (dynamic quantization). Results are measurements of this machine's CPU or
-GPU, never of a Neural Engine.
+graph optimizations on. ``mode="int8"`` quantizes the weights first (dynamic
+quantization: MatMul weights per output channel; Conv weights, which the ANE passes
+make of matmuls, per tensor, as ONNX Runtime's ``ConvInteger`` quantizer has no
+per-channel mode). Results are measurements of this machine's CPU or GPU, never of a
+Neural Engine.
+
+Device truth: ONNX Runtime does not refuse a provider it cannot use. Asked for
+``["CUDAExecutionProvider", "CPUExecutionProvider"]`` where CUDA is missing or
+cannot load (no GPU, no cuDNN), it builds the session on the CPU alone, with no
+error (a Python warning or an ORT log line at most). So every device here is read
+back from ``session.get_providers()``, the providers the session actually
+registered; ``device="cuda"`` raises :class:`ProviderMismatch` when CUDA is not
+the first of them, and ``device="cpu"`` asks for the CPU provider only.
 """
 
 from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from anekit.backends import RunReport
+from anekit.errors import BackendUnavailableError
 
 if TYPE_CHECKING:
     from anekit.program import CompiledProgram
 
 MODES = ("fp32", "int8")
+CPU = "CPUExecutionProvider"
+CUDA = "CUDAExecutionProvider"
+#: ``auto``: CUDA first where this ONNX Runtime has it, else the CPU; ``cpu``: the
+#: CPU provider only; ``cuda``: CUDA first, and the session must really use it.
+DEVICES = ("auto", "cpu", "cuda")
 
 
-def providers() -> list[str]:
-    """CUDA first when this ONNX Runtime has it, then the CPU."""
+class ProviderMismatch(BackendUnavailableError):
+    """A session does not run on the execution provider it was built for."""
+
+    def __init__(self, message: str, providers: Sequence[str]) -> None:
+        super().__init__(message)
+        #: The providers the session actually uses, in ONNX Runtime's order.
+        self.providers = list(providers)
+
+
+def providers(device: str = "auto") -> list[str]:
+    """The execution providers to ask for on ``device`` (see :data:`DEVICES`)."""
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+    if device == "cpu":
+        return [CPU]
+    if device == "cuda":
+        return [CUDA, CPU]  # the CPU for the few ops CUDA does not implement
     import onnxruntime
 
     available = onnxruntime.get_available_providers()
-    chosen = [name for name in ("CUDAExecutionProvider",) if name in available]
-    return [*chosen, "CPUExecutionProvider"]
+    chosen = [name for name in (CUDA,) if name in available]
+    return [*chosen, CPU]
 
 
-def session_for(path: Path | bytes, threads: int | None = None, gpu: bool = True) -> Any:
-    """An optimized ONNX Runtime session; ``threads`` intra-op threads (default: all)."""
+def device_label(used: Sequence[str]) -> str:
+    """``GPU (CUDA)``, ``CPU`` or the provider's name: what a session's first
+    provider (the one that runs every op it supports) is."""
+    first = used[0] if used else "no execution provider"
+    return {CUDA: "GPU (CUDA)", CPU: "CPU"}.get(first, first)
+
+
+def check_providers(session: Any, device: str) -> list[str]:
+    """The providers ``session`` uses; :class:`ProviderMismatch` unless the one
+    ``device`` names (``cpu``, ``cuda``) comes first."""
+    used = [str(name) for name in session.get_providers()]
+    wanted = {"cpu": CPU, "cuda": CUDA}.get(device)
+    if wanted is not None and used[:1] != [wanted]:
+        raise ProviderMismatch(
+            f"ONNX Runtime built the session on {', '.join(used) or 'nothing'}, not "
+            f"{wanted} (asked for {', '.join(providers(device))}; ONNX Runtime falls "
+            "back to the CPU without an error when it cannot load CUDA or cuDNN)",
+            used,
+        )
+    return used
+
+
+def session_for(
+    path: Path | bytes,
+    threads: int | None = None,
+    gpu: bool = True,
+    *,
+    device: str | None = None,
+) -> Any:
+    """An optimized ONNX Runtime session; ``threads`` intra-op threads (default: all).
+
+    ``device`` (see :data:`DEVICES`; default ``auto``, or ``cpu`` with
+    ``gpu=False``) chooses the providers; ``cuda`` raises :class:`ProviderMismatch`
+    when the session does not really run on CUDA.
+    """
     import onnxruntime
 
+    chosen = device or ("auto" if gpu else "cpu")
+    requested = providers(chosen)
     options = onnxruntime.SessionOptions()
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.log_severity_level = 3
+    # CPU sessions: errors only. Sessions that may use CUDA keep ORT's warnings (ops
+    # placed on the CPU, a provider that did not load) on stderr.
+    options.log_severity_level = 3 if requested == [CPU] else 2
     options.inter_op_num_threads = 1
     if threads:
         options.intra_op_num_threads = threads
-    chosen = providers() if gpu else ["CPUExecutionProvider"]
     source = str(path) if isinstance(path, Path) else path
-    return onnxruntime.InferenceSession(source, options, providers=chosen)
+    session = onnxruntime.InferenceSession(source, options, providers=requested)
+    check_providers(session, chosen)
+    return session
+
+
+def probe(device: str, threads: int | None = None) -> list[str]:
+    """The providers a one-op session gets on ``device`` (checked as
+    :func:`session_for` checks them): a quick test of whether CUDA really loads,
+    before any model is built."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "probe",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    session = session_for(model.SerializeToString(), threads, device=device)
+    return [str(name) for name in session.get_providers()]
 
 
 #: ONNX Runtime's input type names -> NumPy dtypes.
@@ -64,11 +153,15 @@ _ONNX_TYPES: dict[str, Any] = {
 class OnnxSession:
     """A program on ONNX Runtime."""
 
-    def __init__(self, session: Any, mode: str) -> None:
+    def __init__(self, session: Any, mode: str, model: Any = None) -> None:
         self.session = session
         self.mode = mode
+        #: The ONNX model the session runs (the quantized one in int8 mode), if given.
+        self.model = model
         self.last_run: RunReport | None = None
-        self.device = "GPU (CUDA)" if "CUDAExecutionProvider" in session.get_providers() else "CPU"
+        #: The providers the session really uses, and what they are.
+        self.providers = [str(name) for name in session.get_providers()]
+        self.device = device_label(self.providers)
         #: Input name -> the dtype the model takes (fp16 programs compute in fp32 here).
         self.input_types = {item.name: _ONNX_TYPES.get(item.type) for item in session.get_inputs()}
 
@@ -105,6 +198,8 @@ class OnnxBackend:
         return "onnxruntime is not installed"
 
     def load(self, program: CompiledProgram, mode: str | None = None) -> OnnxSession:
+        import onnx
+
         from anekit.errors import ProgramError
         from anekit.package.onnx_emitter import quantize_int8, save_onnx, to_onnx
 
@@ -113,12 +208,24 @@ class OnnxBackend:
             raise ProgramError(f"onnx backend modes are {', '.join(MODES)}, got {chosen!r}")
         model = to_onnx(program)
         if chosen == "fp32":
-            return OnnxSession(session_for(model.SerializeToString()), chosen)
+            return OnnxSession(session_for(model.SerializeToString()), chosen, model)
         with tempfile.TemporaryDirectory(prefix="anekit-onnx-") as scratch:
             source = save_onnx(model, Path(scratch) / "fp32.onnx")
-            target = quantize_int8(source, Path(scratch) / "int8.onnx")
-            session = session_for(target)
-        return OnnxSession(session, chosen)
+            quantized = onnx.load(str(quantize_int8(source, Path(scratch) / "int8.onnx")))
+        return OnnxSession(session_for(quantized.SerializeToString()), chosen, quantized)
 
 
-__all__ = ["MODES", "OnnxBackend", "OnnxSession", "providers", "session_for"]
+__all__ = [
+    "CPU",
+    "CUDA",
+    "DEVICES",
+    "MODES",
+    "OnnxBackend",
+    "OnnxSession",
+    "ProviderMismatch",
+    "check_providers",
+    "device_label",
+    "probe",
+    "providers",
+    "session_for",
+]

@@ -112,6 +112,9 @@ class CoreMLEngine:
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         return list(self.embedder.tokenize(texts))
 
+    def providers(self) -> list[str]:
+        return []  # Core ML places ops itself; its compute plan says where (analysis)
+
     def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
         weights, config = self.embedder.weights, self.embedder.config
         result = np.zeros((len(token_ids), self.dimension), np.float32)

@@ -10,6 +10,14 @@
 
 The floor is the minimum cosine to the fp32 reference, per known-answer chunk, that
 admission demands.
+
+Device truth: a lane's ``device`` is read from what runs it, never written by hand.
+The ONNX Runtime lanes build their sessions on one pinned device (``cpu``: the CPU
+provider only, even where onnxruntime-gpu is installed; ``gpu``: CUDA first) and
+report the providers ONNX Runtime says each session uses. ONNX Runtime falls back to
+the CPU without an error when CUDA cannot load, so the ``gpu`` lane checks: a session
+that does not run on CUDA refuses the lane (:class:`LaneRefused`, "the gpu lane would
+run on the CPU: ...") instead of serving CPU speed under a GPU label.
 """
 
 from __future__ import annotations
@@ -66,14 +74,36 @@ def unavailable_reason(lane: str) -> str | None:
     return None
 
 
+class LaneRefused(LaneError):
+    """The lane cannot be what it says it is (a ``gpu`` lane whose sessions would run
+    on the CPU); its worker says so in a refusing hello instead of serving."""
+
+    def __init__(
+        self, message: str, device: str | None = None, providers: Sequence[str] = ()
+    ) -> None:
+        super().__init__(message)
+        #: What the lane would actually have run on, and the providers, when known.
+        self.device = device
+        self.providers = list(providers)
+
+
 class Engine(Protocol):
     """Embeds tokenized texts: unit vectors, one row per text."""
 
-    device: str
+    @property
+    def device(self) -> str:
+        """What runs it, as read from the runtime where the runtime can say."""
+        ...
+
     dimension: int
     model_id: str
 
     def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray: ...
+
+    def providers(self) -> list[str]:
+        """The execution providers its runtime says it uses (ONNX Runtime's
+        ``get_providers()``); empty where the runtime does not say."""
+        ...
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]: ...
 
@@ -90,24 +120,120 @@ class EmbedderEngine:
     def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
         return np.asarray(self.embedder.embed_ids(token_ids), np.float32)
 
+    def providers(self) -> list[str]:
+        return []
+
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         return list(self.embedder.tokenize(texts))
+
+
+def onnx_device(used: Sequence[str], variant: str) -> str:
+    """A lane's device label from the providers its sessions use: ``CPU (ONNX
+    Runtime int8)``, ``GPU (ONNX Runtime CUDA fp32)``, else the provider's name."""
+    from anekit.backends.onnx import CPU, CUDA
+
+    first = used[0] if used else "no execution provider"
+    if first == CUDA:
+        return f"GPU (ONNX Runtime CUDA {variant})"
+    if first == CPU:
+        return f"CPU (ONNX Runtime {variant})"
+    return f"{first} (ONNX Runtime {variant})"
+
+
+class OnnxEngine:
+    """A lane over ONNX Runtime sessions pinned to one device (``cpu`` or ``cuda``).
+
+    It checks the device before any bucket model is built (a one-op session,
+    :func:`anekit.backends.onnx.probe`) and on every session it builds; its
+    :attr:`device` is what those sessions' providers are.
+    """
+
+    def __init__(
+        self,
+        lane: str,
+        model: str | Path | None,
+        max_length: int | None,
+        threads: int | None,
+        *,
+        variant: str,
+        device: str,
+    ) -> None:
+        from anekit.backends.onnx import probe
+        from anekit.models import Embedder
+        from anekit.models.onnx_models import OnnxEncoder
+
+        self.lane, self.variant = lane, variant
+        self.embedder = Embedder(model, backend="numpy", max_length=max_length)
+        self.dimension = int(self.embedder.dimension)
+        self.model_id = str(self.embedder.model_id)
+        self._probed: list[str] = self._checked(probe, device, threads)
+        self.encoder = OnnxEncoder(
+            self.model_id,
+            self.embedder.config,
+            self.embedder.weights,
+            variant=variant,
+            threads=threads,
+            device=device,
+        )
+
+    def _checked(self, call: Any, *args: Any) -> Any:
+        """``call(*args)``, a session that is not on this lane's device refusing the
+        lane."""
+        from anekit.backends.onnx import ProviderMismatch, device_label
+
+        try:
+            return call(*args)
+        except ProviderMismatch as mismatch:
+            label = device_label(mismatch.providers)
+            where = "the CPU" if label == "CPU" else label
+            raise LaneRefused(
+                f"the {self.lane} lane would run on {where}: {mismatch}",
+                onnx_device(mismatch.providers, self.variant),
+                mismatch.providers,
+            ) from None
+
+    def providers(self) -> list[str]:
+        """The providers its sessions use (the probe's before the first one)."""
+        return self.encoder.providers() or list(self._probed)
+
+    @property
+    def device(self) -> str:
+        return onnx_device(self.providers(), self.variant)
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        return list(self.embedder.tokenize(texts))
+
+    def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
+        """Unit vectors, as ``Embedder(backend="onnx").embed_ids`` computes them."""
+        from anekit.models.batching import batches
+        from anekit.models.bert import embed_rows
+        from anekit.models.onnx_models import ONNX_BATCH
+
+        embedder = self.embedder
+        weights, config = embedder.weights, embedder.config
+        result = np.zeros((len(token_ids), self.dimension), np.float32)
+        for batch in batches(token_ids, embedder.buckets, config.pad_token_id, ONNX_BATCH):
+            rows = embed_rows(weights, config, batch.ids)
+            vectors = self._checked(self.encoder.run, rows, batch.keep)
+            for row, index in enumerate(batch.indices):
+                result[index] = vectors[row]
+        norms = np.linalg.norm(result, axis=1, keepdims=True)
+        normalized: np.ndarray = result / np.maximum(norms, np.float32(1e-12))
+        return normalized
 
 
 def make_engine(
     lane: str, model: str | Path | None, max_length: int | None, threads: int | None
 ) -> Engine:
-    """The engine a worker for ``lane`` runs."""
+    """The engine a worker for ``lane`` runs (:class:`LaneRefused` when it would not
+    run on its lane's device)."""
     from anekit.models import Embedder
 
     reason = unavailable_reason(lane)
     if reason is not None:
         raise LaneError(f"lane {lane}: {reason}")
     if lane == "cpu":
-        embedder = Embedder(
-            model, backend="onnx", variant="int8", max_length=max_length, threads=threads
-        )
-        return EmbedderEngine(embedder, "CPU (ONNX Runtime int8)")
+        return OnnxEngine(lane, model, max_length, threads, variant="int8", device="cpu")
     if lane == "numpy":
         return EmbedderEngine(
             Embedder(model, backend="numpy", max_length=max_length), "CPU (NumPy fp32)"
@@ -117,8 +243,7 @@ def make_engine(
         embedder.package()
         return EmbedderEngine(embedder, "ANE simulator (fp16 numerics; not an ANE)")
     if lane == "gpu" and not core_ml_runtime_available():
-        embedder = Embedder(model, backend="onnx", variant="fp32", max_length=max_length)
-        return EmbedderEngine(embedder, "GPU (ONNX Runtime CUDA)")
+        return OnnxEngine(lane, model, max_length, threads, variant="fp32", device="cuda")
     from anekit.lanes.coreml_engine import CoreMLEngine
 
     units = "CPU_AND_NE" if lane == "ane" else "CPU_AND_GPU"

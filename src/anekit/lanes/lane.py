@@ -199,6 +199,7 @@ class Lane:
             "state": self.state,
             "reason": self.reason,
             "device": self.hello.get("device"),
+            "providers": self.hello.get("providers"),
             "rate_tokens_per_s": round(self.rate, 1) if self.rate else None,
             "chunks_per_s": self.hello.get("chunks_per_s"),
             "min_cosine": self.hello.get("min_cosine"),

@@ -217,6 +217,10 @@ class Scheduler:
             lane.state = "ready"
             lane.rate = float(message.get("rate_tokens_per_s") or 0.0)
             return
+        if message.get("refused"):
+            lane.stop()
+            lane.state, lane.reason = "refused", str(message["refused"])
+            return
         below = message.get("below_floor", [])
         listed = ", ".join(f"chunk {item['chunk']} ({item['cosine']:.4f})" for item in below[:8])
         lane.stop()

@@ -2,7 +2,9 @@
 
 It loads its engine (sending progress frames meanwhile), embeds the known-answer
 chunks and compares them with the fp32 reference: below the lane's floor it says
-hello with ``admitted: false`` and the chunks under the floor, and exits. Otherwise
+hello with ``admitted: false`` and the chunks under the floor, and exits. An engine
+that would not run on its lane's device (a ``gpu`` lane whose ONNX Runtime sessions
+landed on the CPU) says hello with ``admitted: false`` and ``refused``: why. Otherwise
 its hello carries its measured rate, and it serves batch frames until told to quit,
 until its stdin closes, or until it has been idle for ``ANEKIT_LANE_IDLE`` seconds.
 
@@ -21,7 +23,7 @@ from typing import IO, Any
 import numpy as np
 
 from anekit.lanes import protocol
-from anekit.lanes.engines import LANES, Engine, make_engine
+from anekit.lanes.engines import LANES, Engine, LaneRefused, make_engine
 from anekit.lanes.faults import Faults, from_environment
 
 IDLE_VARIABLE = "ANEKIT_LANE_IDLE"
@@ -92,12 +94,28 @@ def admission(
         "model": engine.model_id,
         "admitted": not below,
         "device": engine.device,
+        "providers": engine.providers(),
         "dimension": engine.dimension,
         "floor": floor,
         "min_cosine": float(cosines.min()),
         "below_floor": below,
         "rate_tokens_per_s": tokens / seconds,
         "chunks_per_s": len(token_ids) / seconds,
+        "pid": os.getpid(),
+    }
+
+
+def refusal_hello(lane: str, refusal: LaneRefused) -> dict[str, Any]:
+    """The hello of a worker whose engine is not what its lane says (a ``gpu`` lane
+    on the CPU): not admitted, with the reason and the device it would have used."""
+    return {
+        "lane": lane,
+        "admitted": False,
+        "refused": str(refusal),
+        "device": refusal.device,
+        "providers": refusal.providers,
+        "floor": LANES[lane].floor,
+        "below_floor": [],
         "pid": os.getpid(),
     }
 
@@ -161,9 +179,12 @@ def main(argv: list[str] | None = None) -> int:
     progress("loading", lane=args.lane, pid=os.getpid())
     if faults.load:
         os._exit(3)
-    engine = make_engine(args.lane, args.model, args.max_length, args.threads)
-    progress("admission")
-    hello = admission(args.lane, engine, faults, args.model)
+    try:
+        engine = make_engine(args.lane, args.model, args.max_length, args.threads)
+        progress("admission")
+        hello = admission(args.lane, engine, faults, args.model)
+    except LaneRefused as refusal:
+        hello = refusal_hello(args.lane, refusal)
     protocol.write_frame(outgoing, protocol.json_frame(protocol.HELLO, hello))
     if not hello["admitted"]:
         return 0

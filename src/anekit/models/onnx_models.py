@@ -3,6 +3,9 @@ ONNX and (``int8``) dynamically quantized per channel; cached next to the packag
 
 CPUs and GPUs prefer (B, S, C) activations and matmuls (:func:`make_row_encoder`),
 so this path traces that variant of the same encoder, with a batch of 8 rows.
+Sessions go to the device asked for (``auto``, ``cpu`` or ``cuda``; see
+:func:`anekit.backends.onnx.session_for`), and :attr:`OnnxEncoder.device` says what
+they really run on, from ONNX Runtime's own list of the providers each one uses.
 """
 
 from __future__ import annotations
@@ -70,12 +73,20 @@ class OnnxEncoder:
         variant: str = "int8",
         threads: int | None = None,
         gpu: bool = True,
+        device: str | None = None,
     ) -> None:
+        from anekit.backends.onnx import DEVICES
+
         if variant not in VARIANTS:
             raise ModelError(f"onnx variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+        chosen = device or ("auto" if gpu else "cpu")
+        if chosen not in DEVICES:
+            raise ModelError(f"onnx device must be one of {', '.join(DEVICES)}, got {chosen!r}")
         self.config, self.weights, self.variant = config, weights, variant
         self.folder = folder_for(model_id, weights, variant)
-        self.threads, self.gpu = threads, gpu
+        #: ``auto``, ``cpu`` or ``cuda`` (anekit.backends.onnx.DEVICES): ``cuda``
+        #: sessions that land on another provider raise ProviderMismatch.
+        self.threads, self.gpu, self.device_choice = threads, chosen != "cpu", chosen
         self._sessions: dict[int, Any] = {}
 
     def prepare(self, sizes: Sequence[int]) -> None:
@@ -89,15 +100,31 @@ class OnnxEncoder:
 
             self.folder.mkdir(parents=True, exist_ok=True)
             path = build_bucket(self.config, self.weights, size, self.variant, self.folder)
-            self._sessions[size] = session_for(path, threads=self.threads, gpu=self.gpu)
+            self._sessions[size] = session_for(
+                path, threads=self.threads, device=self.device_choice
+            )
         return self._sessions[size]
+
+    def providers(self) -> list[str]:
+        """The execution providers the loaded sessions really use (each once, in
+        order); empty before the first session."""
+        used: list[str] = []
+        for session in self._sessions.values():
+            used += [str(name) for name in session.get_providers() if name not in used]
+        return used
 
     @property
     def device(self) -> str:
-        sessions = list(self._sessions.values())
-        if sessions and "CUDAExecutionProvider" in sessions[0].get_providers():
-            return "GPU (CUDA)"
-        return "CPU"
+        """What the loaded sessions run on, from their providers (``GPU (CUDA)``,
+        ``CPU``); sessions on different devices are all named."""
+        from anekit.backends.onnx import device_label
+
+        labels: list[str] = []
+        for session in self._sessions.values():
+            label = device_label([str(name) for name in session.get_providers()])
+            if label not in labels:
+                labels.append(label)
+        return " + ".join(labels) or "no session loaded"
 
     def run(self, hidden: np.ndarray, keep: np.ndarray) -> np.ndarray:
         """Pooled embeddings of rows (N, S, C) with masks (N, S), in groups of ONNX_BATCH."""
