@@ -12,6 +12,7 @@ from click.testing import CliRunner
 import anekit
 from anekit import demo
 from anekit.cli import cli
+from anekit.passes import ANE_PIPELINE
 from tracing import run_program
 
 
@@ -40,8 +41,8 @@ def test_ffn_package_loads_back_with_the_expected_ops(tmp_path: Path) -> None:
     spec = model.get_spec()
     function = spec.mlProgram.functions["main"]
     ops = [op.type for op in function.block_specializations[function.opset].operations]
-    # the ANE passes made the RMSNorm a pre-scaled layer_norm and the matmuls 1x1 convs
-    for expected in ("conv", "layer_norm", "exp", "real_div", "mul", "add"):
+    # the ANE passes scaled the RMSNorm by each row's max |x| and made the matmuls 1x1 convs
+    for expected in ("conv", "abs", "reduce_max", "sqrt", "exp", "real_div", "mul", "add"):
         assert expected in ops, ops
     assert ops.count("conv") == 3
     assert "matmul" not in ops
@@ -61,7 +62,7 @@ def test_demo_command_json(tmp_path: Path) -> None:
     assert payload["inputs"] == [{"name": "x", "shape": [256, 512], "dtype": "float16"}]
     program = anekit.compile(demo.make_ffn(), demo.example_input())
     assert payload["compute_ops"] == sum(1 for op in program.ops() if op.op_type != "const")
-    assert payload["passes"]["passes"][0]["pass"] == "ane::finite_masks"
+    assert [item["pass"] for item in payload["passes"]["passes"]] == list(ANE_PIPELINE)
     assert Path(payload["package"]["path"]).is_dir()
     assert payload["package"]["bytes"] > 4_000_000
     # the embedding model's package: placement and simulated fidelity (issue 6)
