@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,6 +42,18 @@ def test_package_metadata(fp16: Embedder) -> None:
     assert info.anekit_version == anekit.__version__
     assert info.pooling == "mean" and info.normalize
     assert info.to_json()["buckets"][0] == {"function": "seq128", "batch": 4, "sequence": 128}
+
+
+def test_reading_a_package_leaves_it_untouched(fp16: Embedder, tmp_path: Path) -> None:
+    """read_package (the embedder's cache check) must not rewrite Manifest.json, as
+    coremltools' load_spec does when another tool wrote it."""
+    package = Path(shutil.copytree(fp16.package().path, tmp_path / "copy.mlpackage"))
+    manifest = package / "Manifest.json"
+    manifest.write_text(json.dumps(json.loads(manifest.read_text())))  # compact, as tools write
+    os.utime(manifest, ns=(10**18, 10**18))
+    before = (manifest.read_bytes(), manifest.stat().st_mtime_ns)
+    assert read_package(package).model == "all-MiniLM-L6-v2"
+    assert (manifest.read_bytes(), manifest.stat().st_mtime_ns) == before
 
 
 def test_every_bucket_is_a_function_with_shared_weights(fp16: Embedder) -> None:

@@ -51,8 +51,9 @@ def _package_files(location: Path) -> tuple[Path, Path | None]:
     return data / str(root), (weights[0] if weights else None)
 
 
-def _read_spec(location: Path) -> tuple[Any, Path | None]:
-    """The model spec (protobuf) and the weights folder of a package or ``.mlmodel``."""
+def read_spec(location: Path) -> tuple[Any, Path | None]:
+    """The model spec (protobuf) and the weights folder of a package or ``.mlmodel``,
+    read without writing to the package."""
     spec_file, weights = _package_files(location) if location.is_dir() else (location, None)
     spec = ct.proto.Model_pb2.Model()
     try:
@@ -72,7 +73,7 @@ def read_program(path: str | os.PathLike[str]) -> tuple[Any, Any]:
         raise ProgramError(f"{location}: no such file or directory")
     if location.suffix not in (".mlpackage", ".mlmodel"):
         raise ProgramError(f"{location}: expected an .mlpackage directory or an .mlmodel file")
-    spec, weights = _read_spec(location)
+    spec, weights = read_spec(location)
     kind = spec.WhichOneof("Type")
     if kind != "mlProgram":
         raise ProgramError(

@@ -25,7 +25,7 @@ import numpy as np
 from anekit import config as anekit_config
 from anekit._coremltools import ct, quiet_passes
 from anekit._version import __version__
-from anekit.errors import ModelError
+from anekit.errors import ModelError, ProgramError
 from anekit.models.batching import BATCH, BUCKETS
 from anekit.models.bert import make_encoder
 from anekit.models.config import EncoderConfig, load_config
@@ -193,10 +193,12 @@ def read_package(path: Path) -> PackageInfo:
     """The metadata of a package ``build_package`` wrote."""
     if not path.exists():
         raise ModelError(f"{path}: no such package")
+    from anekit.frontends.mlpackage import read_spec
+
     try:
-        spec = ct.utils.load_spec(str(path))
-    except Exception as error:
-        raise ModelError(f"{path}: coremltools could not read it: {error}") from error
+        spec, _ = read_spec(path)  # read only: load_spec rewrites Manifest.json
+    except ProgramError as error:
+        raise ModelError(str(error)) from error
     meta = dict(spec.description.metadata.userDefined)
     try:
         return PackageInfo(
