@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from anekit.cli import cli
+from anekit.lanes import LANES, unavailable_reason
 from anekit.models import Embedder, known_answers
 
 
@@ -24,13 +25,42 @@ def test_lanes_json_reports_state_rate_and_cosine(monkeypatch: pytest.MonkeyPatc
     assert report["numpy"]["device"] == "CPU (NumPy fp32)"
     assert report["cpu"]["state"] == "refused"  # zero vectors are no answer
     assert len(report["cpu"]["below_floor"]) == len(known_answers.load().texts)
+    # the device as the worker's ONNX Runtime sessions report it
+    assert report["cpu"]["providers"] == ["CPUExecutionProvider"]
+    assert report["cpu"]["device"] == "CPU (ONNX Runtime int8)"
+
+
+def _table_rows(output: str) -> dict[str, dict[str, str]]:
+    """The rows of a rich table (box-drawn, cells folded over lines), by first cell."""
+    lines = [line for line in output.splitlines() if line.startswith(("┃", "│"))]
+    header = [cell.strip() for cell in lines[0].strip("┃").split("┃")]
+    rows: dict[str, dict[str, str]] = {}
+    current: dict[str, str] = {}
+    for line in lines[1:]:
+        cells = [cell.strip() for cell in line.strip("│").split("│")]
+        if cells[0]:  # a new row; otherwise a folded continuation of the last one
+            current = rows.setdefault(cells[0], dict.fromkeys(header, ""))
+        for name, cell in zip(header, cells, strict=True):
+            if cell:
+                current[name] = f"{current[name]} {cell}".strip()
+    return rows
 
 
 def test_lanes_table_lists_unavailable_lanes() -> None:
     result = CliRunner().invoke(cli, ["lanes", "--all"])
     assert result.exit_code == 0, result.output
-    assert "cpu" in result.output and "ready" in result.output
-    assert "ane" in result.output  # ready on a Mac; unavailable, with the reason, elsewhere
+    rows = _table_rows(result.output)
+    assert set(rows) == set(LANES) - {"sim"}, result.output  # sim only when named
+    assert rows["cpu"]["state"] == rows["numpy"]["state"] == "ready"
+    assert rows["cpu"]["device"] == "CPU (ONNX Runtime int8)"
+    assert float(rows["cpu"]["min cosine"]) >= 0.98
+    for lane in ("ane", "gpu"):  # ready where they can run; unavailable, and why, elsewhere
+        reason = unavailable_reason(lane)
+        if reason is None:
+            assert rows[lane]["state"] in ("ready", "refused"), rows[lane]
+        else:
+            assert rows[lane]["state"] == "unavailable"
+            assert rows[lane]["why"] == reason
 
 
 def test_unknown_lanes_are_named() -> None:
