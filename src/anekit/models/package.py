@@ -79,8 +79,17 @@ def packages_dir() -> Path:
     return anekit_config.packages()
 
 
+#: How packages are built: bump it when tracing or the ANE passes change what a
+#: package holds, so that cached packages built the old way are rebuilt, not reused
+#: (2: fp16_safe_norm's per-row scale).
+RECIPE = 2
+
+
 def default_path(model_id: str, weights: Weights, variant: str) -> Path:
-    return packages_dir() / f"{model_id}-{weights.digest[:12]}-{variant}.mlpackage"
+    """Where the embedder caches a package: one per model, weights, variant, anekit
+    version and :data:`RECIPE`."""
+    stamp = f"{weights.digest[:12]}-{variant}-{__version__}r{RECIPE}"
+    return packages_dir() / f"{model_id}-{stamp}.mlpackage"
 
 
 def trace_bucket(config: EncoderConfig, weights: Weights, sequence: int) -> Any:
