@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from anekit.cli._common import emit_json, handles_errors, json_option, stderr, stdout
+from anekit.cli._common import emit_json, esc, handles_errors, json_option, stderr, stdout
 
 
 def _lane_names(lanes: tuple[str, ...]) -> list[str] | None:
@@ -59,43 +61,123 @@ def lanes(lanes: tuple[str, ...], every: bool, model: str | None, as_json: bool)
         rate = item.get("rate_tokens_per_s")
         chunks = item.get("chunks_per_s")
         cosine = item.get("min_cosine")
+        # Cells are rich markup: a worker's reason (its stderr) or device is shown as written.
         table.add_row(
-            item["lane"],
-            item["state"],
-            item.get("device") or "",
+            esc(item["lane"]),
+            esc(item["state"]),
+            esc(item.get("device") or ""),
             f"{rate:.0f}" if rate else "",
             f"{chunks:.1f}" if chunks else "",
             f"{cosine:.6f}" if cosine is not None else "",
-            item.get("reason") or "",
+            esc(item.get("reason") or ""),
         )
     stdout.print(table)
 
 
-def _read_texts(source: str) -> list[str]:
-    """One text per line; a line that is a JSON string, or an object with "text", is
-    decoded (so texts can hold newlines)."""
+#: How ``anekit embed`` reads its input (``--format``).
+FORMATS = ("auto", "text", "jsonl")
+_JSONL_SUFFIXES = (".jsonl", ".ndjson")
+_QUOTED = 60  # characters of a bad line quoted in its warning
+_LISTED = 10  # line numbers listed in the summary
+
+
+@dataclass
+class _Input:
+    """The texts of ``anekit embed``'s input, by line number (1-based)."""
+
+    name: str  # "stdin" or the path, for messages
+    why: str  # how --format auto chose JSON lines from the first line, else ""
+    lines: int = 0
+    texts: list[tuple[int, str]] = field(default_factory=list)
+    bad: list[tuple[int, str]] = field(default_factory=list)  # (line, what is wrong)
+
+
+def _choose_format(chosen: str, source: str, lines: list[bytes]) -> tuple[str, str]:
+    """``text`` or ``jsonl`` for ``--format chosen``, and how auto decided."""
+    if chosen != "auto":
+        return chosen, ""
+    if source != "-" and source.lower().endswith(_JSONL_SUFFIXES):
+        return "jsonl", ""  # no note: the name says so
+    first = next((line.strip() for line in lines if line.strip()), b"")
+    if first[:1] in (b"{", b'"'):
+        return "jsonl", f"its first line begins with {first[:1].decode()}"
+    return "text", ""
+
+
+def _quoted(line: str) -> str:
+    return line if len(line) <= _QUOTED else line[: _QUOTED - 3] + "..."
+
+
+def _text_of(line: str, form: str, unterminated: bool) -> tuple[str | None, str]:
+    """The text a line holds, or None and what is wrong with it."""
+    if not line.strip():
+        return None, "empty line"
+    text = line
+    if form == "jsonl":
+        try:
+            value = json.loads(line)
+        except (ValueError, RecursionError) as error:
+            if unterminated:
+                return None, f"{_quoted(line)} is truncated (no newline at the end, not valid JSON)"
+            reason = error.msg if isinstance(error, json.JSONDecodeError) else "nested too deep"
+            return None, f"{_quoted(line)} is not valid JSON ({reason})"
+        if isinstance(value, dict):
+            value = value.get("text")
+            if not isinstance(value, str):
+                return None, f'{_quoted(line)} has no "text" string'
+        elif not isinstance(value, str):
+            return None, f'{_quoted(line)} is not a JSON string or an object with a "text" string'
+        text = value
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return None, (
+            f"{_quoted(line)} is not valid Unicode: character {error.start} of its text is a "
+            f"lone surrogate (U+{ord(text[error.start]):04X})"
+        )
+    return text, ""
+
+
+def _read_input(source: str, chosen: str) -> _Input:
+    """Read SOURCE as ``--format chosen`` says: each line a text or a bad line."""
     from anekit.errors import ModelError
 
     raw = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
-    name = "stdin" if source == "-" else source
-    texts = []
-    for number, encoded in enumerate(raw.splitlines(), start=1):
+    raw = raw.removeprefix(codecs.BOM_UTF8)
+    lines = raw.splitlines()
+    form, why = _choose_format(chosen, source, lines)
+    read = _Input("stdin" if source == "-" else source, why, len(lines))
+    unterminated_end = bool(raw) and not raw.endswith((b"\n", b"\r"))
+    for number, encoded in enumerate(lines, start=1):
+        unterminated = unterminated_end and number == len(lines)
         try:
             line = encoded.decode("utf-8")
         except UnicodeDecodeError as error:
-            raise ModelError(f"{name}, line {number}: not UTF-8 ({error.reason})") from None
-        try:
-            value = json.loads(line)
-        except ValueError:
-            texts.append(line)
-            continue
-        if isinstance(value, str):
-            texts.append(value)
-        elif isinstance(value, dict) and isinstance(value.get("text"), str):
-            texts.append(value["text"])
+            if unterminated and error.reason == "unexpected end of data":
+                read.bad.append(
+                    (
+                        number,
+                        "truncated (no newline at the end, in the middle of a UTF-8 character)",
+                    )
+                )
+                continue
+            raise ModelError(f"{read.name}, line {number}: not UTF-8 ({error.reason})") from None
+        text, problem = _text_of(line, form, unterminated)
+        if text is None:
+            read.bad.append((number, problem))
         else:
-            texts.append(line)
-    return texts
+            read.texts.append((number, text))
+    return read
+
+
+def _count(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _listed(numbers: list[int]) -> str:
+    shown = ", ".join(str(number) for number in numbers[:_LISTED])
+    more = len(numbers) - _LISTED
+    return f"{shown} and {more} more" if more > 0 else shown
 
 
 @click.command()
@@ -106,21 +188,85 @@ def _read_texts(source: str) -> list[str]:
 @click.option("--model", default=None, help="Model name or Hugging Face folder.")
 @click.option("--max-length", type=int, default=None, help="Truncation length (max 512).")
 @click.option("--deadline", type=float, default=30.0, show_default=True, help="Seconds per batch.")
+@click.option(
+    "--format",
+    "form",
+    type=click.Choice(FORMATS),
+    default="auto",
+    show_default=True,
+    help='text: each line is a text. jsonl: each line a JSON string or {"text": ...}. '
+    'auto: jsonl for *.jsonl and *.ndjson, or when the first line begins with { or ", '
+    "else text.",
+)
+@click.option("--strict", is_flag=True, help="A bad input line is an error: nothing is embedded.")
 @handles_errors
 def embed(
-    source: str, lanes: tuple[str, ...], model: str | None, max_length: int | None, deadline: float
+    source: str,
+    lanes: tuple[str, ...],
+    model: str | None,
+    max_length: int | None,
+    deadline: float,
+    form: str,
+    strict: bool,
 ) -> None:
-    """Embed the texts in SOURCE (a file, or - for stdin): one JSON vector per line out.
+    """Embed the texts in SOURCE (a file, or - for stdin): one output line per input line.
 
-    Input is one text per line; a line holding a JSON string or an object with a
-    "text" field is decoded first. Progress goes to stderr.
+    Each output line is the JSON vector of the input line with the same number, or
+    null for a line that was skipped: an empty line, a JSON line that is not a string
+    or an object with a "text" string, a truncated last line, a text that is not
+    valid Unicode. Skipped lines are warned about on stderr, by line number; with
+    --strict the first one is an error (exit status 2) and nothing is embedded.
+    Progress and a summary go to stderr.
     """
+    from anekit.errors import ModelError
+
+    read = _read_input(source, form)
+    if read.bad and strict:
+        (number, problem), rest = read.bad[0], [line for line, _ in read.bad[1:]]
+        more = f"; {_count(len(rest), 'more bad line')}: {_listed(rest)}" if rest else ""
+        raise ModelError(
+            f"{read.name}, line {number}: {problem}; nothing embedded (--strict{more})"
+        )
+    for number, problem in read.bad:
+        stderr.print(
+            f"[yellow]warning[/]: {esc(read.name)}, line {number}: {esc(problem)}; skipped"
+        )
+    vectors = _embed([text for _, text in read.texts], lanes, model, max_length, deadline)
+    by_line = dict(zip((number for number, _ in read.texts), vectors, strict=True))
+    for number in range(1, read.lines + 1):
+        vector = by_line.get(number)
+        values = None if vector is None else [round(float(value), 7) for value in vector]
+        click.echo(json.dumps(values))
+    summary = f"embedded {len(read.texts)} of {_count(read.lines, 'line')}"
+    if read.bad:
+        skipped = [number for number, _ in read.bad]
+        summary += (
+            f"; {len(skipped)} skipped ({'lines' if skipped[1:] else 'line'} {_listed(skipped)})"
+        )
+    stderr.print(esc(summary))
+    if read.bad and read.why:
+        stderr.print(
+            f"note: {esc(read.name)} was read as JSON lines ({esc(read.why)}); "
+            "--format text embeds each line as it is"
+        )
+
+
+def _embed(
+    texts: list[str],
+    lanes: tuple[str, ...],
+    model: str | None,
+    max_length: int | None,
+    deadline: float,
+) -> list[Any]:
+    """The vectors of ``texts`` through the lanes, with a progress bar on stderr."""
     from anekit.models import Embedder
 
-    texts = _read_texts(source)
+    # Made even for no texts: a bad lane, model or ANEKIT_FAULT is named all the same.
     with Embedder(
         model, lanes=_lane_names(lanes) or [], max_length=max_length, deadline=deadline
     ) as embedder:
+        if not texts:
+            return []  # no worker started for nothing
         token_ids = embedder.tokenize(texts)
         progress = Progress(
             TextColumn("embedding"),
@@ -129,11 +275,10 @@ def embed(
             TimeElapsedColumn(),
             console=stderr,
             transient=True,
+            disable=not stderr.is_terminal,  # no bar, nor the blank line it leaves, in a log
         )
         with progress:
             task = progress.add_task("embed", total=len(texts))
             scheduler = embedder.scheduler
             scheduler.progress = lambda done, total: progress.update(task, completed=done)
-            vectors = embedder.embed_ids(token_ids)
-    for vector in vectors:
-        click.echo(json.dumps([round(float(value), 7) for value in vector]))
+            return list(embedder.embed_ids(token_ids))
