@@ -72,7 +72,7 @@ def test_unknown_lanes_are_named() -> None:
 def test_embed_writes_one_json_vector_per_line(tmp_path: Path) -> None:
     texts = ["def add(a, b):\n    return a + b", "", "SELECT * FROM users;"]
     source = tmp_path / "texts.jsonl"
-    lines = [json.dumps(texts[0]), texts[1], json.dumps({"text": texts[2]})]
+    lines = [json.dumps(texts[0]), json.dumps(texts[1]), json.dumps({"text": texts[2]})]
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     result = CliRunner().invoke(cli, ["embed", "--lane", "numpy", str(source)])
     assert result.exit_code == 0, result.output
