@@ -157,3 +157,22 @@ def test_build_model_command(tmp_path: Path) -> None:
         for function in built["placement"].values()
         for counts in function.values()
     )
+
+
+def test_simulated_embeddings_never_return_garbage_silently(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Embedder(backend="sim") runs the package through CompiledProgram calls, which warn
+    (NumericsWarning) when the fp16 simulation produced garbage: here token states beyond
+    fp16's range, as an exploding model would give."""
+    import anekit.models.embedder as embedder_module
+
+    embedder = Embedder(_tiny_bert(tmp_path / "tiny"), backend="sim")
+    real_embed = embedder_module.embed
+    monkeypatch.setattr(embedder_module, "embed", lambda *args: np.asarray(real_embed(*args)) * 1e6)
+    with pytest.warns(errors.NumericsWarning, match=r"input 'hidden': \d+ value\(s\) beyond"):
+        vectors = embedder.encode(["an exploding model"])
+    assert not np.isfinite(vectors).all()
+    monkeypatch.setenv("ANEKIT_STRICT_NUMERICS", "1")
+    with pytest.raises(errors.NumericsError):
+        embedder.encode(["an exploding model"])

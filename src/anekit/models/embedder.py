@@ -213,7 +213,8 @@ class Embedder:
             return np.asarray(self._reference(hidden, batch.keep), np.float32)
         program = self._program(batch.bucket)
         backend = "sim" if self.backend == "sim" else "coreml"
-        result = program(hidden.astype(np.float16), batch.keep.astype(np.float16), backend=backend)
+        # The program casts to its fp16 inputs, and names values beyond fp16's range.
+        result = program(hidden, batch.keep, backend=backend)
         return np.asarray(result, np.float32)
 
     def tokenize(self, texts: Iterable[str]) -> list[list[int]]:
