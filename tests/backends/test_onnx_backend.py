@@ -4,10 +4,11 @@ Every traced program is checked against a float64 NumPy reference written here f
 the ops' definitions, independently of the emitter and of the simulator: once through
 the public path (``program(..., backend="onnx")``) and once by running the emitted
 model (:func:`to_onnx`) in a plain ONNX Runtime session. int8 mode is checked on the
-structure of the quantized model that ran (int8 weights, per-channel scales for
-MatMul) and against the fp32 reference. Devices are read back from the sessions'
-providers, with ONNX Runtime's quiet CUDA-to-CPU fallback shown by the real runtime
-and by the contract-enforcing stand-in (tests/standins.py).
+structure of the quantized model that ran (int8 weights, one scale per output channel
+for MatMul and Conv, the ANE passes' 1x1 convolutions included) and against the fp32
+reference. Devices are read back from the sessions' providers, with ONNX Runtime's
+quiet CUDA-to-CPU fallback shown by the real runtime and by the contract-enforcing
+stand-in (tests/standins.py).
 """
 
 from __future__ import annotations
@@ -38,7 +39,13 @@ from anekit.backends.onnx import (
     providers,
     session_for,
 )
-from anekit.package.onnx_emitter import OPSET, quantize_int8, save_onnx, to_onnx
+from anekit.package.onnx_emitter import (
+    OPSET,
+    convs_as_matmuls,
+    quantize_int8,
+    save_onnx,
+    to_onnx,
+)
 from anekit.program import CompiledProgram
 from standins import OnnxRuntime
 
@@ -530,9 +537,11 @@ def test_int8_mode_stays_close_to_fp32(rng: np.random.Generator) -> None:
     assert np.abs(wide(fp32) - want).max() < int8_error / 100
 
 
-def test_int8_mode_is_per_channel(tmp_path: Path, rng: np.random.Generator) -> None:
+@pytest.mark.parametrize("passes", [False, True], ids=["matmul", "ane-passes-conv"])
+def test_int8_mode_is_per_channel(tmp_path: Path, rng: np.random.Generator, passes: bool) -> None:
     """Output channels of very different sizes: per channel keeps each one accurate,
-    one scale per tensor rounds the small channels away."""
+    one scale per tensor rounds the small channels away. With the ANE passes the
+    matmul is a 1x1 convolution, and it must be per channel too."""
     sizes = np.logspace(-3, 0, 16)
     w = (rng.standard_normal((16, 64)) * sizes[:, None]).astype(F32)
 
@@ -541,7 +550,8 @@ def test_int8_mode_is_per_channel(tmp_path: Path, rng: np.random.Generator) -> N
 
     x = rng.standard_normal((4, 64)).astype(F32)
     want = wide(x) @ wide(w).T
-    program = anekit.compile(skewed, x, passes=False)
+    program = anekit.compile(skewed, x, passes=passes)
+    assert ("Conv" in node_types(to_onnx(program))) == passes
 
     def worst_channel(got: np.ndarray) -> float:
         error = np.abs(wide(got) - want).max(axis=0) / np.abs(want).max(axis=0)
@@ -552,15 +562,27 @@ def test_int8_mode_is_per_channel(tmp_path: Path, rng: np.random.Generator) -> N
     per_tensor = quantize_int8(source, tmp_path / "skewed.t.onnx", per_channel=False)
     session = session_for(per_tensor, gpu=False)
     (got,) = session.run(["output"], {"x": x})
-    assert worst_channel(got) > 0.5
+    assert worst_channel(got[:, :16]) > 0.5  # the ANE passes pad the output to 32 wide
+
+
+def _matmul_weight_scales(model: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(int8 weight, scale) of each MatMulInteger, in graph order."""
+    values = initializers(model)
+    found = []
+    for node in model.graph.node:
+        if node.op_type == "MatMulInteger":
+            name = node.input[1]
+            found.append((values[name], values[name.removesuffix("_quantized") + "_scale"]))
+    return found
 
 
 def test_int8_mode_quantizes_programs_compiled_with_ane_passes(
     rng: np.random.Generator,
 ) -> None:
-    """The ANE passes make the matmuls 1x1 convolutions: int8 mode quantizes their
-    weights (ConvInteger, per tensor: ONNX Runtime's ConvInteger quantizer has no
-    per-channel mode) and stays within the measured tolerance of fp32."""
+    """The ANE passes make the matmuls 1x1 convolutions: int8 mode turns them back into
+    MatMul (ONNX Runtime's Conv quantizer ignores ``per_channel``), so their weights
+    get one scale per output channel, and stays within the measured tolerance of
+    fp32."""
     x = activation(rng)
     program = anekit.compile(ffn, x)  # passes on, as anekit.compile defaults
     want = ffn_ref(x)
@@ -568,20 +590,21 @@ def test_int8_mode_quantizes_programs_compiled_with_ane_passes(
     int8 = program(x, backend="onnx", mode="int8")
     plain = node_types(program._sessions["onnx:"].model)
     ran = program._sessions["onnx:int8"].model
+    onnx.checker.check_model(ran)
     types = node_types(ran)
-    assert plain.count("Conv") == 2 and "ConvInteger" not in plain
-    assert types.count("ConvInteger") == 2 and "Conv" not in types
+    assert plain.count("Conv") == 2 and "MatMul" not in plain
+    assert types.count("MatMulInteger") == 2
+    assert "Conv" not in types and "ConvInteger" not in types
     assert types.count("DynamicQuantizeLinear") == 2  # the activations, at run time
+    weights = _matmul_weight_scales(ran)
+    assert len(weights) == 2
+    for (stored, scale), w in zip(weights, (W1, W2), strict=True):
+        assert stored.dtype == np.int8 and stored.shape == w.T.shape
+        assert scale.shape == (w.shape[0],), "one scale per output channel"
+        np.testing.assert_allclose(scale * 127, np.abs(w).max(axis=1), rtol=1e-6)
+        error = np.abs(stored.astype(F64) * scale - w.T)
+        assert (error <= scale / 2 * (1 + 1e-5)).all()
     values = initializers(ran)
-    convs = [node for node in ran.graph.node if node.op_type == "ConvInteger"]
-    for node, w in zip(convs, (W1, W2), strict=True):
-        stored = values[node.input[1]]
-        scale = values[node.input[1].removesuffix("_quantized") + "_scale"]
-        assert stored.dtype == np.int8 and stored.shape == (*w.shape, 1, 1)
-        assert scale.size == 1  # per tensor
-        np.testing.assert_allclose(float(scale) * 127, np.abs(w).max(), rtol=1e-6)
-        error = np.abs(stored[:, :, 0, 0].astype(F64) * float(scale) - w)
-        assert (error <= float(scale) / 2 * (1 + 1e-5)).all()
     assert not any(
         value.dtype == F32 and value.size in (W1.size, W2.size) for value in values.values()
     ), "an fp32 copy of a weight is still in the model"
@@ -590,6 +613,100 @@ def test_int8_mode_quantizes_programs_compiled_with_ane_passes(
     int8_error = np.abs(wide(int8) - want).max()
     assert int8_error > 1e-3
     assert np.abs(wide(fp32) - want).max() < int8_error / 100
+
+
+def _conv_model(
+    weight: np.ndarray,
+    bias: np.ndarray | None,
+    shape: tuple[int, ...],
+    out: tuple[int, ...],
+    **attributes: Any,
+) -> Any:
+    """One float32 Conv (weight and bias as initializers): ``shape`` -> ``out``."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    names = ["w"] + ([] if bias is None else ["b"])
+    tensors = [numpy_helper.from_array(weight, "w")]
+    if bias is not None:
+        tensors.append(numpy_helper.from_array(bias, "b"))
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", *names], ["y"], **attributes)],
+        "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(out))],
+        tensors,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 10
+    return model
+
+
+def _run(model: Any, x: np.ndarray) -> np.ndarray:
+    session = session_for(model.SerializeToString(), gpu=False)
+    return np.asarray(session.run(None, {"x": x})[0])
+
+
+@pytest.mark.parametrize(
+    ("shape", "bias"),
+    [((2, 24, 1, 10), True), ((2, 24, 3, 5), False), ((2, 24, 7), True)],
+    ids=["b-c-1-s", "b-c-h-w", "conv1d"],
+)
+def test_1x1_convs_become_matmuls_that_compute_the_same(
+    rng: np.random.Generator, shape: tuple[int, ...], bias: bool
+) -> None:
+    rank = len(shape) - 2
+    w = weight(16, 24, *([1] * rank))
+    b = weight(16, scale=0.5) if bias else None
+    out = (shape[0], 16, *shape[2:])
+    model = _conv_model(w, b, shape, out, pads=[0] * 2 * rank, strides=[1] * rank)
+    x = rng.standard_normal(shape).astype(F32)
+    want = _run(model, x)
+    assert convs_as_matmuls(model) == 1
+    onnx.checker.check_model(model)
+    assert node_types(model) == ["Transpose", "MatMul"] + ["Add"] * bias + ["Transpose"]
+    assert {item.name for item in model.graph.initializer} == {"w_matmul"} | (
+        {"b_matmul"} if bias else set()
+    )
+    np.testing.assert_allclose(_run(model, x), want, rtol=RTOL, atol=ATOL)
+
+
+def test_other_convs_are_quantized_per_channel(tmp_path: Path, rng: np.random.Generator) -> None:
+    """A 3x3 convolution (stride 2, padded) is no matmul: it gets ConvInteger, with
+    one scale per output channel, where ONNX Runtime's own quantizer keeps one."""
+    sizes = np.logspace(-3, 0, 8).astype(F32)
+    w = weight(8, 6, 3, 3) * sizes[:, None, None, None]
+    b = weight(8, scale=0.01)
+    attributes = {"pads": [1, 1, 1, 1], "strides": [2, 2], "kernel_shape": [3, 3]}
+    model = _conv_model(w, b, (2, 6, 9, 9), (2, 8, 5, 5), **attributes)
+    assert convs_as_matmuls(model) == 0
+    source = save_onnx(model, tmp_path / "conv.onnx")
+    x = rng.standard_normal((2, 6, 9, 9)).astype(F32)
+    want = _run(model, x)
+    quantized = onnx.load(str(quantize_int8(source, tmp_path / "conv.int8.onnx")))
+    onnx.checker.check_model(quantized)
+    types = node_types(quantized)
+    assert types.count("ConvInteger") == 1 and "Conv" not in types
+    (conv,) = [node for node in quantized.graph.node if node.op_type == "ConvInteger"]
+    assert {item.name: onnx.helper.get_attribute_value(item) for item in conv.attribute} == {
+        "pads": [1, 1, 1, 1],
+        "strides": [2, 2],
+        "kernel_shape": [3, 3],
+    }
+    values = initializers(quantized)
+    stored, scale = values[conv.input[1]], values[conv.input[1] + "_scale"]
+    assert stored.dtype == np.int8 and stored.shape == w.shape
+    assert scale.shape == (1, 8, 1, 1), "one scale per output channel"
+    np.testing.assert_allclose(scale.reshape(-1) * 127, np.abs(w).reshape(8, -1).max(1), rtol=1e-6)
+    assert not values[conv.input[3]].any()  # symmetric: zero point 0
+    assert not any(value.dtype == F32 and value.shape == w.shape for value in values.values())
+
+    def worst_channel(got: np.ndarray) -> float:
+        error = np.abs(got - want).max(axis=(0, 2, 3)) / np.abs(want).max(axis=(0, 2, 3))
+        return float(error.max())
+
+    assert worst_channel(_run(quantized, x)) < 0.05
+    per_tensor = onnx.load(str(quantize_int8(source, tmp_path / "t.onnx", per_channel=False)))
+    assert worst_channel(_run(per_tensor, x)) > 0.5
 
 
 def test_unknown_mode_is_refused(rng: np.random.Generator) -> None:

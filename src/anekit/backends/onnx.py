@@ -1,11 +1,11 @@
 """ONNX Runtime backend: CPU everywhere, CUDA where ``onnxruntime-gpu`` and a GPU are.
 
 A program is emitted to ONNX (:mod:`anekit.package.onnx_emitter`) and run with
-graph optimizations on. ``mode="int8"`` quantizes the weights first (dynamic
-quantization: MatMul weights per output channel; Conv weights, which the ANE passes
-make of matmuls, per tensor, as ONNX Runtime's ``ConvInteger`` quantizer has no
-per-channel mode). Results are measurements of this machine's CPU or GPU, never of a
-Neural Engine.
+graph optimizations on. ``mode="int8"`` quantizes the weights first
+(:func:`anekit.package.onnx_emitter.quantize_int8`: dynamic quantization, one scale
+per output channel for MatMul and Conv weights; the 1x1 convolutions the ANE passes
+make of matmuls are turned back into MatMul for it). Results are measurements of this
+machine's CPU or GPU, never of a Neural Engine.
 
 Device truth: ONNX Runtime does not refuse a provider it cannot use. Asked for
 ``["CUDAExecutionProvider", "CPUExecutionProvider"]`` where CUDA is missing or
