@@ -21,10 +21,34 @@ def pytest_configure(config: pytest.Config) -> None:
                 raise pytest.UsageError(f"ANEKIT_REQUIRE_TORCH=1 but {module} is not installed")
 
 
-def _cuda() -> bool:
+def gpu_skip_reason() -> str | None:
+    """Why tests marked ``gpu`` cannot run here, or None when ONNX Runtime really runs a
+    session on CUDA.
+
+    Listing ``CUDAExecutionProvider`` is not enough: an onnxruntime-gpu whose CUDA or
+    cuDNN libraries cannot load still lists it, and builds its sessions on the CPU.
+    So this asks :func:`anekit.backends.onnx.probe` (the one-op session the gpu lane
+    starts with), which raises ``ProviderMismatch`` with ONNX Runtime's answer when
+    CUDA is not the provider the session got."""
+    import warnings
+
     import onnxruntime
 
-    return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+    from anekit.backends.onnx import CUDA, probe
+
+    listed = CUDA in onnxruntime.get_available_providers()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "not in available provider names"
+            probe("cuda")
+    except Exception as error:  # ProviderMismatch, or a provider that raised
+        where = (
+            f"onnxruntime {onnxruntime.__version__} lists {CUDA} but cannot use it"
+            if listed
+            else f"onnxruntime {onnxruntime.__version__} has no {CUDA} (onnxruntime-gpu)"
+        )
+        return f"needs a CUDA GPU that ONNX Runtime can use; {where}: {error}"
+    return None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -34,8 +58,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         "macos": None
         if core_ml_runtime_available()
         else pytest.mark.skip(reason="needs macOS with Core ML (unverified on hardware in CI)"),
-        "gpu": None if _cuda() else pytest.mark.skip(reason="needs onnxruntime-gpu and a CUDA GPU"),
     }
+    if any("gpu" in item.keywords for item in items):  # the probe builds a session
+        reason = gpu_skip_reason()
+        skips["gpu"] = None if reason is None else pytest.mark.skip(reason=reason)
     for item in items:
         for marker, skip in skips.items():
             if skip is not None and marker in item.keywords:

@@ -846,6 +846,26 @@ def test_cpu_sessions_ask_for_the_cpu_only_where_cuda_works(
     assert OnnxSession(auto, "fp32").device == "GPU (CUDA)"
 
 
+def test_gpu_tests_skip_with_the_reason_where_cuda_cannot_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """tests/conftest.py skips tests marked ``gpu`` on what the one-op probe gets, not on
+    the provider list: an onnxruntime-gpu that lists CUDA but cannot load it skips
+    (with ONNX Runtime's answer) instead of failing."""
+    from conftest import gpu_skip_reason
+
+    OnnxRuntime(available=(CUDA, CPU), working=(CPU,)).install(monkeypatch)
+    reason = gpu_skip_reason()
+    assert reason is not None
+    assert f"lists {CUDA} but cannot use it" in reason
+    assert f"built the session on {CPU}, not {CUDA}" in reason
+    OnnxRuntime(available=(CPU,), working=(CPU,)).install(monkeypatch)
+    reason = gpu_skip_reason()
+    assert reason is not None and f"has no {CUDA}" in reason
+    OnnxRuntime(available=(CUDA, CPU), working=(CUDA, CPU)).install(monkeypatch)
+    assert gpu_skip_reason() is None
+
+
 @pytest.mark.parametrize("runtime", ["real", "stand-in"])
 def test_cuda_sessions_that_fall_back_to_the_cpu_are_refused(
     monkeypatch: pytest.MonkeyPatch, ffn_bytes: bytes, runtime: str
