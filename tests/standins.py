@@ -14,7 +14,16 @@ Sources (the versions this project installs):
 
 - coremltools 9.0: ``coremltools/models/utils.py`` (``compile_model``),
   ``coremltools/models/_compiled_model.py`` (``CompiledMLModel._init_check``),
-  ``coremltools/__init__.py`` (``ComputeUnit``);
+  ``coremltools/__init__.py`` (``ComputeUnit``); ``coremltools/models/compute_plan.py``
+  and ``compute_device.py`` (``MLComputePlan.load_from_path(path, compute_units)``:
+  "The path must be the location of the ``mlmodelc`` directory"; it passes
+  ``compute_units.name`` on) and, under them, ``coremlpython/CoreMLPython.mm``
+  (``Model::getComputePlan(const std::string&, const std::string&)``: "MLComputePlan
+  is only available on macOS >= 14.4", Core ML's ``MLComputePlan loadContentsOfURL:``
+  errors raised as RuntimeError; the structure and device objects it returns are the
+  Python classes of those two modules, built around native proxies); coremltools'
+  own test of it (``coremltools/test/api/test_api_examples.py``,
+  ``TestMLComputePlan``) skips ``const`` and ``cast`` ops, which may have no usage;
 - Core ML: Apple's documentation of ``MLModel modelWithContentsOfURL:configuration:
   error:`` ("the path to a compiled model file (ModelName.mlmodelc)"),
   ``MLModelConfiguration.computeUnits``/``functionName``, ``MLMultiArray
@@ -38,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -98,8 +108,10 @@ class CoreMLTools:
     behave on a Mac (coremltools 9.0), without Core ML.
 
     A compile takes ``seconds`` and writes a directory holding a copy of the source
-    package under ``source/`` (so a test can tell which package a compiled model came
-    from); ``fail_compile`` makes the next compile fail like Core ML's compiler.
+    package under ``source/`` (an ``.mlmodel`` source: the file ``source``), so a test
+    can tell which package a compiled model came from and the compute-plan stand-in
+    can read its program; ``fail_compile`` makes the next compile fail like Core ML's
+    compiler.
     """
 
     seconds: float = 0.0
@@ -136,10 +148,13 @@ class CoreMLTools:
         if self.fail_compile is not None:
             message, self.fail_compile = self.fail_compile, None
             raise RuntimeError(f"Error compiling model: {message}")
-        if not (source / "Manifest.json").is_file():
+        if not ((source / "Manifest.json").is_file() or source.is_file()):
             raise RuntimeError(f"Error compiling model: {model} is not a model package")
         original = Path(tempfile.mkdtemp(suffix=".mlmodelc"))
-        shutil.copytree(source, original / "source")
+        if source.is_file():  # an .mlmodel, which compile_model takes too
+            shutil.copyfile(source, original / "source")
+        else:
+            shutil.copytree(source, original / "source")
         (original / "coremldata.bin").write_bytes(b"compiled")
         if destination_path is None:
             return str(original)
@@ -176,6 +191,299 @@ class CoreMLTools:
         loaded = CompiledModel(path, compute_units, function)
         self.loads.append(loaded)
         return loaded
+
+
+# -- Core ML's compute plan, through coremltools ------------------------------------
+
+#: The devices each compute-units value lets Core ML use (MLComputeUnits).
+PLAN_DEVICES: dict[str, tuple[str, ...]] = {
+    "CPU_ONLY": ("cpu",),
+    "CPU_AND_GPU": ("cpu", "gpu"),
+    "CPU_AND_NE": ("cpu", "ane"),
+    "ALL": ("cpu", "gpu", "ane"),
+}
+
+
+class _CPUDeviceProxy:
+    """libcoremlpython's ``_MLCPUComputeDeviceProxy``."""
+
+
+class _GPUDeviceProxy:
+    """libcoremlpython's ``_MLGPUComputeDeviceProxy``."""
+
+
+class _NeuralEngineDeviceProxy:
+    """libcoremlpython's ``_MLNeuralEngineComputeDeviceProxy``."""
+
+    def get_total_core_count(self) -> int:
+        return 16
+
+
+class _OperationProxy:
+    """The native ``ModelStructureProgramOperation`` behind an operation's ``__proxy__``."""
+
+    def __init__(self, function: str, operator: str, cost: float | None) -> None:
+        self.function, self.operator, self.cost = function, operator, cost
+        self.device: str | None = None
+
+
+class _LayerProxy:
+    """The native ``ModelStructureNeuralNetworkLayer`` behind a layer's ``__proxy__``."""
+
+
+def _plan_device(kind: str) -> Any:
+    """A real coremltools device object (its ``__init__`` checks the proxy's type)."""
+    from coremltools.models import compute_device
+
+    if kind == "ane":
+        return compute_device.MLNeuralEngineComputeDevice(_NeuralEngineDeviceProxy())
+    if kind == "gpu":
+        return compute_device.MLGPUComputeDevice(_GPUDeviceProxy())
+    return compute_device.MLCPUComputeDevice(_CPUDeviceProxy())
+
+
+def _pybind_string(function: str, **arguments: Any) -> None:
+    """pybind11 refuses what is not a Python str where C++ takes a ``std::string``."""
+    for name, value in arguments.items():
+        if not isinstance(value, str):
+            raise TypeError(
+                f"{function}(): incompatible function arguments. The following argument "
+                f"types are supported: (arg0: str, ...); {name}: {type(value).__name__}"
+            )
+
+
+def _spec_of(source: Path) -> Any:
+    """The model spec of a package directory (its Manifest.json's root model) or of an
+    ``.mlmodel`` file."""
+    if source.is_dir():
+        manifest = json.loads((source / "Manifest.json").read_text())
+        entry = manifest["itemInfoEntries"][manifest["rootModelIdentifier"]]
+        source = source / "Data" / entry["path"]
+    spec = ct.proto.Model_pb2.Model()
+    spec.ParseFromString(source.read_bytes())
+    return spec
+
+
+class _ComputePlanProxy:
+    """libcoremlpython's ``_MLComputePlanProxy`` (``ComputePlan`` in CoreMLPython.mm)."""
+
+    def __init__(self, structure: Any, units: str) -> None:
+        self._structure, self.units = structure, units
+
+    @property
+    def model_structure(self) -> Any:
+        return self._structure
+
+    @staticmethod
+    def _operation(operation: Any) -> _OperationProxy:
+        # py::cast<ModelStructureProgramOperation>(operation.attr("__proxy__"))
+        proxy = operation.__proxy__
+        if not isinstance(proxy, _OperationProxy):
+            raise RuntimeError(
+                f"Unable to cast Python instance of type {type(proxy).__name__} to C++ type "
+                "'ModelStructureProgramOperation'"
+            )
+        return proxy
+
+    def get_compute_device_usage_for_mlprogram_operation(self, operation: Any) -> Any:
+        from coremltools.models.compute_plan import MLComputePlanDeviceUsage
+
+        proxy = self._operation(operation)
+        if proxy.device is None:
+            return None
+        return MLComputePlanDeviceUsage(
+            preferred_compute_device=_plan_device(proxy.device),
+            supported_compute_devices=[_plan_device(kind) for kind in PLAN_DEVICES[self.units]],
+        )
+
+    def get_estimated_cost_for_mlprogram_operation(self, operation: Any) -> Any:
+        from coremltools.models.compute_plan import MLComputePlanCost
+
+        cost = self._operation(operation).cost
+        return None if cost is None else MLComputePlanCost(weight=cost)
+
+    def get_compute_device_usage_for_neuralnetwork_layer(self, layer: Any) -> Any:
+        from coremltools.models.compute_plan import MLComputePlanDeviceUsage
+
+        if not isinstance(layer.__proxy__, _LayerProxy):
+            raise RuntimeError("Unable to cast Python instance to C++ type")
+        return MLComputePlanDeviceUsage(
+            preferred_compute_device=_plan_device("cpu"),
+            supported_compute_devices=[_plan_device(kind) for kind in PLAN_DEVICES[self.units]],
+        )
+
+
+@dataclass
+class CoreMLComputePlan:
+    """Core ML's compute plan as coremltools 9.0 reaches it on a Mac running ``macos``,
+    without Core ML: the native layer under ``coremltools.models.compute_plan`` and
+    ``compute_device`` (libcoremlpython's ``_MLModelProxy.get_compute_plan`` and the
+    proxies) is replaced, so coremltools' own Python (``MLComputePlan.load_from_path``,
+    its ``compute_units.name``, the structure and device classes) runs as it is.
+
+    It loads compiled models the :class:`CoreMLTools` stand-in wrote (a ``*.mlmodelc``
+    directory with ``coremldata.bin`` and the source package under ``source``) and
+    returns the structure of their ML program: every function, operation (``const``
+    included), output name and nested block, as Core ML's ``MLModelStructure`` has
+    them. ``place(function, operation)`` names each non-const operation's preferred
+    device (``ane``, ``gpu``, ``cpu``; default: the ANE where the compute units allow
+    it, else the GPU, else the CPU); it must be one the compute units allow. ``const``
+    operations have no usage and no cost; the others share the cost equally.
+    """
+
+    place: Callable[[str, Any], str] | None = None
+    #: The macOS version this Mac runs (``platform.mac_ver``); 14.4 has compute plans.
+    macos: str = "15.5"
+    #: (path, compute units name) of each compute plan loaded.
+    loads: list[tuple[str, str]] = field(default_factory=list)
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> CoreMLComputePlan:
+        import platform
+
+        from coremltools.models import compute_device, compute_plan
+
+        model_proxy = types.SimpleNamespace(
+            get_compute_plan=self.get_compute_plan,
+            get_model_structure=self.get_model_structure,
+            get_all_compute_devices=lambda: [_plan_device(k) for k in ("cpu", "gpu", "ane")],
+        )
+        monkeypatch.setattr(compute_plan, "_MLModelProxy", model_proxy)
+        monkeypatch.setattr(compute_plan, "_MLComputePlanProxy", _ComputePlanProxy)
+        monkeypatch.setattr(compute_device, "_MLModelProxy", model_proxy)
+        monkeypatch.setattr(compute_device, "_MLCPUComputeDeviceProxy", _CPUDeviceProxy)
+        monkeypatch.setattr(compute_device, "_MLGPUComputeDeviceProxy", _GPUDeviceProxy)
+        monkeypatch.setattr(
+            compute_device, "_MLNeuralEngineComputeDeviceProxy", _NeuralEngineDeviceProxy
+        )
+        monkeypatch.setattr(platform, "mac_ver", lambda *args: (self.macos, ("", "", ""), "arm64"))
+        return self
+
+    def _has_compute_plans(self) -> bool:
+        version = tuple(int(part) for part in self.macos.split("."))
+        return version >= (14, 4)
+
+    def _compiled_source(self, path: str) -> Path:
+        """Core ML's ``loadContentsOfURL:`` needs a compiled model; its NSError comes
+        back through ``Utils::handleError`` as a RuntimeError."""
+        compiled = Path(path)
+        if not (compiled.name.endswith(".mlmodelc") and (compiled / "coremldata.bin").is_file()):
+            raise RuntimeError(f"Error opening compiled model {path}: not a compiled model")
+        source = compiled / "source"
+        if not source.exists():
+            raise AssertionError(f"{path}: not compiled by the CoreMLTools stand-in")
+        return source
+
+    def get_compute_plan(self, path: Any, compute_units: Any) -> Any:
+        """``Model::getComputePlan(compiledModelPath, computeUnits)``."""
+        from coremltools.models import compute_plan
+
+        _pybind_string("get_compute_plan", path=path, compute_units=compute_units)
+        if not self._has_compute_plans():
+            raise RuntimeError("MLComputePlan is only available on macOS >= 14.4")
+        if compute_units not in PLAN_DEVICES:  # setComputeUnit asserts "ALL" otherwise
+            raise AssertionError(f'computeUnits == "ALL" failed: {compute_units!r}')
+        structure = self._structure(self._compiled_source(path), compute_units)
+        self.loads.append((path, compute_units))
+        return compute_plan.MLComputePlan(_ComputePlanProxy(structure, compute_units))
+
+    def get_model_structure(self, path: Any) -> Any:
+        """``Model::getModelStructure(compiledModelPath)`` (MLModelStructure)."""
+        _pybind_string("get_model_structure", path=path)
+        if not self._has_compute_plans():
+            raise RuntimeError("MLModelStructure is only available on macOS >= 14.4")
+        return self._structure(self._compiled_source(path), "ALL")
+
+    def _structure(self, source: Path, units: str) -> Any:
+        from coremltools.models import compute_plan as cp
+
+        try:
+            spec = _spec_of(source)
+        except Exception as error:
+            raise RuntimeError(f"Failed to load compute plan, with error={error}.") from None
+        kind = spec.WhichOneof("Type")
+        if kind == "neuralNetwork":
+            layers = [
+                cp.MLModelStructureNeuralNetworkLayer(
+                    name=layer.name,
+                    type=layer.WhichOneof("layer"),
+                    input_names=list(layer.input),
+                    output_names=list(layer.output),
+                    __proxy__=_LayerProxy(),
+                )
+                for layer in spec.neuralNetwork.layers
+            ]
+            return cp.MLModelStructure(
+                neuralnetwork=cp.MLModelStructureNeuralNetwork(layers=layers),
+                program=None,
+                pipeline=None,
+            )
+        if kind != "mlProgram":
+            return cp.MLModelStructure(neuralnetwork=None, program=None, pipeline=None)
+        operations: list[_OperationProxy] = []
+
+        def named(value: Any) -> Any:
+            return cp.MLModelStructureProgramNamedValueType(
+                name=value.name, type=cp.MLModelStructureProgramValueType()
+            )
+
+        def block(function: str, proto: Any) -> Any:
+            built = []
+            for op in proto.operations:
+                proxy = _OperationProxy(function, op.type, None)
+                inputs = {
+                    name: cp.MLModelStructureProgramArgument(
+                        bindings=[
+                            cp.MLModelStructureProgramBinding(
+                                name=binding.name or None,
+                                value=None
+                                if binding.WhichOneof("binding") == "name"
+                                else cp.MLModelStructureProgramValue(),
+                            )
+                            for binding in argument.arguments
+                        ]
+                    )
+                    for name, argument in op.inputs.items()
+                }
+                operation = cp.MLModelStructureProgramOperation(
+                    inputs=inputs,
+                    operator_name=op.type,
+                    outputs=[named(output) for output in op.outputs],
+                    blocks=[block(function, inner) for inner in op.blocks],
+                    __proxy__=proxy,
+                )
+                if op.type != "const":
+                    proxy.device = self._placed(function, operation, units)
+                    operations.append(proxy)
+                built.append(operation)
+            return cp.MLModelStructureProgramBlock(
+                inputs=[named(value) for value in proto.inputs],
+                operations=built,
+                output_names=list(proto.outputs),
+            )
+
+        functions = {
+            name: cp.MLModelStructureProgramFunction(
+                inputs=[named(value) for value in function.inputs],
+                block=block(name, function.block_specializations[function.opset]),
+            )
+            for name, function in spec.mlProgram.functions.items()
+        }
+        for proxy in operations:
+            proxy.cost = 1.0 / len(operations)
+        return cp.MLModelStructure(
+            neuralnetwork=None,
+            program=cp.MLModelStructureProgram(functions=functions),
+            pipeline=None,
+        )
+
+    def _placed(self, function: str, operation: Any, units: str) -> str:
+        allowed = PLAN_DEVICES[units]
+        if self.place is None:
+            return next(kind for kind in ("ane", "gpu", "cpu") if kind in allowed)
+        device = self.place(function, operation)
+        if device not in allowed:
+            raise AssertionError(f"{units} cannot place an operation on the {device}")
+        return device
 
 
 # -- Core ML through PyObjC ----------------------------------------------------------
@@ -634,7 +942,9 @@ __all__ = [
     "CUDA",
     "ML_COMPUTE_UNITS",
     "ML_DATA_TYPES",
+    "PLAN_DEVICES",
     "CompiledModel",
+    "CoreMLComputePlan",
     "CoreMLTools",
     "MLMultiArray",
     "OnnxRuntime",

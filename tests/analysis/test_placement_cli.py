@@ -1,9 +1,12 @@
 """``anekit doctor`` and ``anekit ops``: outputs, exit codes, errors, and the compute-plan
-merge (with a stand-in plan off macOS; the real one in tests marked ``macos``)."""
+merge (off macOS through tests/standins.py's contract-enforcing stand-ins for
+coremltools' ``compile_model`` and Core ML's compute plan, under anekit's real calls;
+the real ones in tests marked ``macos``)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,8 @@ import anekit
 from anekit._coremltools import ct
 from anekit.analysis import analyze, compute_plan
 from anekit.cli import cli
+from anekit.errors import PlacementError
+from standins import CoreMLComputePlan, CoreMLTools
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "ane_attention.py"
@@ -176,71 +181,168 @@ def test_report_disagreements_needs_a_compute_plan(
     assert "needs Core ML's compute plan" in result.output
 
 
-# --- the compute plan, with a stand-in for Core ML ------------------------------------------
+# --- the compute plan, with the stand-ins for coremltools and Core ML -------------------
+
+
+@dataclass
+class Mac:
+    """A Mac as far as ``anekit doctor`` goes: coremltools' ``compile_model`` and Core ML's
+    compute plan are the contract-enforcing stand-ins of tests/standins.py."""
+
+    tools: CoreMLTools
+    plan: CoreMLComputePlan
+    #: function name -> first output name of the op the plan moved to the CPU
+    moved: dict[str, str] = field(default_factory=dict)
 
 
 @pytest.fixture
-def fake_plan(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """Core ML's compute plan replaced by one that puts the first softmax on the CPU."""
-    seen: dict[str, Any] = {}
+def mac(monkeypatch: pytest.MonkeyPatch) -> Mac:
+    """macOS 15.5 on an Apple M1 Pro; Core ML's plan puts each function's first softmax
+    on the CPU and every other op on the ANE."""
+    moved: dict[str, str] = {}
 
-    def actual_devices(package: Path, compute_units: str = "CPU_AND_NE") -> Any:
-        seen["package"] = package
-        report = analyze(package)
-        devices: dict[str, str] = {}
-        moved = False
-        for op in report.functions[0].ops:
-            device = "ane"
-            if op.op_type == "softmax" and not moved:
-                device, moved = "cpu", True
-                seen["moved"] = op.name
-            devices[op.output_names[0]] = device
-        return {"main": devices}
+    def place(function: str, operation: Any) -> str:
+        if operation.operator_name == "softmax" and function not in moved:
+            moved[function] = operation.outputs[0].name
+            return "cpu"
+        return "ane"
 
-    monkeypatch.setattr(compute_plan, "available", lambda: True)
+    monkeypatch.setattr(compute_plan, "core_ml_runtime_available", lambda: True)
     monkeypatch.setattr(compute_plan, "chip", lambda: "Apple M1 Pro")
-    monkeypatch.setattr(compute_plan, "actual_devices", actual_devices)
-    return seen
+    tools = CoreMLTools().install(monkeypatch)
+    return Mac(tools, CoreMLComputePlan(place=place).install(monkeypatch), moved)
+
+
+def _op_named_by_output(package: Path, output: str) -> str:
+    (op,) = [
+        op for op in analyze(package).functions[0].ops if list(op.output_names[:1]) == [output]
+    ]
+    return str(op.name)
 
 
 def test_doctor_shows_actual_devices_and_highlights_disagreements(
-    encoder_package: Path, fake_plan: dict[str, Any], tmp_path: Path
+    encoder_package: Path, mac: Mac, tmp_path: Path
 ) -> None:
     out = tmp_path / "disagreements.json"
     result = _doctor(str(encoder_package), "--report-disagreements", str(out))
     assert result.exit_code == 0  # the prediction still says all on the ANE
     assert "actual" in result.output
-    assert fake_plan["moved"] in result.output
+    assert _op_named_by_output(encoder_package, mac.moved["main"]) in result.output
     assert "landed elsewhere than predicted" in result.output
     written = json.loads(out.read_text())
     assert written["family"] == "a14"
     assert written["chip"] == "Apple M1 Pro"
+    assert written["macos"] == "15.5"
     [item] = written["disagreements"]
     assert item["type"] == "softmax" and item["predicted"] == "ane" and item["actual"] == "cpu"
+    assert item["op"] == _op_named_by_output(encoder_package, mac.moved["main"])
 
 
-def test_doctor_json_carries_the_actual_device(
-    encoder_package: Path, fake_plan: dict[str, Any]
-) -> None:
+def test_doctor_json_carries_the_actual_device(encoder_package: Path, mac: Mac) -> None:
     result = _doctor(str(encoder_package), "--json")
     report = json.loads(result.output)
     actual = {op["name"]: op["actual"] for op in report["functions"][0]["ops"]}
-    assert actual[fake_plan["moved"]] == "cpu"
+    assert actual[_op_named_by_output(encoder_package, mac.moved["main"])] == "cpu"
     assert any("compute plan on Apple M1 Pro" in note for note in report["notes"])
+    compute = [op for op in report["functions"][0]["ops"] if op["compute"]]
+    assert compute and all(op["actual"] in ("ane", "cpu") for op in compute)
 
 
-def test_doctor_saves_a_traced_function_for_the_compute_plan(fake_plan: dict[str, Any]) -> None:
+def test_the_compute_plan_reads_a_compiled_model_that_is_removed_after(
+    encoder_package: Path, mac: Mac
+) -> None:
+    """MLComputePlan.load_from_path takes the compiled .mlmodelc (not the package),
+    compiled to a destination anekit owns and removes once the plan is read."""
+    assert _doctor(str(encoder_package), "--json").exit_code == 0
+    [(source, destination)] = mac.tools.compiles
+    assert source == str(encoder_package)
+    assert destination is not None and destination.endswith(".mlmodelc")
+    assert mac.plan.loads == [(destination, "CPU_AND_NE")]
+    assert not Path(destination).exists(), "the compiled model was left behind"
+
+
+def test_doctor_saves_a_traced_function_for_the_compute_plan(mac: Mac) -> None:
     result = _doctor(f"{EXAMPLE}:encoder", "--shape", "x=1,256,1,64", "--json")
     assert result.exit_code == 0, result.output
-    assert fake_plan["package"].suffix == ".mlpackage"
+    [(source, _)] = mac.tools.compiles
+    assert Path(source).suffix == ".mlpackage" and not Path(source).exists()
     ops = json.loads(result.output)["functions"][0]["ops"]
     assert all(op["actual"] is not None for op in ops if op["compute"])
 
 
-def test_no_plan_skips_the_compute_plan(encoder_package: Path, fake_plan: dict[str, Any]) -> None:
+def test_no_plan_skips_the_compute_plan(encoder_package: Path, mac: Mac) -> None:
     result = _doctor(str(encoder_package), "--no-plan", "--json")
     assert all(op["actual"] is None for op in json.loads(result.output)["functions"][0]["ops"])
-    assert "package" not in fake_plan
+    assert mac.tools.compiles == [] and mac.plan.loads == []
+
+
+def test_doctor_skips_the_compute_plan_before_macos_14_4(
+    encoder_package: Path, mac: Mac, tmp_path: Path
+) -> None:
+    """coremltools raises "MLComputePlan is only available on macOS >= 14.4" there:
+    doctor shows the prediction alone instead of failing."""
+    mac.plan.macos = "14.3"
+    assert not compute_plan.available()
+    result = _doctor(str(encoder_package), "--json")
+    assert result.exit_code == 0, result.output
+    assert all(op["actual"] is None for op in json.loads(result.output)["functions"][0]["ops"])
+    assert mac.tools.compiles == [] and mac.plan.loads == []
+    out = tmp_path / "d.json"
+    refused = CliRunner().invoke(
+        cli, ["doctor", str(encoder_package), "--report-disagreements", str(out)]
+    )
+    assert refused.exit_code == 2 and "macOS 14.4 or later" in refused.output
+    with pytest.raises(PlacementError, match=r"macOS 14\.4 or later"):
+        compute_plan.actual_devices(encoder_package)
+
+
+def test_actual_devices_reads_every_function_with_the_compute_units_asked(
+    tmp_path: Path, mac: Mac
+) -> None:
+    short = _small_encoder(layers=1).save(tmp_path / "short.mlpackage")
+    weight = np.full((64, 64), 0.01, np.float16)
+    tiny = anekit.compile(lambda x: np.tanh(x @ weight), np.zeros((8, 64), np.float16))
+    tiny_path = tiny.save(tmp_path / "tiny.mlpackage")
+    descriptor = ct.utils.MultiFunctionDescriptor()
+    descriptor.add_function(str(short), src_function_name="main", target_function_name="encoder")
+    descriptor.add_function(str(tiny_path), src_function_name="main", target_function_name="tiny")
+    descriptor.default_function_name = "encoder"
+    combined = tmp_path / "both.mlpackage"
+    ct.utils.save_multifunction(descriptor, str(combined))
+
+    mac.plan.place = None  # the default: the ANE where the compute units allow it, else the GPU
+    devices = compute_plan.actual_devices(combined, "CPU_AND_GPU")
+    assert mac.plan.loads[-1][1] == "CPU_AND_GPU"
+    assert set(devices) == {"encoder", "tiny"}
+    assert set(devices["tiny"].values()) == {"gpu"} and "output" in devices["tiny"]
+    report = analyze(combined)
+    for function in report.functions:
+        compute = {op.output_names[0] for op in function.compute_ops()}
+        assert compute <= set(devices[function.name])
+        consts = {op.output_names[0] for op in function.ops if op.op_type == "const"}
+        assert not consts & set(devices[function.name]), "const ops have no device"
+    assert set(compute_plan.actual_devices(combined, "ALL")["tiny"].values()) == {"ane"}
+    with pytest.raises(PlacementError, match="compute units must be one of"):
+        compute_plan.actual_devices(combined, "NE")
+
+
+def test_the_compute_plan_of_an_mlmodel_file(tmp_path: Path, mac: Mac) -> None:
+    program = anekit.compile(lambda x: np.tanh(x) * 2 + 1, np.zeros((8, 64), np.float16))
+    package = program.save(tmp_path / "small.mlpackage")
+    spec = ct.models.MLModel(str(package), skip_model_load=True).get_spec()
+    path = tmp_path / "small.mlmodel"
+    ct.utils.save_spec(spec, str(path))
+    devices = compute_plan.actual_devices(path)
+    assert mac.tools.compiles[0][0] == str(path)
+    assert set(devices["main"].values()) == {"ane"} and "output" in devices["main"]
+
+
+def test_a_compute_plan_failure_is_a_placement_error(tmp_path: Path, mac: Mac) -> None:
+    mac.tools.fail_compile = "bad weights"
+    program = anekit.compile(lambda x: np.tanh(x), np.zeros((8, 64), np.float16))
+    package = program.save(tmp_path / "small.mlpackage")
+    with pytest.raises(PlacementError, match=r"could not build a compute plan: .*bad weights"):
+        compute_plan.actual_devices(package)
 
 
 @pytest.mark.parametrize(

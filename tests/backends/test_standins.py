@@ -8,6 +8,7 @@ ones Apple's headers and PyObjC's own tests state.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import onnxruntime
 import pytest
 from onnx import TensorProto, helper
 
+import anekit
 from anekit import errors
 from anekit._coremltools import ct
 from anekit.backends import coreml, coreml_nogil
@@ -25,6 +27,8 @@ from standins import (
     CUDA,
     ML_COMPUTE_UNITS,
     ML_DATA_TYPES,
+    PLAN_DEVICES,
+    CoreMLComputePlan,
     CoreMLTools,
     OnnxRuntime,
     PyObjCCoreML,
@@ -115,6 +119,151 @@ def test_the_coremltools_contract_is_the_installed_one() -> None:
         "function_name",
     ]
     assert set(coreml.COMPUTE_UNITS) <= set(ct.ComputeUnit.__members__)
+
+
+# -- Core ML's compute plan, through coremltools ------------------------------------
+
+
+@pytest.fixture
+def compiled_tiny(coremltools: CoreMLTools, tmp_path: Path) -> tuple[str, str]:
+    """A real one-matmul package and its (stand-in) compiled model."""
+    weight = np.full((64, 64), 0.01, np.float16)
+    program = anekit.compile(lambda x: np.tanh(x @ weight), np.zeros((8, 64), np.float16))
+    package = str(program.save(tmp_path / "tiny.mlpackage"))
+    return package, ct.models.utils.compile_model(package, str(tmp_path / "tiny.mlmodelc"))
+
+
+def test_compute_plan_refuses_what_coremltools_and_core_ml_refuse(
+    compiled_tiny: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from coremltools.models.compute_plan import MLComputePlan
+
+    stand_in = CoreMLComputePlan().install(monkeypatch)
+    package, compiled = compiled_tiny
+    load = MLComputePlan.load_from_path
+    with pytest.raises(AttributeError, match="'str' object has no attribute 'name'"):
+        load(compiled, compute_units="CPU_AND_NE")  # coremltools reads compute_units.name
+    with pytest.raises(AttributeError, match="'int' object has no attribute 'name'"):
+        load(compiled, compute_units=ct.ComputeUnit.CPU_AND_NE.value)
+    with pytest.raises(TypeError, match="incompatible function arguments"):
+        load(Path(compiled), ct.ComputeUnit.CPU_AND_NE)  # a std::string in C++
+    with pytest.raises(TypeError, match="unexpected keyword argument 'compiled_model_path'"):
+        load(compiled_model_path=compiled)  # the docstring's name, not the parameter's
+    with pytest.raises(RuntimeError, match="not a compiled model"):
+        load(package, ct.ComputeUnit.CPU_AND_NE)  # the package, not its .mlmodelc
+    assert stand_in.loads == []
+    stand_in.macos = "14.3"
+    with pytest.raises(RuntimeError, match=r"only available on macOS >= 14\.4"):
+        load(compiled, ct.ComputeUnit.CPU_AND_NE)
+    stand_in.macos = "14.4"
+    plan = load(path=compiled, compute_units=ct.ComputeUnit.CPU_AND_NE)
+    assert stand_in.loads == [(compiled, "CPU_AND_NE")]
+    assert isinstance(plan, MLComputePlan)
+    assert plan.model_structure.neuralnetwork is None and plan.model_structure.pipeline is None
+    operation = plan.model_structure.program.functions["main"].block.operations[0]
+    foreign = dataclasses.replace(operation, __proxy__=object())  # not from a compute plan
+    with pytest.raises(RuntimeError, match="Unable to cast"):
+        plan.get_compute_device_usage_for_mlprogram_operation(foreign)
+    gpu = CoreMLComputePlan(place=lambda function, operation: "gpu").install(monkeypatch)
+    with pytest.raises(AssertionError, match="CPU_AND_NE cannot place an operation on the gpu"):
+        load(compiled, ct.ComputeUnit.CPU_AND_NE)
+    assert gpu.loads == []
+
+
+def test_compute_plan_returns_coremltools_own_objects(
+    compiled_tiny: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The structure of the compiled ML program (const ops included, with no usage), the
+    devices as coremltools' classes, the costs as weights that sum to 1."""
+    from coremltools.models import compute_device as devices
+    from coremltools.models import compute_plan as plans
+
+    placed = {"tanh": "cpu"}
+    CoreMLComputePlan(
+        place=lambda function, operation: placed.get(operation.operator_name, "ane")
+    ).install(monkeypatch)
+    _, compiled = compiled_tiny
+    plan = plans.MLComputePlan.load_from_path(compiled, ct.ComputeUnit.CPU_AND_NE)
+    structure = plan.model_structure
+    assert isinstance(structure, plans.MLModelStructure)
+    function = structure.program.functions["main"]
+    assert isinstance(function, plans.MLModelStructureProgramFunction)
+    assert [value.name for value in function.inputs] == ["x"]
+    assert function.block.output_names == ["output"]
+    operations = function.block.operations
+    kinds = [operation.operator_name for operation in operations]
+    assert "const" in kinds and {"conv", "tanh"} <= set(kinds)
+    weights = 0.0
+    for operation in operations:
+        assert isinstance(operation, plans.MLModelStructureProgramOperation)
+        usage = plan.get_compute_device_usage_for_mlprogram_operation(operation)
+        cost = plan.get_estimated_cost_for_mlprogram_operation(operation)
+        if operation.operator_name == "const":
+            assert usage is None and cost is None
+            continue
+        assert isinstance(usage, plans.MLComputePlanDeviceUsage)
+        want = (
+            devices.MLCPUComputeDevice
+            if operation.operator_name == "tanh"
+            else (devices.MLNeuralEngineComputeDevice)
+        )
+        assert type(usage.preferred_compute_device) is want
+        assert {type(item) for item in usage.supported_compute_devices} == {
+            devices.MLCPUComputeDevice,
+            devices.MLNeuralEngineComputeDevice,
+        }
+        assert isinstance(cost, plans.MLComputePlanCost) and 0 < cost.weight <= 1
+        weights += cost.weight
+    assert weights == pytest.approx(1.0)
+    (conv,) = [operation for operation in operations if operation.operator_name == "conv"]
+    assert set(conv.inputs) >= {"x", "weight"} and conv.blocks == []
+    assert conv.inputs["x"].bindings[0].name is not None
+    engine = devices.MLNeuralEngineComputeDevice.get_all_compute_devices()[-1]
+    assert engine.total_core_count > 0
+
+
+def test_the_compute_plan_contract_is_the_installed_one() -> None:
+    """The stand-in replaces libcoremlpython under coremltools' own Python, whose
+    contract is checked here in the installed coremltools' words."""
+    from coremltools.models import compute_device, compute_plan
+
+    load = inspect.getsource(compute_plan.MLComputePlan.load_from_path)
+    assert "The path must be the location of the ``mlmodelc`` directory." in load
+    assert "return _MLModelProxy.get_compute_plan(path, compute_units.name)" in load
+    assert list(inspect.signature(compute_plan.MLComputePlan.load_from_path).parameters) == [
+        "path",
+        "compute_units",
+    ]
+    assert "isinstance(proxy, _MLComputePlanProxy)" in inspect.getsource(
+        compute_plan.MLComputePlan.__init__
+    )
+    for device in ("CPU", "GPU", "NeuralEngine"):
+        init = inspect.getsource(getattr(compute_device, f"ML{device}ComputeDevice").__init__)
+        assert f"_ML{device}ComputeDeviceProxy" in init
+    fields = {
+        cls.__name__: [item.name for item in dataclasses.fields(cls)]
+        for cls in (
+            compute_plan.MLComputePlanDeviceUsage,
+            compute_plan.MLComputePlanCost,
+            compute_plan.MLModelStructureProgramOperation,
+            compute_plan.MLModelStructureProgramBlock,
+            compute_plan.MLModelStructureProgramFunction,
+        )
+    }
+    assert fields == {
+        "MLComputePlanDeviceUsage": ["preferred_compute_device", "supported_compute_devices"],
+        "MLComputePlanCost": ["weight"],
+        "MLModelStructureProgramOperation": [
+            "inputs",
+            "operator_name",
+            "outputs",
+            "blocks",
+            "__proxy__",
+        ],
+        "MLModelStructureProgramBlock": ["inputs", "operations", "output_names"],
+        "MLModelStructureProgramFunction": ["inputs", "block"],
+    }
+    assert set(PLAN_DEVICES) == set(ct.ComputeUnit.__members__) >= set(coreml.COMPUTE_UNITS)
 
 
 # -- Core ML through PyObjC ----------------------------------------------------------

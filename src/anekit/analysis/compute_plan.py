@@ -1,16 +1,23 @@
 """Where Core ML actually places each op (macOS 14.4+): its ``MLComputePlan``.
 
-Thin on purpose and unverified on hardware in this project's CI (no Mac): it
-compiles the package, loads the compute plan with coremltools
-(``ct.models.compute_plan.MLComputePlan``) and reads each operation's preferred
-device. Ops are matched to the prediction by the name of their first output.
+Thin on purpose and unverified on hardware in this project's CI (no Mac; tested
+against tests/standins.py's ``CoreMLComputePlan``, which enforces coremltools'
+contract): it compiles the package into a temporary ``*.mlmodelc`` (what
+``MLComputePlan.load_from_path`` takes: "the location of the mlmodelc directory"),
+loads the compute plan with coremltools (``ct.models.compute_plan.MLComputePlan``)
+for the compute units given, reads each operation's preferred device (nested blocks
+included) and removes the compiled model. Ops are matched to the prediction by the
+name of their first output.
 """
 
 from __future__ import annotations
 
 import platform
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from anekit._coremltools import core_ml_runtime_available, ct
 from anekit.errors import PlacementError
@@ -18,9 +25,23 @@ from anekit.errors import PlacementError
 _FAMILIES = (("M1", "a14"), ("M2", "a15"), ("M3", "a15"), ("M4", "a17"), ("M5", "a17"))
 
 
+#: The first macOS with ``MLComputePlan`` (coremltools raises "MLComputePlan is only
+#: available on macOS >= 14.4" before it).
+MACOS = (14, 4)
+
+
+def macos_version() -> tuple[int, ...]:
+    """This Mac's macOS version, e.g. ``(14, 4)``; ``()`` elsewhere."""
+    release = platform.mac_ver()[0]
+    try:
+        return tuple(int(part) for part in release.split(".")) if release else ()
+    except ValueError:
+        return ()
+
+
 def available() -> bool:
-    """True on a Mac where coremltools can load compute plans."""
-    return core_ml_runtime_available()
+    """True on a Mac where coremltools can load compute plans (macOS 14.4 or later)."""
+    return core_ml_runtime_available() and macos_version() >= MACOS
 
 
 def chip() -> str:
@@ -45,37 +66,60 @@ def family_of(chip_name: str) -> str | None:
 
 
 def _device_name(device: object) -> str:
-    name = type(device).__name__
-    if "NeuralEngine" in name:
+    """``ane``, ``gpu`` or ``cpu`` for one of coremltools' ``MLComputeDevice`` objects."""
+    devices = ct.models.compute_device
+    if isinstance(device, devices.MLNeuralEngineComputeDevice):
         return "ane"
-    if "GPU" in name:
+    if isinstance(device, devices.MLGPUComputeDevice):
         return "gpu"
     return "cpu"
 
 
+def _operations(block: Any) -> Iterator[Any]:
+    """The operations of ``block`` and of the blocks nested in them, in order."""
+    for operation in block.operations:
+        yield operation
+        for inner in operation.blocks:
+            yield from _operations(inner)
+
+
 def actual_devices(package: Path, compute_units: str = "CPU_AND_NE") -> dict[str, dict[str, str]]:
-    """Function name -> first output name of each op -> ``ane``/``gpu``/``cpu``."""
+    """Function name -> first output name of each op -> ``ane``/``gpu``/``cpu``.
+
+    ``package``: an ``.mlpackage`` or ``.mlmodel``; ``compute_units``: a
+    ``ct.ComputeUnit`` name (``CPU_AND_NE``, ``CPU_AND_GPU``, ``CPU_ONLY``, ``ALL``)."""
     if not available():
         raise PlacementError("MLComputePlan needs macOS 14.4 or later with Core ML")
-    try:
-        compiled = ct.models.utils.compile_model(str(package))
-        plan = ct.models.compute_plan.MLComputePlan.load_from_path(
-            path=str(compiled), compute_units=getattr(ct.ComputeUnit, compute_units)
-        )
-    except Exception as error:
+    if compute_units not in ct.ComputeUnit.__members__:
         raise PlacementError(
-            f"{package}: Core ML could not build a compute plan: {error}"
-        ) from error
-    program = plan.model_structure.program
-    if program is None:
-        raise PlacementError(f"{package}: not an ML program")
-    devices: dict[str, dict[str, str]] = {}
-    for name, function in program.functions.items():
-        found: dict[str, str] = {}
-        for operation in function.block.operations:
-            usage = plan.get_compute_device_usage_for_mlprogram_operation(operation)
-            if usage is None or not operation.outputs:
-                continue
-            found[operation.outputs[0].name] = _device_name(usage.preferred_compute_device)
-        devices[name] = found
+            f"compute units must be one of {', '.join(ct.ComputeUnit.__members__)}, "
+            f"got {compute_units!r}"
+        )
+    with tempfile.TemporaryDirectory(prefix="anekit-plan-") as scratch:
+        try:
+            # compile_model moves its result to a destination that must end in
+            # .mlmodelc and must not exist yet (it would be moved into it otherwise)
+            compiled = ct.models.utils.compile_model(
+                str(package), str(Path(scratch) / "model.mlmodelc")
+            )
+            plan = ct.models.compute_plan.MLComputePlan.load_from_path(
+                path=str(compiled), compute_units=ct.ComputeUnit[compute_units]
+            )
+        except Exception as error:
+            raise PlacementError(
+                f"{package}: Core ML could not build a compute plan: {error}"
+            ) from error
+        program = plan.model_structure.program
+        if program is None:
+            raise PlacementError(f"{package}: not an ML program")
+        devices: dict[str, dict[str, str]] = {}
+        for name, function in program.functions.items():
+            found: dict[str, str] = {}
+            for operation in _operations(function.block):
+                usage = plan.get_compute_device_usage_for_mlprogram_operation(operation)
+                if usage is None or usage.preferred_compute_device is None:
+                    continue  # const ops: Core ML gives them no device
+                if operation.outputs:
+                    found[operation.outputs[0].name] = _device_name(usage.preferred_compute_device)
+            devices[name] = found
     return devices
