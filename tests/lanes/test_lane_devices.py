@@ -26,7 +26,21 @@ from standins import CPU, CUDA, OnnxRuntime
 onnx_gpu_lane = pytest.mark.skipif(
     core_ml_runtime_available(), reason="on a Mac the gpu lane is Core ML's"
 )
-REAL_CUDA = CUDA in onnxruntime.get_available_providers()
+
+
+def _cuda_works() -> bool:
+    """ONNX Runtime really runs a session on CUDA here (listing it is not enough)."""
+    if CUDA not in onnxruntime.get_available_providers():
+        return False
+    from anekit.backends.onnx import probe
+
+    try:
+        return probe("cuda")[0] == CUDA
+    except Exception:
+        return False
+
+
+REAL_CUDA = _cuda_works()
 
 
 @pytest.fixture(scope="module")

@@ -165,11 +165,12 @@ def test_simulated_embeddings_never_return_garbage_silently(
     """Embedder(backend="sim") runs the package through CompiledProgram calls, which warn
     (NumericsWarning) when the fp16 simulation produced garbage: here token states beyond
     fp16's range, as an exploding model would give."""
-    import anekit.models.embedder as embedder_module
+    from anekit.models.bert import embed
 
     embedder = Embedder(_tiny_bert(tmp_path / "tiny"), backend="sim")
-    real_embed = embedder_module.embed
-    monkeypatch.setattr(embedder_module, "embed", lambda *args: np.asarray(real_embed(*args)) * 1e6)
+    monkeypatch.setattr(
+        "anekit.models.embedder.embed", lambda *args: np.asarray(embed(*args)) * 1e6
+    )
     with pytest.warns(errors.NumericsWarning, match=r"input 'hidden': \d+ value\(s\) beyond"):
         vectors = embedder.encode(["an exploding model"])
     assert not np.isfinite(vectors).all()
