@@ -3,8 +3,6 @@ errors (NumPy fp32 backend; the packages are tested in test_model_package.py).""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -106,19 +104,6 @@ def test_a_lone_surrogate_is_refused_by_index(embedder: Embedder) -> None:
     with pytest.raises(errors.ModelError, match=r"text 0 .*U\+DCFF"):
         embedder.tokenize(iter(["\udcff"]))  # a byte decoded with surrogateescape
     assert embedder.encode(["abc\U0001f600def"]).shape == (1, 384)  # a real pair is fine
-
-
-def test_anekit_embed_names_the_text_with_a_lone_surrogate(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from anekit.cli import cli
-
-    source = tmp_path / "texts.jsonl"
-    source.write_text('"first"\n"\\ud800"\n')  # JSON decodes the escape to a lone surrogate
-    result = CliRunner().invoke(cli, ["embed", str(source), "--lane", "cpu"])
-    assert result.exit_code == 2, result.output
-    assert "text 1 is not valid Unicode" in result.output
-    assert "Traceback" not in result.output
 
 
 def test_batches_pad_rows_keep_one_key_open() -> None:
