@@ -106,8 +106,9 @@ def test_doctor_strict_fails_on_risks() -> None:
     assert _doctor(*args[:-1], "--strict").exit_code == 0
 
 
-def test_doctor_reports_each_function_of_a_multifunction_package(tmp_path: Path) -> None:
-    short = _small_encoder().save(tmp_path / "short.mlpackage")
+def _two_function_package(tmp_path: Path, encoder: Any) -> Path:
+    """A multifunction package: ``encoder`` (the default function) and a tiny matmul."""
+    short = encoder.save(tmp_path / "short.mlpackage")
     weight = np.full((64, 64), 0.01, np.float16)
     tiny = anekit.compile(lambda x: np.tanh(x @ weight), np.zeros((8, 64), np.float16))
     tiny_path = tiny.save(tmp_path / "tiny.mlpackage")
@@ -117,6 +118,11 @@ def test_doctor_reports_each_function_of_a_multifunction_package(tmp_path: Path)
     descriptor.default_function_name = "encoder"
     combined = tmp_path / "both.mlpackage"
     ct.utils.save_multifunction(descriptor, str(combined))
+    return combined
+
+
+def test_doctor_reports_each_function_of_a_multifunction_package(tmp_path: Path) -> None:
+    combined = _two_function_package(tmp_path, _small_encoder())
 
     result = _doctor(str(combined), "--json")
     assert result.exit_code == 1
@@ -299,16 +305,7 @@ def test_doctor_skips_the_compute_plan_before_macos_14_4(
 def test_actual_devices_reads_every_function_with_the_compute_units_asked(
     tmp_path: Path, mac: Mac
 ) -> None:
-    short = _small_encoder(layers=1).save(tmp_path / "short.mlpackage")
-    weight = np.full((64, 64), 0.01, np.float16)
-    tiny = anekit.compile(lambda x: np.tanh(x @ weight), np.zeros((8, 64), np.float16))
-    tiny_path = tiny.save(tmp_path / "tiny.mlpackage")
-    descriptor = ct.utils.MultiFunctionDescriptor()
-    descriptor.add_function(str(short), src_function_name="main", target_function_name="encoder")
-    descriptor.add_function(str(tiny_path), src_function_name="main", target_function_name="tiny")
-    descriptor.default_function_name = "encoder"
-    combined = tmp_path / "both.mlpackage"
-    ct.utils.save_multifunction(descriptor, str(combined))
+    combined = _two_function_package(tmp_path, _small_encoder(layers=1))
 
     mac.plan.place = None  # the default: the ANE where the compute units allow it, else the GPU
     devices = compute_plan.actual_devices(combined, "CPU_AND_GPU")
