@@ -388,20 +388,15 @@ class CompiledProgram:
         return self._feeds(tuple(feeds[str(spec.name)] for spec in self.input_specs))
 
     def _output_problems(self, results: list[np.ndarray]) -> list[str]:
-        """Garbage in the outputs: the numerics report names where it started (a
-        simulated run); otherwise inf/NaN values are counted."""
+        """Garbage in the outputs: a simulated run's numerics report names where it
+        started; otherwise inf/NaN values are counted."""
+        from anekit.sim.report import output_problems
+
         outputs = {
             str(spec.name): value for spec, value in zip(self.output_specs, results, strict=True)
         }
         report = self.last_run.numerics if self.last_run is not None else None
-        if report is not None:
-            return list(report.output_problems(outputs))
-        problems = []
-        for name, value in outputs.items():
-            if value.dtype.kind == "f" and not np.isfinite(value).all():
-                bad = int(value.size - np.count_nonzero(np.isfinite(value)))
-                problems.append(f"output {name!r} holds {bad} inf/NaN value(s)")
-        return problems
+        return report.output_problems(outputs) if report is not None else output_problems(outputs)
 
     def _pad(self, name: Any, array: np.ndarray) -> np.ndarray:
         """Zero-pad an input's last axis to the package's width (pad_io_width)."""

@@ -21,26 +21,14 @@ from anekit.lanes import Scheduler
 from anekit.lanes.engines import LaneRefused, make_engine
 from anekit.lanes.worker import refusal_hello
 from anekit.models import known_answers
+from conftest import gpu_skip_reason
 from standins import CPU, CUDA, OnnxRuntime
 
 onnx_gpu_lane = pytest.mark.skipif(
     core_ml_runtime_available(), reason="on a Mac the gpu lane is Core ML's"
 )
 
-
-def _cuda_works() -> bool:
-    """ONNX Runtime really runs a session on CUDA here (listing it is not enough)."""
-    if CUDA not in onnxruntime.get_available_providers():
-        return False
-    from anekit.backends.onnx import probe
-
-    try:
-        return probe("cuda")[0] == CUDA
-    except Exception:
-        return False
-
-
-REAL_CUDA = _cuda_works()
+REAL_CUDA = gpu_skip_reason() is None  # ONNX Runtime really runs a session on CUDA
 
 
 @pytest.fixture(scope="module")

@@ -139,3 +139,12 @@ def test_embedder_options_are_checked() -> None:
     with pytest.raises(errors.ModelError, match=r"outside 1\.\.512"):
         Embedder(backend="numpy", max_length=1024)
     assert Embedder(backend="numpy", max_length=512).buckets[-1] == 512
+
+
+def test_device_is_the_onnx_backends_option() -> None:
+    with pytest.raises(errors.ModelError, match="device= applies to backend='onnx', not 'numpy'"):
+        Embedder(backend="numpy", device="cpu")
+    with pytest.raises(errors.ModelError, match="onnx device must be one of auto, cpu, cuda"):
+        Embedder(backend="onnx", device="gpu")
+    encoder = Embedder(backend="onnx", device="cpu").onnx_encoder
+    assert encoder is not None and encoder.device_choice == "cpu"

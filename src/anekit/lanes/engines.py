@@ -160,21 +160,22 @@ class OnnxEngine:
     ) -> None:
         from anekit.backends.onnx import probe
         from anekit.models import Embedder
-        from anekit.models.onnx_models import OnnxEncoder
 
         self.lane, self.variant = lane, variant
-        self.embedder = Embedder(model, backend="numpy", max_length=max_length)
-        self.dimension = int(self.embedder.dimension)
-        self.model_id = str(self.embedder.model_id)
-        self._probed: list[str] = self._checked(probe, device, threads)
-        self.encoder = OnnxEncoder(
-            self.model_id,
-            self.embedder.config,
-            self.embedder.weights,
+        self.embedder = Embedder(
+            model,
+            backend="onnx",
             variant=variant,
+            max_length=max_length,
             threads=threads,
             device=device,
         )
+        encoder = self.embedder.onnx_encoder
+        assert encoder is not None
+        self.encoder = encoder
+        self.dimension = int(self.embedder.dimension)
+        self.model_id = str(self.embedder.model_id)
+        self._probed: list[str] = self._checked(probe, device, threads)
 
     def _checked(self, call: Any, *args: Any) -> Any:
         """``call(*args)``, a session that is not on this lane's device refusing the
@@ -204,22 +205,8 @@ class OnnxEngine:
         return list(self.embedder.tokenize(texts))
 
     def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
-        """Unit vectors, as ``Embedder(backend="onnx").embed_ids`` computes them."""
-        from anekit.models.batching import batches
-        from anekit.models.bert import embed_rows
-        from anekit.models.onnx_models import ONNX_BATCH
-
-        embedder = self.embedder
-        weights, config = embedder.weights, embedder.config
-        result = np.zeros((len(token_ids), self.dimension), np.float32)
-        for batch in batches(token_ids, embedder.buckets, config.pad_token_id, ONNX_BATCH):
-            rows = embed_rows(weights, config, batch.ids)
-            vectors = self._checked(self.encoder.run, rows, batch.keep)
-            for row, index in enumerate(batch.indices):
-                result[index] = vectors[row]
-        norms = np.linalg.norm(result, axis=1, keepdims=True)
-        normalized: np.ndarray = result / np.maximum(norms, np.float32(1e-12))
-        return normalized
+        """Unit vectors; a session on another device than the lane's refuses the lane."""
+        return np.asarray(self._checked(self.embedder.embed_ids, token_ids), np.float32)
 
 
 def make_engine(

@@ -66,7 +66,8 @@ class Embedder:
     else numpy). ``variant``: package weights for sim/coreml (``fp16``, ``int8``) or the
     ONNX model's (``int8``, ``fp32``). ``package``: a package ``anekit build-model``
     wrote (default: built and cached). ``threads``: ONNX Runtime's intra-op threads
-    (in the lane workers too).
+    (in the lane workers too). ``device``: the onnx backend's ``auto`` (default),
+    ``cpu`` or ``cuda`` (:func:`anekit.backends.onnx.session_for`).
 
     ``lanes`` (e.g. ``["ane"]``, ``["cpu"]``, ``["ane", "cpu"]``) embeds through worker
     processes instead (:mod:`anekit.lanes`): each lane proves itself on the known
@@ -87,10 +88,13 @@ class Embedder:
         threads: int | None = None,
         lanes: Sequence[str] | None = None,
         deadline: float = 30.0,
+        device: str | None = None,
     ) -> None:
         if lanes is not None and backend is not None:
             raise ModelError("give backend or lanes, not both")
         chosen = "numpy" if lanes is not None else (backend or default_backend())
+        if device is not None and chosen != "onnx":
+            raise ModelError(f"device= applies to backend='onnx', not {chosen!r}")
         if chosen not in BACKENDS:
             raise ModelError(f"backend must be one of {', '.join(BACKENDS)}, got {chosen!r}")
         if chosen == "coreml" and not core_ml_runtime_available():
@@ -127,10 +131,20 @@ class Embedder:
             )
         if chosen == "onnx":
             self._onnx = OnnxEncoder(
-                self.model_id, self.config, self.weights, variant=self.variant, threads=threads
+                self.model_id,
+                self.config,
+                self.weights,
+                variant=self.variant,
+                threads=threads,
+                device=device,
             )
         #: Texts per program call: 4 for the packages, 8 for ONNX Runtime.
         self.batch = ONNX_BATCH if chosen == "onnx" else BATCH
+
+    @property
+    def onnx_encoder(self) -> OnnxEncoder | None:
+        """The ONNX Runtime encoder of the onnx backend (its sessions), else None."""
+        return self._onnx
 
     @property
     def weights(self) -> Weights:

@@ -39,6 +39,3 @@ class dedupe(AnePass):
         for name, op in before.items():
             if name not in after:
                 self.changed(op, "the same op on the same inputs as an earlier one: merged")
-
-    def rewrite(self, function: Any) -> None:  # pragma: no cover - apply() does the work
-        raise NotImplementedError

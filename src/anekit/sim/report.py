@@ -139,27 +139,8 @@ class NumericsReport:
 
     def output_problems(self, outputs: Mapping[str, Any]) -> list[str]:
         """What is garbage in this run's ``outputs`` (by name), naming the op where it
-        started: inf/NaN in an output, a float output that is all zeros or constant
-        after an overflow upstream (``x / sqrt(inf)`` is 0), or, when the outputs look
-        fine, the overflow itself (some rows zeroed, say). Empty when nothing is."""
-        origin = self.overflow_origin()
-        problems: list[str] = []
-        for name, value in outputs.items():
-            array = np.asarray(value)
-            if array.dtype.kind != "f" or array.size == 0:
-                continue
-            bad = int(array.size - np.count_nonzero(np.isfinite(array)))
-            if bad:
-                problems.append(
-                    f"output {name!r} holds {bad} inf/NaN value{'s' if bad != 1 else ''}"
-                    + (f": {origin}" if origin else "")
-                )
-            elif origin is not None and array.size > 1 and np.ptp(array) == 0:
-                what = "all zeros" if not array.flat[0] else f"constant ({array.flat[0]:g})"
-                problems.append(f"output {name!r} is {what} because {origin}")
-        if origin is not None and not problems:
-            problems.append(f"{origin}; the outputs are finite but computed from it")
-        return problems
+        started (see :func:`output_problems`)."""
+        return output_problems(outputs, self.overflow_origin())
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -173,6 +154,31 @@ class NumericsReport:
             "warnings": [warning.to_json() for warning in self.warnings],
             "ops": [item.to_json() for item in self.ops],
         }
+
+
+def output_problems(outputs: Mapping[str, Any], origin: str | None = None) -> list[str]:
+    """What is garbage in ``outputs`` (by name): inf/NaN in an output; with ``origin``
+    (where a run overflowed, :meth:`NumericsReport.overflow_origin`) also a float output
+    that is all zeros or constant after it (``x / sqrt(inf)`` is 0), or, when the
+    outputs look fine, the overflow itself (some rows zeroed, say). Empty when nothing
+    is."""
+    problems: list[str] = []
+    for name, value in outputs.items():
+        array = np.asarray(value)
+        if array.dtype.kind != "f" or array.size == 0:
+            continue
+        bad = int(array.size - np.count_nonzero(np.isfinite(array)))
+        if bad:
+            problems.append(
+                f"output {name!r} holds {bad} inf/NaN value{'s' if bad != 1 else ''}"
+                + (f": {origin}" if origin else "")
+            )
+        elif origin is not None and array.size > 1 and np.ptp(array) == 0:
+            what = "all zeros" if not array.flat[0] else f"constant ({array.flat[0]:g})"
+            problems.append(f"output {name!r} is {what} because {origin}")
+    if origin is not None and not problems:
+        problems.append(f"{origin}; the outputs are finite but computed from it")
+    return problems
 
 
 def _op_place(op: str, op_type: str, location: str | None) -> str:
