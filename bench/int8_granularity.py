@@ -111,7 +111,7 @@ def _encode(
     sessions: dict[int, Any], layout: str, groups: list[Any], weights: Any, config: Any
 ) -> np.ndarray:
     """The (not normalized) embedding of every known-answer chunk, in order."""
-    from anekit.models.bert import embed, embed_rows
+    from anekit.models.embeddings import embed, embed_rows
 
     count = sum(len(batch.indices) for batch in groups)
     found = np.zeros((count, config.hidden_size), np.float32)

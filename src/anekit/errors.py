@@ -11,7 +11,7 @@ The class name is the stable error code used in ``--json`` output.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from anekit.trace.source import SourceLocation
@@ -21,6 +21,7 @@ __all__ = [
     "BackendUnavailableError",
     "ConcretizationError",
     "DynamicShapeError",
+    "EmbeddingFailed",
     "InPlaceWriteError",
     "LaneError",
     "NumericsError",
@@ -141,6 +142,19 @@ class ModelError(AnekitError, ValueError):
 
 class LaneError(AnekitError, RuntimeError):
     """An accelerator lane failed to start, pass admission or answer in time."""
+
+
+class EmbeddingFailed(LaneError):
+    """Some chunks could not be embedded (a chunk that kills every worker that tries
+    it); the rest were. ``failed`` maps each failed chunk's index to why; ``vectors``
+    holds every vector, NaN in the failed chunks' rows."""
+
+    def __init__(self, failed: dict[int, str], vectors: Any) -> None:
+        listed = "; ".join(f"chunk {index}: {why}" for index, why in list(failed.items())[:5])
+        more = f" and {len(failed) - 5} more" if len(failed) > 5 else ""
+        super().__init__(f"{len(failed)} chunk(s) not embedded: {listed}{more}")
+        self.failed = dict(failed)
+        self.vectors = vectors
 
 
 class NumericsError(AnekitError, FloatingPointError):

@@ -48,7 +48,7 @@ def test_the_tiny_model_traces_all_on_the_ane(tmp_path: Path) -> None:
     program = trace_bucket(embedder.config, embedder.weights, 128)
     x = np.random.default_rng(1).integers(1000, 2000, (4, 128)).astype(np.int32)
     keep = np.ones((4, 128), np.float32)
-    from anekit.models.bert import embed
+    from anekit.models.embeddings import embed
 
     hidden = embed(embedder.weights, embedder.config, x)
     want = np.asarray(embedder._reference(hidden, keep), np.float64)
@@ -165,7 +165,7 @@ def test_simulated_embeddings_never_return_garbage_silently(
     """Embedder(backend="sim") runs the package through CompiledProgram calls, which warn
     (NumericsWarning) when the fp16 simulation produced garbage: here token states beyond
     fp16's range, as an exploding model would give."""
-    from anekit.models.bert import embed
+    from anekit.models.embeddings import embed
 
     embedder = Embedder(_tiny_bert(tmp_path / "tiny"), backend="sim")
     monkeypatch.setattr(

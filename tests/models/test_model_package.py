@@ -15,7 +15,8 @@ import anekit
 from anekit.analysis import analyze
 from anekit.models import BATCH, BUCKETS, Embedder, known_answers, read_package
 from anekit.models.batching import load_tokenizer
-from anekit.models.bert import embed, make_encoder
+from anekit.models.bert import make_encoder
+from anekit.models.embeddings import embed
 from anekit.models.package import function_name
 
 

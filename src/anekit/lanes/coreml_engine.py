@@ -35,7 +35,7 @@ import numpy as np
 from anekit._coremltools import ct
 from anekit.backends import coreml_nogil
 from anekit.models.batching import BATCH, batches
-from anekit.models.bert import embed
+from anekit.models.embeddings import embed
 from anekit.models.package import function_name, packages_dir
 
 #: Hex digits of the content digest in a compiled model's name.
@@ -103,6 +103,7 @@ class CoreMLEngine:
         self.dimension = int(embedder.dimension)
         self.model_id = str(embedder.model_id)
         self.device = f"Core ML ({compute_units})"
+        self.batch = BATCH
         info = embedder.package()
         path = compiled_path(info.path)
         self.models: dict[int, Any] = {}

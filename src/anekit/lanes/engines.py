@@ -97,6 +97,8 @@ class Engine(Protocol):
 
     dimension: int
     model_id: str
+    #: Rows per call of the model inside (the scheduler sends whole multiples).
+    batch: int
 
     def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray: ...
 
@@ -116,6 +118,7 @@ class EmbedderEngine:
         self.device = device
         self.dimension = int(embedder.dimension)
         self.model_id = str(embedder.model_id)
+        self.batch = int(embedder.batch)
 
     def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
         return np.asarray(self.embedder.embed_ids(token_ids), np.float32)
@@ -175,7 +178,12 @@ class OnnxEngine:
         self.encoder = encoder
         self.dimension = int(self.embedder.dimension)
         self.model_id = str(self.embedder.model_id)
-        self._probed: list[str] = self._checked(probe, device, threads)
+        self.batch = int(self.embedder.batch)
+        # The CPU provider is always there: only a CUDA lane needs the one-op probe
+        # (which imports the onnx package: about 40 MB a CPU worker does not need).
+        self._probed: list[str] = (
+            ["CPUExecutionProvider"] if device == "cpu" else self._checked(probe, device, threads)
+        )
 
     def _checked(self, call: Any, *args: Any) -> Any:
         """``call(*args)``, a session that is not on this lane's device refusing the

@@ -4,6 +4,8 @@
 
 - ``load``: the worker dies while loading;
 - ``batch:N``: the worker dies (as with kill -9) on its N-th batch;
+- ``kill-on:ID``: the worker dies on every batch holding token id ID (a chunk
+  that kills the driver, whichever worker tries it);
 - ``hang:MS``: every batch takes MS milliseconds longer;
 - ``poison:nan`` / ``poison:zero``: every vector is NaN / zero (admission refuses it);
 - ``nan-after:N``: vectors are NaN from the N-th batch on (after admission);
@@ -28,6 +30,7 @@ class Faults:
 
     load: bool = False
     die_at: int | None = None
+    kill_on: int | None = None
     hang_ms: int = 0
     poison: str | None = None
     nan_after: int | None = None
@@ -50,6 +53,8 @@ def parse(text: str | None, lane: str) -> Faults:
                 found["load"] = True
             elif kind == "batch":
                 found["die_at"] = int(argument)
+            elif kind == "kill-on":
+                found["kill_on"] = int(argument)
             elif kind == "hang":
                 found["hang_ms"] = int(argument)
             elif kind == "poison" and argument in ("nan", "zero"):

@@ -2,10 +2,15 @@
 
 A reader thread turns the worker's stdout frames into events on the scheduler's
 queue; the worker's stderr goes to a temporary file whose last lines explain a
-crash. A lane is ``starting`` until its hello, then ``ready`` (admitted),
-``refused`` (below its known-answer floor) or ``failed`` (crashed, hung past a
-deadline, or broke the protocol). A failed lane may start again after
-:data:`RETRY_SECONDS`.
+crash. A lane is ``starting`` until its hello, then ``ready`` (admitted) or
+``refused`` (below its known-answer floor: never started again).
+
+A worker that fails once its lane has been admitted (it crashed, hung past a
+deadline, broke the protocol) costs a restart: the lane is ``restarting`` and a new
+worker starts after a backoff (0.5 s, 1 s, 2 s), up to :data:`RESTARTS` restarts in
+:data:`RESTART_WINDOW` seconds. Past that budget, or when a worker fails before its
+lane was ever admitted (it cannot load), the lane is ``failed`` and may start again
+after :data:`RETRY_SECONDS`.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +30,11 @@ from typing import Any
 from anekit.lanes import protocol
 
 RETRY_SECONDS = 600.0
+#: Restarts a lane may spend in :data:`RESTART_WINDOW` seconds before it is failed.
+RESTARTS = 3
+RESTART_WINDOW = 60.0
+#: Seconds before the first restart; doubled for each restart in the window.
+BACKOFF_SECONDS = 0.5
 #: How long a starting worker may stay silent (progress frames reset it).
 START_SILENCE_SECONDS = 300.0
 
@@ -63,6 +74,20 @@ class Lane:
         self.reason = ""
         self.hello: dict[str, Any] = {}
         self.failed_at: float | None = None
+        #: Whether any of this lane's workers has been admitted.
+        self.admitted_once = False
+        #: When workers failed after admission (the restart budget's window).
+        self.crashes: deque[float] = deque()
+        self.restarts = 0
+        self.restart_at = 0.0
+        #: Rows per engine call in its worker (the hello's ``batch``).
+        self.group = 8
+        #: The bucket of the last batch the scheduler sent it.
+        self.last_bucket: int | None = None
+        #: Batches its workers answered, and that count at its last failure (a worker
+        #: that has answered since has shown that the lane works).
+        self.served = 0
+        self.served_at_failure = -1
         self.in_flight: dict[int, float] = {}  # batch id -> deadline (clock time)
         self.rate = 0.0  # tokens per second, measured
         self.process: subprocess.Popen[bytes] | None = None
@@ -81,11 +106,15 @@ class Lane:
         process = self.process
         return process is not None and process.poll() == 0 and not self.in_flight
 
+    def usable(self) -> bool:
+        """Serving, or about to: starting, ready or waiting to restart."""
+        return self.state in ("starting", "ready", "restarting")
+
     def can_start(self) -> bool:
-        if self.state in ("starting", "ready"):
+        if self.state in ("starting", "ready", "refused"):
             return False
-        if self.state == "refused":
-            return False
+        if self.state == "restarting":
+            return self.clock() >= self.restart_at
         return self.failed_at is None or self.clock() - self.failed_at >= RETRY_SECONDS
 
     def start(self) -> None:
@@ -100,7 +129,11 @@ class Lane:
         self.process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr
         )
-        self.state, self.reason, self.hello = "starting", "", {}
+        if self.state == "restarting":
+            self.restarts += 1  # its reason stays: why it last restarted
+        else:
+            self.reason = ""
+        self.state, self.hello = "starting", {}
         self.in_flight.clear()
         self.last_heard = self.clock()
         threading.Thread(target=self._read, args=(self.process,), daemon=True).start()
@@ -130,12 +163,42 @@ class Lane:
         if self.state == "failed":
             return owed
         self.state, self.reason, self.failed_at = "failed", reason, self.clock()
+        self._kill()
+        return owed
+
+    def crash(self, reason: str, charge: bool = True) -> list[int]:
+        """Its worker failed: kill it; the batch ids it still owed.
+
+        A lane never admitted is failed (it cannot load; tried again after
+        :data:`RETRY_SECONDS`). Otherwise it restarts after a backoff, ``charge``
+        counting the failure against the budget of :data:`RESTARTS` in
+        :data:`RESTART_WINDOW` seconds; past it, the lane is failed. An uncharged
+        failure is the data's, not the lane's (a chunk that kills every worker).
+        """
+        if not self.admitted_once:
+            return self.fail(reason)
+        now = self.clock()
+        if charge:
+            self.crashes.append(now)
+        while self.crashes and now - self.crashes[0] > RESTART_WINDOW:
+            self.crashes.popleft()
+        if len(self.crashes) > RESTARTS:
+            return self.fail(
+                f"{reason} (its {RESTARTS} restarts in {RESTART_WINDOW:g} s are spent)"
+            )
+        owed = list(self.in_flight)
+        self.in_flight.clear()
+        self._kill()
+        self.state, self.reason = "restarting", reason
+        self.restart_at = now + BACKOFF_SECONDS * 2 ** max(len(self.crashes) - 1, 0)
+        return owed
+
+    def _kill(self) -> None:
         process = self.process
         if process is not None and process.poll() is None:
             process.kill()
             process.wait()
         self.process = None
-        return owed
 
     def stderr_tail(self, lines: int = 5) -> str:
         if self._stderr is None:
@@ -206,7 +269,8 @@ class Lane:
             "floor": self.hello.get("floor"),
             "below_floor": self.hello.get("below_floor", []),
             "pid": self.hello.get("pid"),
+            "restarts": self.restarts,
         }
 
 
-__all__ = ["RETRY_SECONDS", "Event", "Lane"]
+__all__ = ["RESTARTS", "RESTART_WINDOW", "RETRY_SECONDS", "Event", "Lane"]

@@ -96,6 +96,7 @@ def admission(
         "device": engine.device,
         "providers": engine.providers(),
         "dimension": engine.dimension,
+        "batch": engine.batch,
         "floor": floor,
         "min_cosine": float(cosines.min()),
         "below_floor": below,
@@ -141,7 +142,9 @@ def serve(
             raise protocol.ProtocolError(f"unexpected {payload[:1]!r} frame")
         batch_id, rows = protocol.decode_batch(payload)
         number += 1
-        if faults.die_at == number:
+        if faults.die_at == number or (
+            faults.kill_on is not None and any(faults.kill_on in row for row in rows)
+        ):
             os._exit(137)  # as abrupt as kill -9: no reply, no cleanup
         if faults.hang_ms:
             time.sleep(faults.hang_ms / 1000)

@@ -6,7 +6,8 @@ the keys (axis 1), following Apple's ml-ane-transformers (ane-knowledge.md §3).
 Padding keys get an additive -1e4 (finite in fp16, §2.1 rule 5). The query scale
 1/sqrt(d) is folded into the query projection. LayerNorm normalizes the channels
 with an epsilon fp16 can hold (BERT's 1e-12 cannot). Embedding lookups are not here:
-they run on the host (``embed``), because gather does not run on the ANE.
+they run on the host (:mod:`anekit.models.embeddings`), because gather does not
+run on the ANE.
 
 The same function runs on NumPy float32 arrays (the fp32 reference) and is traced
 by ``anekit.compile`` into the fp16 program each package bucket holds.
@@ -26,14 +27,6 @@ from anekit.models.weights import Layer, Weights
 MASK_FILL = -1e4
 #: The smallest positive fp16 value: fp16 epsilons are at least this.
 FP16_TINY = 2.0**-24
-
-
-def embed(weights: Weights, config: EncoderConfig, ids: np.ndarray) -> np.ndarray:
-    """Token + position + token-type embeddings of ``ids`` (B, S), as (B, C, 1, S) float32."""
-    length = ids.shape[1]
-    positions = np.arange(config.position_offset, config.position_offset + length)
-    summed = weights.word[ids] + weights.position[positions][None] + weights.token_type[0]
-    return np.ascontiguousarray(summed.transpose(0, 2, 1)[:, :, None, :], np.float32)
 
 
 def make_encoder(
@@ -102,14 +95,6 @@ def make_encoder(
         return summed / np.sum(keep, axis=1, keepdims=True)
 
     return encode
-
-
-def embed_rows(weights: Weights, config: EncoderConfig, ids: np.ndarray) -> np.ndarray:
-    """The embeddings of ``ids`` (B, S) as (B, S, C) float32, for :func:`make_row_encoder`."""
-    length = ids.shape[1]
-    positions = np.arange(config.position_offset, config.position_offset + length)
-    summed = weights.word[ids] + weights.position[positions][None] + weights.token_type[0]
-    return np.ascontiguousarray(summed, np.float32)
 
 
 def make_row_encoder(config: EncoderConfig, weights: Weights) -> Callable[[Any, Any], Any]:

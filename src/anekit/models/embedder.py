@@ -36,8 +36,8 @@ from anekit.models.batching import (
     load_tokenizer,
     tokenize,
 )
-from anekit.models.bert import embed, embed_rows, make_encoder
 from anekit.models.config import EncoderConfig, load_config
+from anekit.models.embeddings import embed, embed_rows
 from anekit.models.onnx_models import ONNX_BATCH, OnnxEncoder
 from anekit.models.package import (
     PackageInfo,
@@ -161,6 +161,8 @@ class Embedder:
     @property
     def _reference(self) -> Any:
         if self._reference_encoder is None:
+            from anekit.models.bert import make_encoder  # the tracer's nn: imported on use
+
             self._reference_encoder = make_encoder(self.config, self.weights, np.float32)
         return self._reference_encoder
 

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from anekit.errors import ModelError
-from anekit.models.bert import make_row_encoder
 from anekit.models.config import EncoderConfig
 from anekit.models.package import packages_dir
 from anekit.models.weights import Weights
@@ -37,12 +36,13 @@ def build_bucket(
     config: EncoderConfig, weights: Weights, size: int, variant: str, folder: Path
 ) -> Path:
     """The ONNX model of one bucket (ONNX_BATCH x size), built if missing."""
-    import anekit
-    from anekit.package.onnx_emitter import quantize_int8, save_onnx, to_onnx
-
     target = folder / f"seq{size}.onnx"
     if target.exists():
-        return target
+        return target  # cached: no tracer, no coremltools in this process
+    import anekit
+    from anekit.models.bert import make_row_encoder
+    from anekit.package.onnx_emitter import quantize_int8, save_onnx, to_onnx
+
     program = anekit.compile(
         make_row_encoder(config, weights),
         anekit.TensorSpec((ONNX_BATCH, size, config.hidden_size), np.float32, "hidden"),

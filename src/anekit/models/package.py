@@ -23,11 +23,9 @@ from typing import Any
 import numpy as np
 
 from anekit import config as anekit_config
-from anekit._coremltools import ct, quiet_passes
 from anekit._version import __version__
 from anekit.errors import ModelError, ProgramError
 from anekit.models.batching import BATCH, BUCKETS
-from anekit.models.bert import make_encoder
 from anekit.models.config import EncoderConfig, load_config
 from anekit.models.registry import resolve
 from anekit.models.weights import Weights, load_weights
@@ -95,6 +93,7 @@ def default_path(model_id: str, weights: Weights, variant: str) -> Path:
 def trace_bucket(config: EncoderConfig, weights: Weights, sequence: int) -> Any:
     """The fp16 encoder at (BATCH, sequence), traced and through the ANE passes."""
     import anekit
+    from anekit.models.bert import make_encoder
 
     encoder = make_encoder(config, weights, np.float16)
     return anekit.compile(
@@ -107,6 +106,8 @@ def trace_bucket(config: EncoderConfig, weights: Weights, sequence: int) -> Any:
 
 def _quantized(model: Any) -> Any:
     import coremltools.optimize.coreml as cto
+
+    from anekit._coremltools import quiet_passes
 
     settings = cto.OptimizationConfig(
         global_config=cto.OpLinearQuantizerConfig(
@@ -137,6 +138,8 @@ def build_package(
     target = out if out is not None else default_path(model_id, weights, variant)
     if target.suffix != ".mlpackage":
         raise ModelError(f"{target}: a package path must end in .mlpackage")
+    from anekit._coremltools import ct, quiet_passes
+
     report = progress or (lambda message: _log.info(message))
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="anekit-build-") as scratch:
