@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from click.testing import CliRunner, Result
 
 import anekit.lanes
 from anekit.cli import cli
+from anekit.lanes.scheduler import RunSummary
 from anekit.models import Embedder
 
 DIMENSION = 384  # all-MiniLM-L6-v2's
@@ -35,12 +36,21 @@ class RecordingScheduler:
         self.embedded: list[list[int]] = []
         self.progress: Callable[[int, int], None] | None = None
         self.report: list[dict[str, Any]] = []
+        self.notify: Callable[[str], None] | None = None
+        self.summary = RunSummary()
         made.append(self)
 
-    def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
+    def stream(
+        self, token_ids: Sequence[Sequence[int]]
+    ) -> Iterator[tuple[int, np.ndarray | None, str | None]]:
+        """Row i's vector is the i-th unit vector, so each output names its text."""
         self.embedded += [list(ids) for ids in token_ids]
+        self.summary = RunSummary(chunks=len(token_ids), embedded=len(token_ids))
         if self.progress is not None:
             self.progress(len(token_ids), len(token_ids))
+        yield from ((index, row, None) for index, row in enumerate(self.embed(token_ids)))
+
+    def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
         return np.eye(len(token_ids), DIMENSION, dtype=np.float32)
 
     def start(self) -> None:

@@ -216,7 +216,12 @@ def embed(
     or an object with a "text" string, a truncated last line, a text that is not
     valid Unicode. Skipped lines are warned about on stderr, by line number; with
     --strict the first one is an error (exit status 2) and nothing is embedded.
-    Progress and a summary go to stderr.
+
+    Vectors are written as soon as they and every line before them are done, so an
+    interrupted run keeps what it finished. A worker that crashes is restarted and
+    its chunks embedded again; a chunk that kills every worker that tries it is
+    written as null, named on stderr, and the exit status is 1. Progress and a
+    summary (embedded, retried and failed chunks) go to stderr.
     """
     from anekit.errors import ModelError
 
@@ -231,42 +236,77 @@ def embed(
         stderr.print(
             f"[yellow]warning[/]: {esc(read.name)}, line {number}: {esc(problem)}; skipped"
         )
-    vectors = _embed([text for _, text in read.texts], lanes, model, max_length, deadline)
-    by_line = dict(zip((number for number, _ in read.texts), vectors, strict=True))
-    for number in range(1, read.lines + 1):
-        vector = by_line.get(number)
-        values = None if vector is None else [round(float(value), 7) for value in vector]
-        click.echo(json.dumps(values))
-    summary = f"embedded {len(read.texts)} of {_count(read.lines, 'line')}"
-    if read.bad:
-        skipped = [number for number, _ in read.bad]
-        summary += (
-            f"; {len(skipped)} skipped ({'lines' if skipped[1:] else 'line'} {_listed(skipped)})"
+    writer = _LineWriter(read.lines)
+    summary = _embed(read, writer, lanes, model, max_length, deadline)
+    writer.finish()
+    skipped = [number for number, _ in read.bad]
+    failed = summary.get("failed_lines", [])
+    parts = [f"embedded {summary['embedded']} of {_count(read.lines, 'line')}"]
+    if summary.get("retried"):
+        parts.append(f"{summary['retried']} retried after a worker failed")
+    if failed:
+        parts.append(
+            f"{len(failed)} failed ({'lines' if failed[1:] else 'line'} {_listed(failed)})"
         )
-    stderr.print(esc(summary))
+    if skipped:
+        parts.append(
+            f"{len(skipped)} skipped ({'lines' if skipped[1:] else 'line'} {_listed(skipped)})"
+        )
+    stderr.print(esc("; ".join(parts)))
     if read.bad and read.why:
         stderr.print(
             f"note: {esc(read.name)} was read as JSON lines ({esc(read.why)}); "
             "--format text embeds each line as it is"
         )
+    if failed:
+        sys.exit(1)
+
+
+class _LineWriter:
+    """Writes one JSON line per input line, in order, each flushed as soon as it can
+    be: a vector, or null for a skipped or failed line."""
+
+    def __init__(self, lines: int) -> None:
+        self.lines = lines
+        self.next = 1  # the next line number to write
+
+    def write(self, number: int, vector: Any) -> None:
+        """Line ``number``'s vector (None: null); lines before it not given are null."""
+        while self.next < number:
+            self._emit(None)
+        self._emit(vector)
+
+    def finish(self) -> None:
+        while self.next <= self.lines:
+            self._emit(None)
+
+    def _emit(self, vector: Any) -> None:
+        values = None if vector is None else [round(float(value), 7) for value in vector]
+        sys.stdout.write(json.dumps(values) + "\n")
+        sys.stdout.flush()
+        self.next += 1
 
 
 def _embed(
-    texts: list[str],
+    read: _Input,
+    writer: _LineWriter,
     lanes: tuple[str, ...],
     model: str | None,
     max_length: int | None,
     deadline: float,
-) -> list[Any]:
-    """The vectors of ``texts`` through the lanes, with a progress bar on stderr."""
+) -> dict[str, Any]:
+    """Embed ``read``'s texts through the lanes, writing each vector as it is done,
+    with a progress bar on stderr; the run's summary (:class:`RunSummary` as a dict,
+    plus ``failed_lines``)."""
     from anekit.models import Embedder
 
+    texts = [text for _, text in read.texts]
     # Made even for no texts: a bad lane, model or ANEKIT_FAULT is named all the same.
     with Embedder(
         model, lanes=_lane_names(lanes) or [], max_length=max_length, deadline=deadline
     ) as embedder:
         if not texts:
-            return []  # no worker started for nothing
+            return {"embedded": 0}  # no worker started for nothing
         token_ids = embedder.tokenize(texts)
         progress = Progress(
             TextColumn("embedding"),
@@ -277,8 +317,20 @@ def _embed(
             transient=True,
             disable=not stderr.is_terminal,  # no bar, nor the blank line it leaves, in a log
         )
+        failed_lines: list[int] = []
         with progress:
             task = progress.add_task("embed", total=len(texts))
             scheduler = embedder.scheduler
             scheduler.progress = lambda done, total: progress.update(task, completed=done)
-            return list(embedder.embed_ids(token_ids))
+            scheduler.notify = lambda line: stderr.print(f"note: {esc(line)}")
+            for index, vector, why in scheduler.stream(token_ids):
+                number = read.texts[index][0]
+                if why is not None:
+                    failed_lines.append(number)
+                    stderr.print(
+                        f"[red]error[/]: {esc(read.name)}, line {number}: not embedded: {esc(why)}"
+                    )
+                writer.write(number, vector)
+        summary: dict[str, Any] = scheduler.summary.as_dict()
+        summary["failed_lines"] = failed_lines
+        return summary
