@@ -214,9 +214,7 @@ def test_a_malformed_frame_costs_a_worker_with_a_reason(work: Any, faults: Any) 
     _check(vectors, reference, 0.999)
 
 
-def test_when_every_worker_start_fails_the_run_finishes_in_process(
-    work: Any, faults: Any
-) -> None:
+def test_when_every_worker_start_fails_the_run_finishes_in_process(work: Any, faults: Any) -> None:
     token_ids, reference = work
     faults("cpu:load")
     notes: list[str] = []
