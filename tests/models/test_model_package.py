@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -134,12 +135,11 @@ def test_a_package_from_other_weights_is_refused(fp16: Embedder, tmp_path: Any) 
     import shutil
 
     from anekit.errors import ModelError
-    from anekit.models.weights import Weights
 
     copy = tmp_path / "other.mlpackage"
     shutil.copytree(fp16.package().path, copy)
     other = Embedder(backend="sim", package=copy)
-    object.__setattr__(other, "weights", Weights(**{**other.weights.__dict__, "digest": "0" * 64}))
+    object.__setattr__(other, "weights", dataclasses.replace(other.weights, digest="0" * 64))
     with pytest.raises(ModelError, match="other weights"):
         other.package()
 

@@ -18,6 +18,7 @@ the first of them, and ``device="cpu"`` asks for the CPU provider only.
 
 from __future__ import annotations
 
+import functools
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -111,10 +112,27 @@ def session_for(
     options.inter_op_num_threads = 1
     if threads:
         options.intra_op_num_threads = threads
+    if requested == [CPU]:
+        # One CPU arena for every session of the process (ONNX Runtime's shared
+        # allocators): a lane's bucket sessions then peak at the largest run instead
+        # of the sum of all, with planning by pattern off (the pattern preallocates
+        # per shape). Measured on the CPU lane: the same speed, 600 -> 315 MB.
+        _share_cpu_arena(onnxruntime)
+        options.add_session_config_entry("session.use_env_allocators", "1")
+        options.enable_mem_pattern = False
     source = str(path) if isinstance(path, Path) else path
     session = onnxruntime.InferenceSession(source, options, providers=requested)
     check_providers(session, chosen)
     return session
+
+
+@functools.cache
+def _share_cpu_arena(onnxruntime: Any) -> None:
+    """Register the process-wide CPU arena allocator sessions share (once)."""
+    memory = onnxruntime.OrtMemoryInfo(
+        "Cpu", onnxruntime.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, onnxruntime.OrtMemType.DEFAULT
+    )
+    onnxruntime.create_and_register_allocator(memory, onnxruntime.OrtArenaCfg(0, -1, -1, -1))
 
 
 def probe(device: str, threads: int | None = None) -> list[str]:

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from dataclasses import dataclass
+import json
+import struct
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -39,97 +45,171 @@ class Layer:
 
 @dataclass(frozen=True)
 class Weights:
-    """All weights of an encoder, float32."""
+    """All weights of an encoder, float32. The embedding tables are read at once; the
+    layers on first use (:attr:`layers`), so that a process that only looks up token
+    embeddings (an ONNX Runtime lane worker) never holds them."""
 
     word: np.ndarray
     position: np.ndarray
     token_type: np.ndarray
     norm: np.ndarray
     norm_bias: np.ndarray
-    layers: tuple[Layer, ...]
     digest: str
+    read_layers: Callable[[], tuple[Layer, ...]] = field(repr=False, compare=False)
+
+    @functools.cached_property
+    def layers(self) -> tuple[Layer, ...]:
+        return self.read_layers()
 
 
-def _open(folder: Path) -> dict[str, np.ndarray]:
-    path = folder / "model.safetensors"
-    if not path.exists():
-        if (folder / "pytorch_model.bin").exists():
+class _Checkpoint:
+    """``model.safetensors``, read one tensor at a time (never all of it at once)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.path = folder / "model.safetensors"
+        if not self.path.exists():
+            if (folder / "pytorch_model.bin").exists():
+                raise ModelError(
+                    f"{folder}: has only pytorch_model.bin; anekit reads model.safetensors. "
+                    "Convert it once with torch: `from safetensors.torch import save_file; "
+                    "save_file(torch.load('pytorch_model.bin'), 'model.safetensors')`"
+                )
+            raise ModelError(f"{folder}: no model.safetensors")
+        try:
+            with self._open() as reader:
+                self.shapes = {
+                    name: tuple(reader.get_slice(name).get_shape())
+                    for name in reader.keys()  # noqa: SIM118 - not a dict
+                }
+        except ModelError:
+            raise
+        except Exception as error:
+            raise ModelError(f"{self.path}: not a readable safetensors file: {error}") from error
+        self.prefix = next(
+            (p for p in _PREFIXES if f"{p}embeddings.word_embeddings.weight" in self.shapes),
+            None,
+        )
+        if self.prefix is None:
             raise ModelError(
-                f"{folder}: has only pytorch_model.bin; anekit reads model.safetensors. Convert "
-                "it once with torch: `from safetensors.torch import save_file; "
-                "save_file(torch.load('pytorch_model.bin'), 'model.safetensors')`"
+                f"{folder}/model.safetensors: no embeddings.word_embeddings.weight; "
+                "not a BERT-family checkpoint"
             )
-        raise ModelError(f"{folder}: no model.safetensors")
-    from safetensors.numpy import load_file
 
-    try:
-        return load_file(str(path))
-    except Exception as error:
-        raise ModelError(f"{path}: not a readable safetensors file: {error}") from error
+    def _open(self) -> Any:
+        from safetensors import safe_open
+
+        return safe_open(str(self.path), framework="numpy")
+
+    def check(self, name: str, shape: tuple[int, ...]) -> str:
+        """The stored key of ``name``, checked to have ``shape``."""
+        key = f"{self.prefix}{name}"
+        if key not in self.shapes:
+            raise ModelError(f"{self.folder}/model.safetensors: missing {key}")
+        if self.shapes[key] != shape:
+            raise ModelError(
+                f"{self.folder}/model.safetensors: {key} has shape {self.shapes[key]}, "
+                f"config.json implies {shape}"
+            )
+        return key
+
+    def mapped(self, key: str) -> np.ndarray | None:
+        """A float32 tensor mapped read-only from the file (its pages are read when
+        used: a process that looks up token embeddings holds only the rows it met),
+        or None when it is stored as another dtype. The layout is safetensors': a
+        little-endian u64 header size, the JSON header, then the data, each tensor at
+        its ``data_offsets`` from the data's start."""
+        if sys.byteorder != "little":
+            return None
+        with self.path.open("rb") as stream:
+            (size,) = struct.unpack("<Q", stream.read(8))
+            entry = json.loads(stream.read(size))[key]
+        if entry["dtype"] != "F32":
+            return None
+        begin, _ = entry["data_offsets"]
+        return np.memmap(
+            self.path, np.float32, "r", offset=8 + size + begin, shape=tuple(entry["shape"])
+        )
+
+    def read(self, keys: list[str]) -> dict[str, np.ndarray]:
+        try:
+            with self._open() as reader:
+                return {key: np.asarray(reader.get_tensor(key), np.float32) for key in keys}
+        except Exception as error:
+            raise ModelError(f"{self.path}: not a readable safetensors file: {error}") from error
+
+    def digest(self) -> str:
+        """SHA-256 over every tensor's name and bytes, in name order (one at a time)."""
+        hasher = hashlib.sha256()
+        try:
+            with self._open() as reader:
+                for name in sorted(self.shapes):
+                    hasher.update(name.encode())
+                    hasher.update(np.ascontiguousarray(reader.get_tensor(name)).data)
+        except Exception as error:
+            raise ModelError(f"{self.path}: not a readable safetensors file: {error}") from error
+        return hasher.hexdigest()
 
 
-def _digest(tensors: dict[str, np.ndarray]) -> str:
-    hasher = hashlib.sha256()
-    for name in sorted(tensors):
-        hasher.update(name.encode())
-        hasher.update(np.ascontiguousarray(tensors[name]).tobytes())
-    return hasher.hexdigest()
+_LAYER_TENSORS = {
+    "q": ("attention.self.query.weight", "cc"),
+    "q_bias": ("attention.self.query.bias", "c"),
+    "k": ("attention.self.key.weight", "cc"),
+    "k_bias": ("attention.self.key.bias", "c"),
+    "v": ("attention.self.value.weight", "cc"),
+    "v_bias": ("attention.self.value.bias", "c"),
+    "out": ("attention.output.dense.weight", "cc"),
+    "out_bias": ("attention.output.dense.bias", "c"),
+    "norm1": ("attention.output.LayerNorm.weight", "c"),
+    "norm1_bias": ("attention.output.LayerNorm.bias", "c"),
+    "up": ("intermediate.dense.weight", "fc"),
+    "up_bias": ("intermediate.dense.bias", "f"),
+    "down": ("output.dense.weight", "cf"),
+    "down_bias": ("output.dense.bias", "c"),
+    "norm2": ("output.LayerNorm.weight", "c"),
+    "norm2_bias": ("output.LayerNorm.bias", "c"),
+}
 
 
 def load_weights(folder: Path, config: EncoderConfig) -> Weights:
-    """The encoder's weights from ``folder/model.safetensors``, checked against ``config``."""
-    tensors = _open(folder)
-    prefix = next(
-        (p for p in _PREFIXES if f"{p}embeddings.word_embeddings.weight" in tensors), None
-    )
-    if prefix is None:
-        raise ModelError(
-            f"{folder}/model.safetensors: no embeddings.word_embeddings.weight; "
-            "not a BERT-family checkpoint"
+    """The encoder's weights from ``folder/model.safetensors``, every tensor's shape
+    checked against ``config`` now; the layers' values are read on first use."""
+    checkpoint = _Checkpoint(folder)
+    sizes = {"c": config.hidden_size, "f": config.intermediate_size}
+    layer_keys = [
+        {
+            field_name: checkpoint.check(
+                f"encoder.layer.{index}.{name}", tuple(sizes[letter] for letter in dims)
+            )
+            for field_name, (name, dims) in _LAYER_TENSORS.items()
+        }
+        for index in range(config.num_layers)
+    ]
+    c = config.hidden_size
+    tables = {
+        "word": ("embeddings.word_embeddings.weight", (config.vocab_size, c)),
+        "position": (
+            "embeddings.position_embeddings.weight",
+            (config.max_position_embeddings, c),
+        ),
+        "token_type": ("embeddings.token_type_embeddings.weight", (config.type_vocab_size, c)),
+        "norm": ("embeddings.LayerNorm.weight", (c,)),
+        "norm_bias": ("embeddings.LayerNorm.bias", (c,)),
+    }
+    keys = {name: checkpoint.check(key, shape) for name, (key, shape) in tables.items()}
+    word = checkpoint.mapped(keys["word"])
+    values = checkpoint.read([key for name, key in keys.items() if name != "word" or word is None])
+    if word is not None:
+        values[keys["word"]] = word
+
+    def read_layers() -> tuple[Layer, ...]:
+        read = checkpoint.read([key for layer in layer_keys for key in layer.values()])
+        return tuple(
+            Layer(**{name: read[key] for name, key in layer.items()}) for layer in layer_keys
         )
 
-    def get(name: str, shape: tuple[int, ...]) -> np.ndarray:
-        key = prefix + name
-        if key not in tensors:
-            raise ModelError(f"{folder}/model.safetensors: missing {key}")
-        value = np.asarray(tensors[key], np.float32)
-        if value.shape != shape:
-            raise ModelError(
-                f"{folder}/model.safetensors: {key} has shape {value.shape}, "
-                f"config.json implies {shape}"
-            )
-        return value
-
-    c, f = config.hidden_size, config.intermediate_size
-    layers = []
-    for index in range(config.num_layers):
-        base = f"encoder.layer.{index}."
-        layers.append(
-            Layer(
-                q=get(base + "attention.self.query.weight", (c, c)),
-                q_bias=get(base + "attention.self.query.bias", (c,)),
-                k=get(base + "attention.self.key.weight", (c, c)),
-                k_bias=get(base + "attention.self.key.bias", (c,)),
-                v=get(base + "attention.self.value.weight", (c, c)),
-                v_bias=get(base + "attention.self.value.bias", (c,)),
-                out=get(base + "attention.output.dense.weight", (c, c)),
-                out_bias=get(base + "attention.output.dense.bias", (c,)),
-                norm1=get(base + "attention.output.LayerNorm.weight", (c,)),
-                norm1_bias=get(base + "attention.output.LayerNorm.bias", (c,)),
-                up=get(base + "intermediate.dense.weight", (f, c)),
-                up_bias=get(base + "intermediate.dense.bias", (f,)),
-                down=get(base + "output.dense.weight", (c, f)),
-                down_bias=get(base + "output.dense.bias", (c,)),
-                norm2=get(base + "output.LayerNorm.weight", (c,)),
-                norm2_bias=get(base + "output.LayerNorm.bias", (c,)),
-            )
-        )
     return Weights(
-        word=get("embeddings.word_embeddings.weight", (config.vocab_size, c)),
-        position=get("embeddings.position_embeddings.weight", (config.max_position_embeddings, c)),
-        token_type=get("embeddings.token_type_embeddings.weight", (config.type_vocab_size, c)),
-        norm=get("embeddings.LayerNorm.weight", (c,)),
-        norm_bias=get("embeddings.LayerNorm.bias", (c,)),
-        layers=tuple(layers),
-        digest=_digest(tensors),
+        **{name: values[key] for name, key in keys.items()},
+        digest=checkpoint.digest(),
+        read_layers=read_layers,
     )
