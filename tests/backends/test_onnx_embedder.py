@@ -1,8 +1,8 @@
 """Embedder(backend="onnx"): the row-layout encoder on ONNX Runtime against the NumPy
 fp32 reference on the known-answer chunks, fp32 and int8 (per-channel) variants.
 
-Each variant's bucket models are built once per test run (about a second each) and
-cached under ``ANEKIT_PACKAGES``, which tests/conftest.py points at a shared folder.
+Each variant's model (one for every length) is built once per test run and cached
+under ``ANEKIT_PACKAGES``, which tests/conftest.py points at a shared folder.
 """
 
 from __future__ import annotations
@@ -14,7 +14,13 @@ from onnx import numpy_helper
 
 from anekit import errors
 from anekit.models import Embedder, known_answers
-from anekit.models.onnx_models import ONNX_BATCH, VARIANTS, OnnxEncoder, folder_for
+from anekit.models.onnx_models import (
+    MODEL_FILE,
+    ONNX_BATCH,
+    VARIANTS,
+    OnnxEncoder,
+    folder_for,
+)
 
 F64 = np.float64
 
@@ -97,25 +103,26 @@ def test_rows_do_not_depend_on_their_batch(
     assert fp32.encode([]).shape == (0, 384)
 
 
-def _bucket_model(embedder: Embedder, variant: str) -> onnx.ModelProto:
+def _cached_model(embedder: Embedder, variant: str) -> onnx.ModelProto:
     folder = folder_for(embedder.model_id, embedder.weights, variant)
-    models = sorted(folder.glob("seq*.onnx"))
-    assert models, f"nothing cached in {folder}"
-    assert not [path for path in models if "partial" in path.name]
-    return onnx.load(str(models[0]))
+    assert (folder / MODEL_FILE).is_file(), f"nothing cached in {folder}"
+    assert not list(folder.glob("*partial*"))
+    return onnx.load(str(folder / MODEL_FILE))
 
 
-def test_cached_bucket_models(
+def test_cached_models_take_any_length(
     fp32: Embedder, int8: Embedder, fp32_vectors: np.ndarray, int8_vectors: np.ndarray
 ) -> None:
-    plain = _bucket_model(fp32, "fp32")
+    plain = _cached_model(fp32, "fp32")
     plain_types = {node.op_type for node in plain.graph.node}
     assert {"LayerNormalization", "Softmax", "Gelu", "MatMul"} <= plain_types
     assert "MatMulInteger" not in plain_types
     assert [value.name for value in plain.graph.input] == ["hidden", "keep"]
-    assert plain.graph.input[0].type.tensor_type.shape.dim[0].dim_value == ONNX_BATCH
+    for value in plain.graph.input:
+        batch, length = value.type.tensor_type.shape.dim[:2]
+        assert batch.dim_value == ONNX_BATCH and length.dim_param == "sequence"
 
-    quantized = _bucket_model(int8, "int8")
+    quantized = _cached_model(int8, "int8")
     types = [node.op_type for node in quantized.graph.node]
     # MiniLM: 6 layers of Q, K, V, attention output, and two FFN matmuls.
     assert types.count("MatMulInteger") == 36
@@ -128,6 +135,50 @@ def test_cached_bucket_models(
             )
             assert stored.dtype == np.int8
             assert scale.shape == (stored.shape[1],), "one scale per output channel"
+
+
+def test_rows_are_padded_to_their_group_not_to_a_bucket(
+    fp32: Embedder, texts: list[str], reference: np.ndarray
+) -> None:
+    """One model runs every length: padded to 16, 32, ... tokens, the same vectors."""
+    assert fp32._lengths == (*range(16, 256, 16), 256)
+    ran: list[int] = []
+    encoder = fp32.onnx_encoder
+    assert encoder is not None
+    real_run = encoder.run
+
+    def run(hidden: np.ndarray, keep: np.ndarray) -> np.ndarray:
+        ran.append(keep.shape[1])
+        return real_run(hidden, keep)
+
+    encoder.run = run  # type: ignore[method-assign]
+    try:
+        token_ids = fp32.tokenize(texts)
+        vectors = fp32.embed_ids(token_ids)
+    finally:
+        del encoder.run
+    longest = sorted(len(ids) for ids in token_ids)
+    # Sorted groups of 8, each padded to its longest rounded up to 16 tokens.
+    assert ran == [-(-max(longest[start : start + 8]) // 16) * 16 for start in range(0, 32, 8)]
+    assert cosines(vectors, reference).min() >= 0.99999
+
+
+def test_a_model_whose_constants_hold_the_traced_length_is_refused() -> None:
+    from onnx import TensorProto, helper
+
+    from anekit.models.onnx_models import symbolic_length
+
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["hidden", "bias"], ["embedding"])],
+        "tied",
+        [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, [8, 97])],
+        [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, [8, 97])],
+        [numpy_helper.from_array(np.zeros((8, 97), np.float32), "bias")],
+    )
+    with pytest.raises(
+        errors.ModelError, match="constant bias of shape \\(8, 97\\) has the traced"
+    ):
+        symbolic_length(helper.make_model(graph), 97)
 
 
 def test_unknown_variant_is_refused(fp32: Embedder) -> None:

@@ -38,7 +38,7 @@ from anekit.models.batching import (
 )
 from anekit.models.config import EncoderConfig, load_config
 from anekit.models.embeddings import embed, embed_rows
-from anekit.models.onnx_models import ONNX_BATCH, OnnxEncoder
+from anekit.models.onnx_models import ONNX_BATCH, OnnxEncoder, lengths_for
 from anekit.models.package import (
     PackageInfo,
     build_package,
@@ -140,6 +140,9 @@ class Embedder:
             )
         #: Texts per program call: 4 for the packages, 8 for ONNX Runtime.
         self.batch = ONNX_BATCH if chosen == "onnx" else BATCH
+        #: The lengths rows are padded to: the buckets, or for ONNX Runtime (which
+        #: takes any length) the group's longest, rounded up to 16 tokens.
+        self._lengths = lengths_for(self.config.max_length) if chosen == "onnx" else self.buckets
 
     @property
     def onnx_encoder(self) -> OnnxEncoder | None:
@@ -277,7 +280,7 @@ class Embedder:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         for start in range(0, len(token_ids), window):
             part = token_ids[start : start + window]
-            for batch in batches(part, self.buckets, self.config.pad_token_id, self.batch):
+            for batch in batches(part, self._lengths, self.config.pad_token_id, self.batch):
                 vectors = self._run(batch)
                 for row, index in enumerate(batch.indices):
                     result[start + index] = vectors[row]
