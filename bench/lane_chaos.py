@@ -18,10 +18,10 @@ What it runs, each ``anekit embed FILE`` a subprocess with the default lanes (no
 3. kill runs until ``--kills`` kills have landed: 1 to 3 per run, each aimed at a
    category chosen first, then at a moment of it:
 
-   - ``start``: 0.05 s to the admission frame (at most 0.3 s) after a new worker's pid
-     appears (it is still loading);
-   - ``admission``: inside the calibrated admission window (between its ``admission``
-     frame and its hello, 10 % margins);
+   - ``start``: 0.05 s to 80 % of the quickest calibrated time to the admission frame
+     (at most 0.3 s) after a new worker's pid appears (it is still loading);
+   - ``admission``: once the worker's write count shows its admission frame, 10 % to
+     90 % of the quickest calibrated admission (admission frame to hello) later;
    - ``mid-batch``: a random time into the serving worker's life, then the first moment
      at least 40 ms after its last write (a result frame): it is computing a batch;
    - ``between batches``: a random time into its serving life, then the first moment its
@@ -50,6 +50,11 @@ finished in the parent process, which then loads ONNX Runtime, are shown apart).
 
 The seed fixes the token id, the kills' categories and the aimed delays; the moments
 themselves depend on the workers' timing, so two runs with one seed differ a little.
+
+The anekit that runs is the one this Python imports: to measure one commit while its
+tree is being edited, run it from a copy (``git archive HEAD src | tar -x -C DIR`` and
+``PYTHONPATH=DIR/src``); the record names where anekit came from, its commit and any
+changed files under ``src``.
 
 Writes a Markdown summary to stdout, progress to stderr, and a JSON record (machine,
 date, command, calibration, every run and kill) to ``--json`` (default
@@ -176,6 +181,33 @@ def maps_onnxruntime(pid: int) -> bool:
 # --- inputs ---------------------------------------------------------------------------
 
 
+def source_state() -> dict[str, Any]:
+    """Where the anekit that runs comes from, and its git commit and whether its
+    ``src`` differs from it (a tree edited during a run mixes versions)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("anekit")
+    location = Path(spec.origin).parent if spec and spec.origin else None
+    state: dict[str, Any] = {"anekit": str(location), "PYTHONPATH": os.environ.get("PYTHONPATH")}
+    if location is None:
+        return state
+    root = location.parent.parent
+
+    def git(*arguments: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(root), *arguments], capture_output=True, text=True, timeout=30
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    state["commit"] = git("rev-parse", "HEAD")
+    changed = git("status", "--porcelain", "--", "src")
+    state["src_changed"] = None if changed is None else changed.splitlines()
+    return state
+
+
 def environment(fault: str | None = None) -> dict[str, str]:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     for name in ("ANEKIT_LANES", "ANEKIT_FAULT"):
@@ -258,13 +290,15 @@ def calibrate() -> dict[str, Any]:
     median = {
         key: statistics.median(sample[key] for sample in samples if key in sample) for key in keys
     }
-    admission, hello = median["admission_s"], median["hello_s"]
-    margin = 0.1 * (hello - admission)
+    # The quickest start's figures: a kill aimed inside them lands in its stage even
+    # when a worker starts faster than the median.
+    admission = min(sample["admission_s"] for sample in samples)
+    admitting = min(sample["hello_s"] - sample["admission_s"] for sample in samples)
     return {
         "samples": samples,
         "median": median,
-        "start_window_s": [0.05, max(0.06, min(0.3, 0.9 * admission))],
-        "admission_window_s": [admission + margin, hello - margin],
+        "start_window_s": [0.05, max(0.06, min(0.3, 0.8 * admission))],
+        "admission_offset_s": [0.1 * admitting, 0.9 * admitting],
         # Write counts that separate the stages: below the admission frame's, loading.
         "admission_wchar": min(sample["admission_wchar"] for sample in samples),
         "hello_wchar": min(sample["hello_wchar"] for sample in samples),
@@ -282,7 +316,9 @@ class Worker:
     written: int = 0
     #: When its write count last moved (seconds since the run started).
     wrote_at: float = 0.0
-    served_at: float | None = None  # when its writes passed the hello's
+    #: When its writes passed the admission frame's, and the hello's.
+    admitting_at: float | None = None
+    served_at: float | None = None
     killed: bool = False
     gone: bool = False
 
@@ -422,6 +458,8 @@ class Runner:
             written = wchar(pid)
             if written is not None and written != worker.written:
                 worker.written, worker.wrote_at = written, now
+                if worker.admitting_at is None and written >= self.calibration["admission_wchar"]:
+                    worker.admitting_at = now
                 if worker.served_at is None and written >= self.calibration["hello_wchar"]:
                     worker.served_at = now
         for pid, worker in record.workers.items():
@@ -451,15 +489,19 @@ class Runner:
                 if not fresh:
                     return False
                 target = min(fresh, key=lambda worker: worker.seen)
-                low, high = self.calibration[
-                    "start_window_s" if aim.category == "start" else "admission_window_s"
-                ]
-                aim.pid, aim.fire_at = target.pid, target.seen + self.rng.uniform(low, high)
+                aim.pid = target.pid
+                if aim.category == "start":
+                    low, high = self.calibration["start_window_s"]
+                    aim.fire_at = target.seen + self.rng.uniform(low, high)
             worker = record.workers[aim.pid]
             if worker.gone:
                 aim.pid = aim.fire_at = None  # it died on its own: aim at the next one
                 return False
-            assert aim.fire_at is not None
+            if aim.fire_at is None:  # admission: from its admission frame on
+                if worker.admitting_at is None:
+                    return True
+                low, high = self.calibration["admission_offset_s"]
+                aim.fire_at = worker.admitting_at + self.rng.uniform(low, high)
             if now >= aim.fire_at:
                 self._kill(worker, aim, record, now)
             return aim.fire_at - now < 0.02
@@ -638,6 +680,7 @@ def main() -> None:
     if not ANEKIT.is_file():
         raise SystemExit(f"no anekit command beside this Python: {ANEKIT}")
     began = time.monotonic()
+    source_before = source_state()
     rng = random.Random(args.seed)
     chunks = code_chunks(args.chunks)
     reference, reference_path = reference_vectors(chunks)
@@ -728,6 +771,7 @@ def main() -> None:
         "date": today,
         "machine": machine(),
         "python": platform.python_version(),
+        "source": {"before": source_before, "after": source_state()},
         "settings": {
             "kills": args.kills,
             "chunks": args.chunks,
@@ -782,6 +826,17 @@ def main() -> None:
 
     print(f"# Lane chaos, {today}\n")
     print(f"{machine()}, Python {platform.python_version()}; `{record['command']}`\n")
+    after = record["source"]["after"]
+    print(
+        f"anekit from {after['anekit']}"
+        + (f", commit {after['commit'][:12]}" if after.get("commit") else "")
+        + (
+            " (**src edited during or before the run**)"
+            if source_before.get("src_changed") or after.get("src_changed")
+            else ""
+        )
+        + "\n"
+    )
     print(
         f"{args.chunks} code chunks, default lanes (the CPU lane), seed {args.seed}; "
         f"every line checked against the fp32 reference at cosine >= {MIN_COSINE}.\n"
