@@ -166,16 +166,17 @@ class Lane:
         self._kill()
         return owed
 
-    def crash(self, reason: str, charge: bool = True) -> list[int]:
+    def crash(self, reason: str, charge: bool = True, signalled: bool = False) -> list[int]:
         """Its worker failed: kill it; the batch ids it still owed.
 
-        A lane never admitted is failed (it cannot load; tried again after
-        :data:`RETRY_SECONDS`). Otherwise it restarts after a backoff, ``charge``
+        A lane never admitted whose worker exited on its own is failed (it cannot
+        load; tried again after :data:`RETRY_SECONDS`). Otherwise (admitted before, or
+        ``signalled``: killed by a signal) it restarts after a backoff, ``charge``
         counting the failure against the budget of :data:`RESTARTS` in
         :data:`RESTART_WINDOW` seconds; past it, the lane is failed. An uncharged
         failure is the data's, not the lane's (a chunk that kills every worker).
         """
-        if not self.admitted_once:
+        if not self.admitted_once and not signalled:
             return self.fail(reason)
         now = self.clock()
         if charge:

@@ -14,7 +14,8 @@ answers a batch with an error is restarted within its lane's budget
 (:mod:`anekit.lanes.lane`); its batches are requeued as *suspects*, each embedded
 alone on a worker with nothing else in flight. A suspect group that kills a worker
 again is cut in halves, down to single chunks: a chunk that kills
-:data:`POISON_DEATHS` workers on its own is tried on the CPU lane when another lane
+:data:`POISON_DEATHS` workers on its own (a worker that had embedded other rows, then
+a fresh worker as its first batch) is tried on the CPU lane when another lane
 killed it, and otherwise reported as failed (its index and why) while the rest of
 the run goes on. Rows that come back NaN or zero are embedded again on the CPU lane.
 
@@ -122,6 +123,10 @@ class _Batch:
     suspect: _Suspect | None = None
     #: Rows already embedded, sent again to see whether a restarted worker works.
     probe: bool = False
+    #: A single suspect row that killed a proven worker, sent as a fresh worker's
+    #: first batch: dying there too, in another place in the worker's life, it is
+    #: the chunk that kills workers (not a worker that dies on its N-th batch).
+    confirming: bool = False
 
 
 class _Work:
@@ -390,6 +395,12 @@ class Scheduler:
         can embed anything tells a chunk that kills workers from a broken lane."""
         if lane.in_flight:
             return
+        for suspect in work.suspects:
+            (row, *more) = suspect.rows
+            if not more and lane.name not in suspect.excluded and work.alone_deaths[row][lane.name]:
+                work.suspects.remove(suspect)
+                self._send(lane, work, suspect.rows, suspect, confirming=True)
+                return
         work.fill(lane.group)
         rows = work.take(lane.rate or DEFAULT_RATE, lane.group, lane.last_bucket)
         if rows:
@@ -421,11 +432,12 @@ class Scheduler:
         rows: list[int],
         suspect: _Suspect | None,
         probe: bool = False,
+        confirming: bool = False,
     ) -> None:
         batch_id = self._next_id
         self._next_id += 1
         work.batches[batch_id] = _Batch(
-            rows, lane.name, self.clock(), work.padded_tokens(rows), suspect, probe
+            rows, lane.name, self.clock(), work.padded_tokens(rows), suspect, probe, confirming
         )
         for row in rows if not probe else ():
             work.sends[row] += 1
@@ -436,18 +448,20 @@ class Scheduler:
 
     # -- faults ----------------------------------------------------------------------
 
-    def _worker_failed(self, lane: Lane, reason: str, work: _Work) -> None:
+    def _worker_failed(self, lane: Lane, reason: str, work: _Work, signalled: bool = False) -> None:
         """``lane``'s worker failed with its batches in flight: restart it (or fail the
         lane) and requeue those batches as suspects, bisecting a suspect that failed
-        again."""
+        again. ``signalled``: it was killed by a signal (restarted even before its
+        lane was ever admitted: a kill is not a model that cannot load)."""
         owed = [work.batches.pop(batch_id) for batch_id in list(lane.in_flight)
                 if batch_id in work.batches]  # fmt: skip
         alone = len(owed) == 1 and owed[0].suspect is not None
         # Killed by one suspect group embedded alone, by a lane that has answered
-        # since its previous failure: the data's fault, not the lane's.
-        data = alone and lane.served > lane.served_at_failure
+        # since its previous failure, or by a row confirmed as a fresh worker's first
+        # batch: the data's fault, not the lane's.
+        data = alone and (lane.served > lane.served_at_failure or owed[0].confirming)
         lane.served_at_failure = lane.served
-        lane.crash(reason, charge=not data)
+        lane.crash(reason, charge=not data, signalled=signalled)
         if lane.state == "failed":
             self._say(f"lane {lane.name} is out: {lane.reason}")
         for batch in owed:
@@ -522,7 +536,11 @@ class Scheduler:
             elif lane.state in ("starting", "ready"):
                 tail = lane.stderr_tail()
                 reason = str(event.message.get("reason", "failed"))
-                self._worker_failed(lane, reason + (f"; stderr: {tail}" if tail else ""), work)
+                code = event.message.get("code")
+                signalled = isinstance(code, int) and code < 0
+                self._worker_failed(
+                    lane, reason + (f"; stderr: {tail}" if tail else ""), work, signalled
+                )
         elif event.kind == "result" and event.result is not None:
             self._result(lane, event.result, work)
 
