@@ -93,6 +93,23 @@ def test_kill_9_mid_batch_with_one_lane_loses_no_chunk(work: Any) -> None:
     _check(vectors, reference, 0.98)
 
 
+def test_a_worker_killed_while_starting_is_restarted_not_failed(work: Any) -> None:
+    """kill -9 before the lane was ever admitted is a crash, not a model that cannot
+    load: the lane restarts and finishes the run (no in-process fallback)."""
+    token_ids, reference = work
+    with Scheduler(["cpu"]) as scheduler:
+        scheduler.start(wait=False)
+        first = scheduler.lanes["cpu"].process
+        assert first is not None
+        os.kill(first.pid, signal.SIGKILL)
+        vectors = scheduler.embed(token_ids[:16])
+        (status,) = scheduler.status()
+    assert status["state"] == "ready" and status["restarts"] == 1
+    assert status["reason"] == "worker exited (-9)"
+    assert scheduler.summary.fallback is None
+    _check(vectors, reference[:16], 0.98)
+
+
 def test_a_worker_dying_on_every_second_batch_loses_no_chunk(work: Any, faults: Any) -> None:
     token_ids, reference = work
     faults("cpu:batch:2")
