@@ -30,6 +30,11 @@ def buckets_for(max_length: int) -> tuple[int, ...]:
     return (*needed, last)
 
 
+def length_steps(max_length: int, step: int) -> tuple[int, ...]:
+    """Multiples of ``step`` below ``max_length``, and ``max_length``."""
+    return (*range(step, max_length, step), max_length)
+
+
 def bucket_for(length: int, buckets: Sequence[int]) -> int:
     for size in buckets:
         if size >= length:

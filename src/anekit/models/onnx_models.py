@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from anekit.errors import ModelError
+from anekit.models.batching import length_steps
 from anekit.models.config import EncoderConfig
 from anekit.models.package import packages_dir
 from anekit.models.weights import Weights
@@ -46,8 +47,7 @@ def folder_for(model_id: str, weights: Weights, variant: str) -> Path:
 def lengths_for(max_length: int) -> tuple[int, ...]:
     """The lengths rows are padded to: multiples of :data:`LENGTH_STEP`, and
     ``max_length``."""
-    steps = range(LENGTH_STEP, max_length, LENGTH_STEP)
-    return (*steps, max_length)
+    return length_steps(max_length, LENGTH_STEP)
 
 
 def symbolic_length(model: Any, length: int) -> None:
