@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import platform
 import resource
+import subprocess
 from pathlib import Path
+from typing import Any
 
 
 def peak_memory_mb(pid: int | str = "self") -> float:
@@ -34,3 +36,30 @@ def machine() -> str:
     except OSError:
         pass
     return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+
+
+def source_state() -> dict[str, Any]:
+    """Where the anekit that runs comes from, and its git commit and whether its
+    ``src`` differs from it (a tree edited during a run mixes versions)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("anekit")
+    location = Path(spec.origin).parent if spec and spec.origin else None
+    state: dict[str, Any] = {"anekit": str(location), "PYTHONPATH": os.environ.get("PYTHONPATH")}
+    if location is None:
+        return state
+    root = location.parent.parent
+
+    def git(*arguments: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(root), *arguments], capture_output=True, text=True, timeout=30
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    state["commit"] = git("rev-parse", "HEAD")
+    changed = git("status", "--porcelain", "--", "src")
+    state["src_changed"] = None if changed is None else changed.splitlines()
+    return state

@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
-from benchmachine import machine, peak_memory_mb
+from benchmachine import machine, peak_memory_mb, source_state
 
 THREADS = 2
 MAX_LENGTH = 256
@@ -328,6 +328,7 @@ def main() -> None:
     parser.add_argument("--side", choices=list(SIDES), help=argparse.SUPPRESS)
     parser.add_argument("--output", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    source_before = source_state()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     if args.side:
@@ -413,6 +414,7 @@ def main() -> None:
         "machine": machine(),
         "python": platform.python_version(),
         "versions": versions,
+        "source": {"before": source_before, "after": source_state()},
         "settings": {
             "chunks": args.chunks,
             "repeats": args.repeats,

@@ -27,8 +27,8 @@ What it runs, each ``anekit embed FILE`` a subprocess with the default lanes (no
    - ``between batches``: a random time into its serving life, then the first moment its
      write count moves (a result frame just went out), killed within a poll (~1 ms).
 
-   A ``start`` or ``admission`` kill of a run's first worker ends that run's kills: a
-   lane never admitted is failed, and the run finishes in the parent process. Later
+   A ``start`` or ``admission`` kill of a run's first worker is that run's only kill
+   (the lane restarts the worker, counting against its restart budget). Later
    ``start`` and ``admission`` kills aim at the worker the lane restarts. Each kill is
    recorded with its run, aimed category, time since the run started, the worker's age,
    ms since its last write, and the stage its write count shows (loading, admission,
@@ -86,7 +86,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from benchmachine import machine
+from benchmachine import machine, source_state
 from embed_throughput import code_chunks
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -179,33 +179,6 @@ def maps_onnxruntime(pid: int) -> bool:
 
 
 # --- inputs ---------------------------------------------------------------------------
-
-
-def source_state() -> dict[str, Any]:
-    """Where the anekit that runs comes from, and its git commit and whether its
-    ``src`` differs from it (a tree edited during a run mixes versions)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("anekit")
-    location = Path(spec.origin).parent if spec and spec.origin else None
-    state: dict[str, Any] = {"anekit": str(location), "PYTHONPATH": os.environ.get("PYTHONPATH")}
-    if location is None:
-        return state
-    root = location.parent.parent
-
-    def git(*arguments: str) -> str | None:
-        try:
-            done = subprocess.run(
-                ["git", "-C", str(root), *arguments], capture_output=True, text=True, timeout=30
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    state["commit"] = git("rev-parse", "HEAD")
-    changed = git("status", "--porcelain", "--", "src")
-    state["src_changed"] = None if changed is None else changed.splitlines()
-    return state
 
 
 def environment(fault: str | None = None) -> dict[str, str]:
