@@ -28,6 +28,7 @@ __all__ = [
     "NumericsWarning",
     "PlacementError",
     "ProgramError",
+    "SearchError",
     "ShapeError",
     "TraceError",
     "UnsupportedDtypeError",
@@ -155,6 +156,11 @@ class EmbeddingFailed(LaneError):
         super().__init__(f"{len(failed)} chunk(s) not embedded: {listed}{more}")
         self.failed = dict(failed)
         self.vectors = vectors
+
+
+class SearchError(AnekitError, ValueError):
+    """Code search cannot go on: a path outside the indexed root, no store found, a store
+    of a newer schema or locked by another writer; the message names the path."""
 
 
 class NumericsError(AnekitError, FloatingPointError):
