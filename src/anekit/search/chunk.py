@@ -1,0 +1,581 @@
+"""Where to cut a file into chunks for code search.
+
+The rules follow semlith's chunker (the prior art):
+
+* chunks are line-aligned and at most :data:`MAX_CHARS` (800) characters long; a window of
+  lines overlaps the one before it by :data:`OVERLAP_LINES` (2) lines; a single line longer
+  than the budget is hard-split into slices of it;
+* code is cut at tree-sitter definition starts (functions, methods, classes, structs, impls,
+  traits, interfaces, enums, modules; the table is :mod:`anekit.search.languages`), the cut
+  moved up over the comments, doc comments, decorators and attributes directly above the
+  definition (no blank line between); there is no overlap at a definition cut; a definition
+  longer than the budget is cut again at the definitions inside it, and one with none is
+  split by the budget into windows;
+* Markdown and reStructuredText are cut at headings (nested sections the same way as nested
+  definitions), the heading path ("A > B") kept as the chunk's symbol;
+* everything else, and any file whose parse fails, is cut into line windows.
+
+Packing, so that a definition starts its own chunk wherever the budget allows: at one
+nesting level the pieces are the definitions (with what sits directly above them), the
+header of the enclosing definition (its lines before its first nested definition) and the
+runs of other lines between definitions. A definition over :data:`SMALL_CHARS` (200) gets a
+chunk of its own (or several when it is over the budget). A small definition or a header
+opens a chunk which the following small definitions and in-between lines join while the
+total stays within the budget. Other lines that do not follow such a chunk form chunks of
+their own, except closing lines (``}``, ``end``, ``);``) which join the chunk before them when
+they fit. Blank lines at a chunk's edges are left out.
+
+A chunk's ``symbol`` is the path of the definition it holds ("Session > request"); a chunk
+holding several definitions or lines between them gets the path of the enclosing one ("" at
+top level). Go methods are named by receiver ("Session > Request"), Rust impl blocks
+"impl Foo" or "impl Trait for Foo", C++ out-of-class methods "Session::request".
+
+Lines are split at "\\n" only ("\\r\\n" stays a line ending), as git, grep, editors and
+tree-sitter count them, so line numbers are exact and a chunk's ``text`` is exactly the
+file's lines ``start_line..end_line``. :func:`model_text` adds the context (path, symbol or
+heading path) for the embedding model only.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import cast
+
+from tree_sitter import Language, Node, Parser, Query, QueryCursor
+from tree_sitter_language_pack import SupportedLanguage, get_language
+
+from anekit.search.languages import LanguageSpec, kind_for, language_for, spec_for
+
+__all__ = [
+    "CHUNKER_VERSION",
+    "KINDS",
+    "MAX_CHARS",
+    "OVERLAP_LINES",
+    "SMALL_CHARS",
+    "Chunk",
+    "chunk_file",
+    "kind_for",
+    "language_for",
+    "model_text",
+    "split_lines",
+]
+
+CHUNKER_VERSION = "1"  # bump when boundaries or model text change
+MAX_CHARS = 800
+OVERLAP_LINES = 2
+SMALL_CHARS = 200  # definitions up to this size may share a chunk with their neighbours
+KINDS = ("code", "docs", "tests", "config")
+
+_log = logging.getLogger(__name__)
+
+_FUNCTION_VALUES = frozenset(
+    {"arrow_function", "function_expression", "function", "generator_function", "class"}
+)
+_NEEDS_BODY = frozenset(
+    {"struct_specifier", "union_specifier", "enum_specifier", "class_specifier", "mod_item"}
+)
+_CLOSER = re.compile(  # a line that only closes something, maybe with a comment
+    r"\s*(?:[)\]};,]+|end[;,)]*|(?:public|private|protected)\s*:)\s*(?:(?://|#|--).*|/\*.*\*/)?\s*"
+)
+_DECLARED_NAMES = frozenset(
+    {
+        "identifier",
+        "type_identifier",
+        "field_identifier",
+        "qualified_identifier",
+        "destructor_name",
+        "operator_name",
+    }
+)
+_NAME_MAX = 100
+_HEADER_SYMBOL_MAX = 160
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A line-aligned piece of one file."""
+
+    start_line: int  # 1-based, inclusive
+    end_line: int  # inclusive
+    text: str  # exactly the file's lines start..end (or a slice of one over-long line)
+    symbol: str  # enclosing symbol path "Session > request", the heading path for prose
+    kind: str  # one of KINDS
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of ``text``, each with its line ending; only "\\n" ends a line."""
+    parts = text.split("\n")
+    lines = [part + "\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def chunk_file(relpath: str, text: str) -> list[Chunk]:
+    """Cut ``text`` (the content of ``relpath``) into chunks; never raises.
+
+    The chunks cover every non-blank line at least once, in order; an empty or blank file
+    gives none. Unknown languages, and files whose parse fails, are cut into line windows.
+    """
+    language = language_for(relpath)
+    kind = kind_for(relpath, language)
+    lines = split_lines(text)
+    if all(not line.strip() for line in lines):
+        return []
+    spec = spec_for(language)
+    spans: list[_Span] | None = None
+    if spec is not None and spec.grammar is not None:
+        try:
+            spans = _structured(spec, spec.grammar, text, lines)
+        except Exception:  # a grammar surprise must not stop indexing; windows always work
+            _log.debug("chunking %s by line windows: parse failed", relpath, exc_info=True)
+    if spans is None:
+        cutter = _Cutter(lines, lambda d: [])
+        cutter.windows(1, len(lines), "")
+        spans = cutter.out
+    return [
+        Chunk(
+            s.start,
+            s.end,
+            s.text if s.text is not None else "".join(lines[s.start - 1 : s.end]),
+            s.symbol,
+            kind,
+        )
+        for s in spans
+    ]
+
+
+def model_text(relpath: str, chunk: Chunk) -> str:
+    """The text the embedding model gets: a short context header, then the chunk's text."""
+    header = f"path: {relpath}\n"
+    if chunk.symbol:
+        label = "heading" if language_for(relpath) in ("markdown", "rst") else "symbol"
+        symbol = chunk.symbol
+        if len(symbol) > _HEADER_SYMBOL_MAX:
+            symbol = "…" + symbol[-(_HEADER_SYMBOL_MAX - 1) :]
+        header += f"{label}: {symbol}\n"
+    return header + "\n" + chunk.text
+
+
+# -- outline: definitions or sections as a tree of line spans ----------------------------
+
+
+@dataclass
+class _Def:
+    """A definition or section: lines start..end (1-based), its own first line ``head``."""
+
+    start: int  # first line, with the comments and decorators directly above
+    end: int
+    head: int  # the line the definition or heading ends on; nested ones start below it
+    path: tuple[str, ...]
+    node: Node | None = None  # tree-sitter node to search for nested definitions
+    kids: list[_Def] | None = None  # nested sections (prose), known up front
+
+
+@dataclass
+class _Span:
+    start: int
+    end: int
+    symbol: str
+    text: str | None = None  # set for a slice of an over-long line
+
+
+@functools.cache
+def _language(grammar: str) -> Language:
+    return get_language(_supported(grammar))
+
+
+def _supported(grammar: str) -> SupportedLanguage:
+    return cast("SupportedLanguage", grammar)  # names come from the languages table
+
+
+_local = threading.local()
+
+
+def _parser(grammar: str) -> Parser:
+    """A parser for ``grammar``, cached per thread (parsers are not shared across threads)."""
+    cache: dict[str, Parser] | None = getattr(_local, "parsers", None)
+    if cache is None:
+        cache = _local.parsers = {}
+    parser = cache.get(grammar)
+    if parser is None:
+        parser = cache[grammar] = Parser(_language(grammar))
+    return parser
+
+
+@functools.cache
+def _definitions_query(grammar: str, types: frozenset[str]) -> Query:
+    return Query(_language(grammar), " ".join(f"({t}) @d" for t in sorted(types)))
+
+
+def _last_row(node: Node) -> int:
+    """The 0-based row of a node's last character (a node may end after its newline)."""
+    end = node.end_point
+    if end.column == 0 and end.row > node.start_point.row:
+        return end.row - 1
+    return end.row
+
+
+def _structured(spec: LanguageSpec, grammar: str, text: str, lines: list[str]) -> list[_Span]:
+    src = text.encode("utf-8", "surrogatepass")
+    root = _parser(grammar).parse(src).root_node
+    if spec.name == "markdown":
+        kids = _sections(_markdown_headings(root, src), lines)
+        cutter = _Cutter(lines, lambda d: d.kids or [])
+    elif spec.name == "rst":
+        kids = _sections(_rst_headings(root, src), lines)
+        cutter = _Cutter(lines, lambda d: d.kids or [])
+    else:
+        outline = _Code(spec, src, root, lines)
+        kids = outline.level(root, (), 0)
+        cutter = _Cutter(lines, outline.kids)
+    cutter.region(1, len(lines), kids, (), has_head=False)
+    return cutter.out
+
+
+def _text(src: bytes, node: Node | None) -> str:
+    if node is None:
+        return ""
+    name = " ".join(src[node.start_byte : node.end_byte].decode("utf-8", "replace").split())
+    return name[:_NAME_MAX]
+
+
+class _Code:
+    """Definitions of a parsed source file, found by one tree-sitter query, nested."""
+
+    def __init__(self, spec: LanguageSpec, src: bytes, root: Node, lines: list[str]) -> None:
+        self.spec, self.src, self.root, self.lines = spec, src, root, lines
+        grammar = spec.grammar or ""
+        found = QueryCursor(_definitions_query(grammar, spec.definitions)).captures(root)
+        hits = []
+        for inner in found.get("d", []):
+            name = self._name(inner)
+            if name:
+                span = inner
+                while (parent := span.parent) is not None and parent.type in spec.wrappers:
+                    hit = self._definition(parent)
+                    if hit is None or hit[0] != inner:
+                        break
+                    span = parent
+                hits.append((span, inner, name))
+        hits.sort(key=lambda h: (h[0].start_byte, -h[0].end_byte))
+        # Nest by byte ranges: a definition inside another's node is its child; one inside
+        # another's wrapper only (a decorator's argument) is left to the lines around it.
+        self.children: dict[int | None, list[tuple[Node, Node, tuple[str, ...]]]] = {}
+        stack: list[tuple[Node, Node]] = []
+        for span, inner, name in hits:
+            while stack and span.end_byte > stack[-1][0].end_byte:
+                stack.pop()
+            if stack:
+                outer = stack[-1][1]
+                if not outer.start_byte <= span.start_byte or span.end_byte > outer.end_byte:
+                    continue
+            key = stack[-1][1].id if stack else None
+            self.children.setdefault(key, []).append((span, inner, name))
+            stack.append((span, inner))
+
+    def kids(self, d: _Def) -> list[_Def]:
+        return self.level(d.node, d.path, d.head) if d.node is not None else []
+
+    def level(self, container: Node, path: tuple[str, ...], floor: int) -> list[_Def]:
+        """The definitions nested in ``container`` (not inside one another), below ``floor``."""
+        out: list[_Def] = []
+        key = None if container == self.root else container.id
+        for span, inner, name in self.children.get(key, []):
+            first, end = span.start_point.row + 1, _last_row(span) + 1
+            if first <= floor:
+                continue  # on the enclosing definition's own line: part of its header
+            if out and first <= out[-1].end:  # shares a line with the one before: one piece
+                prev = out[-1]
+                out[-1] = _Def(prev.start, max(prev.end, end), prev.head, path)
+                continue
+            start = self._attached_start(first - 1, out[-1].end if out else floor) + 1
+            out.append(_Def(start, end, inner.start_point.row + 1, (*path, *name), inner))
+        return out
+
+    def _definition(self, node: Node) -> tuple[Node, tuple[str, ...]] | None:
+        """(definition node, name) of ``node``, or of the one definition a wrapper holds."""
+        if node.type in self.spec.definitions:
+            name = self._name(node)
+            return (node, name) if name else None
+        if node.type in self.spec.wrappers:
+            hits = [h for c in node.named_children if (h := self._definition(c)) is not None]
+            if len(hits) == 1:
+                return hits[0]
+        return None
+
+    def _name(self, node: Node) -> tuple[str, ...]:
+        """The name path a definition adds, () when it is not one (anonymous, no body)."""
+        kind, field, src = node.type, node.child_by_field_name, self.src
+        if kind == "variable_declarator":
+            value = field("value")
+            if value is None or value.type not in _FUNCTION_VALUES:
+                return ()
+        elif kind in _NEEDS_BODY and field("body") is None:
+            return ()
+        if kind == "method_declaration" and self.spec.name == "go":
+            receiver = _text(src, field("receiver")).strip("()").split()
+            owner = re.sub(r"\[.*", "", receiver[-1].lstrip("*")) if receiver else ""
+            return tuple(part for part in (owner, _text(src, field("name"))) if part)
+        if kind == "impl_item":
+            trait, target = _text(src, field("trait")), _text(src, field("type"))
+            return (f"impl {trait} for {target}" if trait else f"impl {target}",)
+        if kind == "singleton_method":
+            return (f"{_text(src, field('object'))}.{_text(src, field('name'))}",)
+        if kind == "singleton_class":
+            return (f"class << {_text(src, field('value'))}",)
+        name = field("name")
+        if name is None:  # C/C++ functions and typedefs: the name is inside the declarator
+            name = field("declarator")
+            while name is not None and name.type not in _DECLARED_NAMES:
+                name = name.child_by_field_name("declarator") or next(
+                    (c for c in name.named_children if c.type.endswith("declarator")), None
+                )
+        text = _text(src, name)
+        return (text,) if text else ()
+
+    def _attached_start(self, row: int, floor: int) -> int:
+        """The 0-based row where a definition on ``row`` starts with what sits directly above.
+
+        Moves up over whole lines of comments, decorators and attributes, not past a blank
+        line nor above row ``floor``.
+        """
+        start = row
+        while start > floor:
+            node = self._attached_at(start - 1, row)
+            if node is None or node.start_point.row < floor:
+                break
+            start = node.start_point.row
+        return start
+
+    def _attached_at(self, r: int, def_row: int) -> Node | None:
+        """The comment, decorator or attribute filling line ``r`` above ``def_row``, if any."""
+        line = self.lines[r]
+        stripped = line.lstrip()
+        if not stripped.strip():
+            return None
+        col = len(line[: len(line) - len(stripped)].encode("utf-8", "surrogatepass"))
+        node: Node | None = self.root.named_descendant_for_point_range((r, col), (r, col))
+        while node is not None and node != self.root:
+            if _last_row(node) >= def_row:
+                return None  # it encloses the definition: not something above it
+            if "comment" in node.type or node.type in self.spec.attached:
+                break
+            node = node.parent
+        if node is None or node == self.root:
+            return None
+        src, start, end = self.src, node.start_byte, node.end_byte
+        if src[start - node.start_point.column : start].strip():
+            return None  # code before it on its first line
+        ends_line = node.end_point.column == 0 and node.end_point.row > node.start_point.row
+        if not ends_line:
+            newline = src.find(b"\n", end)
+            if src[end : newline if newline >= 0 else len(src)].strip():
+                return None  # code after it on its last line
+        return node
+
+
+# -- prose: headings --------------------------------------------------------------------
+
+
+def _markdown_headings(root: Node, src: bytes) -> list[tuple[int, int, int, str]]:
+    """(first line, last line, level, title) of the headings outside quotes and lists."""
+    heads = []
+    stack = list(reversed(root.named_children))
+    while stack:
+        node = stack.pop()
+        if node.type == "section":
+            stack.extend(reversed(node.named_children))
+        elif node.type in ("atx_heading", "setext_heading"):
+            level = 0
+            for child in node.children:
+                if child.type.startswith("atx_h") and child.type.endswith("_marker"):
+                    level = int(child.type[5])
+                elif child.type == "setext_h1_underline":
+                    level = 1
+                elif child.type == "setext_h2_underline":
+                    level = 2
+            title = _text(src, node.child_by_field_name("heading_content"))
+            title = re.sub(r"(^|\s+)#+$", "", title).strip()
+            heads.append((node.start_point.row + 1, _last_row(node) + 1, level, title))
+    return heads
+
+
+def _rst_headings(root: Node, src: bytes) -> list[tuple[int, int, int, str]]:
+    """(first line, last line, level, title) of reStructuredText section titles.
+
+    Levels go by adornment style (character, overline or not) in order of first use.
+    """
+    styles: list[tuple[str, bool]] = []
+    heads = []
+    for node in root.named_children:
+        if node.type != "section":
+            continue
+        adornments = [c for c in node.children if c.type == "adornment"]
+        title = next((c for c in node.named_children if c.type == "title"), None)
+        if not adornments or title is None:
+            continue
+        char = src[adornments[-1].start_byte : adornments[-1].start_byte + 1].decode("latin-1")
+        style = (char, node.children[0].type == "adornment")
+        if style not in styles:
+            styles.append(style)
+        level = styles.index(style) + 1
+        heads.append((node.start_point.row + 1, _last_row(node) + 1, level, _text(src, title)))
+    return heads
+
+
+def _sections(heads: list[tuple[int, int, int, str]], lines: list[str]) -> list[_Def]:
+    """Nest headings into sections: a section runs to the next heading of its level or up."""
+    top: list[_Def] = []
+    open_: list[tuple[int, _Def]] = []
+
+    def close(level: int, before: int) -> None:
+        while open_ and open_[-1][0] >= level:
+            section = open_.pop()[1]
+            end = before - 1
+            while end > section.head and not lines[end - 1].strip():
+                end -= 1
+            section.end = end
+
+    for first, last, level, title in heads:
+        if not title:
+            continue
+        close(level, first)
+        parent = open_[-1][1] if open_ else None
+        path = (*parent.path, title) if parent else (title,)
+        section = _Def(first, last, last, path, kids=[])
+        (parent.kids if parent and parent.kids is not None else top).append(section)
+        open_.append((level, section))
+    close(0, len(lines) + 1)
+    return top
+
+
+# -- cutting ----------------------------------------------------------------------------
+
+
+class _Cutter:
+    """Cuts regions of lines into spans, appending them to ``out`` in order."""
+
+    def __init__(self, lines: list[str], kids_of: Callable[[_Def], list[_Def]]) -> None:
+        self.lines = lines
+        self.kids_of = kids_of
+        self.out: list[_Span] = []
+        self.blank = [True] + [not line.strip() for line in lines]  # 1-based
+        self.cum = [0]
+        for line in lines:
+            self.cum.append(self.cum[-1] + len(line))
+
+    def size(self, start: int, end: int) -> int:
+        return self.cum[end] - self.cum[start - 1]
+
+    def region(
+        self, lo: int, hi: int, kids: list[_Def], path: tuple[str, ...], *, has_head: bool
+    ) -> None:
+        """Cut lines lo..hi holding the definitions ``kids``; ``path`` encloses them all."""
+        symbol = " > ".join(path)
+        pieces: list[tuple[int, int, _Def | None, bool]] = []  # start, end, def, is header
+
+        def gap(start: int, end: int, is_head: bool) -> None:
+            while start <= end and self.blank[start]:
+                start += 1
+            while end >= start and self.blank[end]:
+                end -= 1
+            if start <= end:
+                pieces.append((start, end, None, is_head))
+
+        cursor = lo
+        for kid in kids:
+            if kid.start > cursor:
+                gap(cursor, kid.start - 1, has_head and cursor == lo)
+            pieces.append((kid.start, kid.end, kid, False))
+            cursor = kid.end + 1
+        gap(cursor, hi, has_head and cursor == lo)
+
+        first = len(self.out)
+        packable = False  # the last span takes small definitions and in-between lines
+        for start, end, d, is_head in pieces:
+            size = self.size(start, end)
+            last = self.out[-1] if len(self.out) > first else None
+            if last is not None and (
+                last.text is not None or self.size(last.start, end) > MAX_CHARS
+            ):
+                last = None  # nothing can join it
+            if d is not None:
+                own = " > ".join(d.path)
+                if size > MAX_CHARS:
+                    if nested := self.kids_of(d):
+                        self.region(d.start, d.end, nested, d.path, has_head=True)
+                    else:
+                        self.windows(start, end, own)
+                    packable = False
+                elif size > SMALL_CHARS:
+                    self.out.append(_Span(start, end, own))
+                    packable = False
+                elif packable and last is not None:
+                    last.end, last.symbol = end, symbol
+                else:
+                    self.out.append(_Span(start, end, own))
+                    packable = True
+            elif is_head:
+                if size <= MAX_CHARS:
+                    self.out.append(_Span(start, end, symbol))
+                    packable = True
+                else:
+                    self.windows(start, end, symbol)
+                    packable = False
+            elif last is not None and self._closing(start, end):
+                last.end = end  # a closing line joins the chunk before it, symbol unchanged
+            elif packable and last is not None:
+                last.end, last.symbol = end, symbol
+            else:
+                self.windows(start, end, symbol)
+                packable = False
+
+    def _closing(self, start: int, end: int) -> bool:
+        return all(
+            self.blank[i] or _CLOSER.fullmatch(self.lines[i - 1]) for i in range(start, end + 1)
+        )
+
+    def windows(self, lo: int, hi: int, symbol: str) -> None:
+        """Line windows of at most MAX_CHARS over lo..hi, overlapping by OVERLAP_LINES."""
+        lines, i = self.lines, lo
+        while i <= hi:
+            while i <= hi and self.blank[i]:
+                i += 1
+            if i > hi:
+                return
+            if len(lines[i - 1]) > MAX_CHARS:
+                self._hard_split(i, symbol)
+                i += 1
+                continue
+            j = i
+            while j < hi and self.size(i, j + 1) <= MAX_CHARS:
+                j += 1
+            end = j
+            while self.blank[end]:
+                end -= 1
+            self.out.append(_Span(i, end, symbol))
+            if j >= hi:
+                return
+            nxt = j + 1
+            if len(lines[nxt - 1]) <= MAX_CHARS:
+                while nxt > max(i + 1, j + 1 - OVERLAP_LINES) and (
+                    self.size(nxt - 1, j + 1) <= MAX_CHARS
+                ):
+                    nxt -= 1
+            i = nxt
+
+    def _hard_split(self, i: int, symbol: str) -> None:
+        """Slices of at most MAX_CHARS of over-long line ``i``; the last keeps the ending."""
+        line = self.lines[i - 1]
+        body = line.rstrip("\n").removesuffix("\r") if line.endswith("\n") else line
+        ending = line[len(body) :]
+        slices = [body[k : k + MAX_CHARS] for k in range(0, len(body), MAX_CHARS)]
+        if ending and len(slices[-1]) + len(ending) <= MAX_CHARS:
+            slices[-1] += ending
+        self.out.extend(_Span(i, i, symbol, piece) for piece in slices if piece.strip())
