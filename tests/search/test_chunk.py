@@ -1,0 +1,498 @@
+"""The chunker: exact spans and symbols per language on small fixtures, the 800-character
+budget, 2 lines of overlap in a split definition, doc comments and decorators kept with
+their definition, Markdown/RST heading paths, and text that must never make it raise."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from anekit.search import chunk as chunk_module
+from anekit.search.chunk import (
+    KINDS,
+    MAX_CHARS,
+    OVERLAP_LINES,
+    Chunk,
+    chunk_file,
+    kind_for,
+    language_for,
+    model_text,
+)
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "chunking"
+
+
+def read(name: str) -> str:
+    """A fixture exactly as stored (no newline translation)."""
+    return (FIXTURES / name).read_bytes().decode("utf-8")
+
+
+def lines_of(text: str) -> list[str]:
+    """Lines with their endings, split at "\\n" only (written apart from chunk.split_lines)."""
+    return re.findall(r"[^\n]*\n|[^\n]+$", text)
+
+
+def spans(chunks: list[Chunk]) -> list[tuple[int, int, str]]:
+    return [(c.start_line, c.end_line, c.symbol) for c in chunks]
+
+
+def by_symbol(chunks: list[Chunk], symbol: str) -> Chunk:
+    (found,) = [c for c in chunks if c.symbol == symbol]
+    return found
+
+
+def check(text: str, chunks: list[Chunk]) -> None:
+    """The invariants of any chunking: exact text, budget, order, every line covered."""
+    lines = lines_of(text)
+    covered: set[int] = set()
+    for c in chunks:
+        assert 1 <= c.start_line <= c.end_line <= len(lines), c
+        assert 0 < len(c.text) <= MAX_CHARS, c
+        assert c.kind in KINDS
+        whole = "".join(lines[c.start_line - 1 : c.end_line])
+        if c.text != whole:  # only a slice of one over-long line may differ
+            assert c.start_line == c.end_line, c
+            assert len(whole) > MAX_CHARS and c.text in whole, c
+        covered.update(range(c.start_line, c.end_line + 1))
+    assert [c.start_line for c in chunks] == sorted(c.start_line for c in chunks)
+    missing = [i + 1 for i, line in enumerate(lines) if line.strip() and i + 1 not in covered]
+    assert missing == []
+
+
+# (fixture, expected (start, end, symbol) per chunk, (symbol, first line of its chunk, a line
+# that must be in it) for a definition with a doc comment or decorators above it)
+CASES = [
+    (
+        "session.py",
+        [
+            (1, 9, ""),
+            (12, 18, "Retry"),
+            (21, 33, "Session"),
+            (35, 40, "Session > delay"),
+            (42, 57, "Session > request"),
+            (56, 61, "Session > request"),
+            (63, 64, "Session > close"),
+            (67, 69, "connect"),
+        ],
+        ("Session > delay", "    # Exponential backoff", "    @staticmethod\n"),
+    ),
+    (
+        "client.js",
+        [
+            (1, 3, ""),
+            (5, 13, "joinUrl"),
+            (15, 16, "backoff"),
+            (18, 26, "Client"),
+            (28, 47, "Client > getJson"),
+        ],
+        ("Client > getJson", "  /**", "   * @param {string} path\n"),
+    ),
+    (
+        "store.ts",
+        [
+            (1, 1, ""),
+            (3, 10, ""),
+            (12, 18, "Store"),
+            (20, 26, "Store > subscribe"),
+            (28, 44, "Store > put"),
+            (46, 49, "Mode"),
+        ],
+        ("Store > put", "  /**", "  @logged\n"),
+    ),
+    (
+        "server.go",
+        [
+            (1, 8, ""),
+            (10, 26, ""),
+            (28, 52, "Server > ServeHTTP"),
+            (51, 55, "Server > ServeHTTP"),
+            (57, 62, "Server > Hits"),
+        ],
+        ("Server > ServeHTTP", "// ServeHTTP implements", "// replaces it with"),
+    ),
+    (
+        "cache.rs",
+        [
+            (1, 4, ""),
+            (6, 13, "LruCache"),
+            (15, 19, "impl LruCache<K, V>"),
+            (21, 29, "impl LruCache<K, V> > get"),
+            (31, 48, "impl LruCache<K, V> > put"),
+            (50, 59, ""),
+            (61, 72, "tests"),
+        ],
+        ("LruCache", "/// A cache that holds", "#[derive(Debug, Clone)]\n"),
+    ),
+    (
+        "RateLimiter.java",
+        [
+            (1, 4, ""),
+            (6, 16, "RateLimiter"),
+            (18, 25, "RateLimiter > RateLimiter"),
+            (27, 44, "RateLimiter > tryAcquire"),
+            (46, 55, "RateLimiter > refill"),
+        ],
+        ("RateLimiter > tryAcquire", "    /**", "    @Override\n"),
+    ),
+    (
+        "ring.c",
+        [
+            (1, 4, ""),
+            (6, 12, "ring"),
+            (14, 26, "ring_new"),
+            (28, 32, "ring_used"),
+            (34, 51, "ring_write"),
+        ],
+        ("ring_new", "/*", " * Returns NULL when out of memory.\n"),
+    ),
+    (
+        "tokenizer.cpp",
+        [
+            (1, 2, ""),
+            (4, 4, "text"),
+            (6, 15, "text > Tokenizer"),
+            (17, 34, "text > Tokenizer::split"),
+            (36, 42, "text > larger"),
+        ],
+        ("text > larger", "/// The larger of two values.", "template <typename T>\n"),
+    ),
+    (
+        "inventory.rb",
+        [
+            (1, 3, ""),
+            (5, 7, "Shop"),
+            (9, 22, "Shop > Inventory"),
+            (24, 31, "Shop > Inventory > remove"),
+            (33, 42, "Shop > Inventory"),
+        ],
+        ("Shop > Inventory > remove", "    # Removes +count+", "    def remove("),
+    ),
+    (
+        "guide.md",
+        [
+            (1, 5, ""),
+            (7, 24, "Installation"),
+            (26, 32, "Configuration"),
+            (34, 47, "Configuration > Paths"),
+            (49, 52, "Configuration > Paths > Cache"),
+            (54, 56, "Configuration > Logging"),
+        ],
+        ("Installation", "# Installation", "# a comment, not a heading\n"),
+    ),
+    (
+        "overview.rst",
+        [(1, 6, "Overview"), (8, 21, "Overview > Parsing"), (23, 28, "Overview > Formatting")],
+        ("Overview > Parsing", "Parsing", "Errors\n~~~~~~\n"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "expected", "attached"), CASES, ids=[c[0] for c in CASES])
+def test_fixture_spans_and_symbols(
+    name: str, expected: list[tuple[int, int, str]], attached: tuple[str, str, str]
+) -> None:
+    text = read(name)
+    chunks = chunk_file(f"src/{name}", text)
+    assert spans(chunks) == expected
+    check(text, chunks)
+    symbol, first_line, inside = attached
+    found = next(c for c in chunks if c.symbol == symbol)
+    assert found.text.startswith(first_line)
+    assert inside in found.text
+
+
+def test_python_decorators_and_docstring_stay_with_the_definition() -> None:
+    chunks = chunk_file("pkg/session.py", read("session.py"))
+    retry = by_symbol(chunks, "Retry")
+    assert retry.text.splitlines()[:4] == [
+        "# Shared by every session of a host.",
+        "@dataclass(frozen=True)",
+        "class Retry:",
+        '    """How often and how long to retry."""',
+    ]
+    # The chunk before ends above the comment: nothing of Retry is cut off into it.
+    assert chunks[0].end_line == 9 and "Retry" not in chunks[0].text
+
+
+def test_split_definition_overlaps_by_two_lines_and_definition_cuts_do_not() -> None:
+    for name, symbol in [("session.py", "Session > request"), ("server.go", "Server > ServeHTTP")]:
+        text = read(name)
+        chunks = chunk_file(f"src/{name}", text)
+        parts = [c for c in chunks if c.symbol == symbol]
+        assert len(parts) == 2
+        first, second = parts
+        assert first.end_line - second.start_line + 1 == OVERLAP_LINES
+        assert first.text.splitlines()[-OVERLAP_LINES:] == second.text.splitlines()[:2]
+        # Greedy: the first window could not take one more line.
+        extra = lines_of(text)[first.end_line]
+        assert len(first.text) + len(extra) > MAX_CHARS
+        others = [c for c in chunks if c.symbol != symbol]
+        for a, b in itertools.pairwise(chunks):
+            if a in others or b in others:
+                assert a.end_line < b.start_line, (a, b)
+
+
+def test_small_definitions_share_a_chunk_and_large_ones_start_their_own() -> None:
+    small = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(3))
+    chunks = chunk_file("m.py", small)
+    assert spans(chunks) == [(1, 10, "")]
+    body = "".join(f"    y = x * {i}  # step {i} of the computation\n" for i in range(6))
+    large = f"def big(x):\n{body}    return y\n"
+    chunks = chunk_file("m.py", small + large + "\n\n" + small)
+    assert spans(chunks) == [(1, 10, ""), (13, 20, "big"), (23, 32, "")]
+    assert chunks[1].text == large
+
+
+def test_nested_definitions_of_a_long_function_get_their_path() -> None:
+    body = "".join(f"        total += {i} * value  # term {i} of the sum\n" for i in range(20))
+    text = (
+        "def build(values):\n"
+        '    """Sums the weighted values."""\n'
+        "\n"
+        "    def weigh(value):\n"
+        "        total = 0\n"
+        f"{body}"
+        "        return total\n"
+        "\n"
+        "    return sum(weigh(v) for v in values)\n"
+    )
+    chunks = chunk_file("b.py", text)
+    assert spans(chunks) == [
+        (1, 2, "build"),
+        (4, 20, "build > weigh"),
+        (19, 26, "build > weigh"),
+        (28, 28, "build"),
+    ]
+    check(text, chunks)
+
+
+def test_chunks_stay_within_the_budget_on_a_long_file() -> None:
+    text = "\n\n".join(read(name) for name in ("session.py", "session.py", "session.py"))
+    text += "\n" + "".join(f"VALUE_{i} = {i} * 3  # a module-level constant\n" for i in range(80))
+    chunks = chunk_file("long.py", text)
+    check(text, chunks)
+    assert max(len(c.text) for c in chunks) <= MAX_CHARS
+    constants = [c for c in chunks if "VALUE_" in c.text]
+    assert len(constants) == 6 and {c.symbol for c in constants} == {""}
+
+
+def test_windows_for_unknown_text_overlap_by_two_lines() -> None:
+    text = "".join(
+        f"line {i:03d} of a plain file with no known language at all\n" for i in range(60)
+    )
+    chunks = chunk_file("notes/data.unknown", text)
+    check(text, chunks)
+    assert [c.symbol for c in chunks] == [""] * len(chunks)
+    assert chunks[0].start_line == 1 and chunks[-1].end_line == 60
+    lines = lines_of(text)
+    for a, b in itertools.pairwise(chunks):
+        assert a.end_line - b.start_line + 1 == OVERLAP_LINES
+        assert len(a.text) + len(lines[a.end_line]) > MAX_CHARS  # as full as the budget allows
+
+
+def test_crlf_line_endings_keep_spans_and_exact_text() -> None:
+    lf = read("session.py")
+    crlf = lf.replace("\n", "\r\n")
+    chunks = chunk_file("pkg/session.py", crlf)
+    assert spans(chunks) == spans(chunk_file("pkg/session.py", lf))
+    check(crlf, chunks)
+    assert all(c.text.endswith("\r\n") for c in chunks)
+    assert by_symbol(chunks, "Retry").text.startswith("# Shared by every session of a host.\r\n")
+
+
+def test_file_without_final_newline() -> None:
+    text = 'def f():\n    return 1\n\n\ndef g():\n    return "no newline at the end"'
+    chunks = chunk_file("x.py", text)
+    assert spans(chunks) == [(1, 6, "")]
+    assert chunks[0].text == text
+    md = "# Title\n\nLast line without newline"
+    assert [(c.start_line, c.end_line, c.symbol, c.text) for c in chunk_file("a.md", md)] == [
+        (1, 3, "Title", md)
+    ]
+    plain = "one\ntwo"
+    assert [(c.start_line, c.end_line, c.text) for c in chunk_file("a.cfg", plain)] == [
+        (1, 2, plain)
+    ]
+
+
+def test_over_long_line_is_hard_split() -> None:
+    long_line = "const table = [" + ", ".join(str(i) for i in range(600)) + "];\n"
+    assert len(long_line) > 2 * MAX_CHARS
+    text = "// Lookup table.\n" + long_line + "export const size = table.length;\n"
+    chunks = chunk_file("table.js", text)
+    check(text, chunks)
+    middle = [c for c in chunks if c.start_line == 2]
+    assert all(c.end_line == 2 for c in middle)
+    assert "".join(c.text for c in middle) == long_line
+    assert [len(c.text) for c in middle[:-1]] == [MAX_CHARS] * (len(middle) - 1)
+    assert [(c.start_line, c.end_line) for c in chunks if c.start_line != 2] == [(1, 1), (3, 3)]
+
+
+def test_over_long_line_inside_a_definition_keeps_its_symbol() -> None:
+    text = "def data():\n    return [" + "1, " * 400 + "]\n"
+    chunks = chunk_file("d.py", text)
+    check(text, chunks)
+    assert {c.symbol for c in chunks} == {"data"}
+    assert (chunks[0].start_line, chunks[0].end_line) == (1, 1)
+    assert all(c.start_line == c.end_line == 2 for c in chunks[1:])
+
+
+def test_markdown_heading_paths_and_fences() -> None:
+    text = read("guide.md")
+    chunks = chunk_file("docs/guide.md", text)
+    assert {c.kind for c in chunks} == {"docs"}
+    # "# a comment, not a heading" is inside a code fence: not a cut.
+    assert not any("a comment" in c.symbol for c in chunks)
+    # A setext heading is a level-1 heading like "# Installation".
+    configuration = by_symbol(chunks, "Configuration")
+    assert configuration.text.startswith("Configuration\n=============\n")
+    assert by_symbol(chunks, "Configuration > Paths > Cache").text.startswith("### Cache\n")
+
+
+def test_model_text_carries_context_and_stored_text_stays_exact() -> None:
+    chunks = chunk_file("pkg/session.py", read("session.py"))
+    delay = by_symbol(chunks, "Session > delay")
+    assert model_text("pkg/session.py", delay) == (
+        "path: pkg/session.py\nsymbol: Session > delay\n\n" + delay.text
+    )
+    assert delay.text.startswith("    # Exponential backoff")
+    assert model_text("pkg/session.py", chunks[0]) == "path: pkg/session.py\n\n" + chunks[0].text
+    md = by_symbol(chunk_file("docs/guide.md", read("guide.md")), "Configuration > Paths")
+    assert model_text("docs/guide.md", md).startswith(
+        "path: docs/guide.md\nheading: Configuration > Paths\n\n## Paths\n"
+    )
+
+
+def test_empty_and_blank_files_give_no_chunks() -> None:
+    for text in ("", "\n", "   \n\t\n\r\n", "\n" * 2000):
+        assert chunk_file("x.py", text) == []
+        assert chunk_file("x.md", text) == []
+        assert chunk_file("x", text) == []
+
+
+def test_parse_failure_falls_back_to_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(grammar: str) -> object:
+        raise RuntimeError("no parser")
+
+    monkeypatch.setattr(chunk_module, "_parser", broken)
+    text = read("session.py")
+    chunks = chunk_file("pkg/session.py", text)
+    check(text, chunks)
+    assert {c.symbol for c in chunks} == {""}
+    assert chunks[0].start_line == 1 and len(chunks) == 3
+
+
+def test_junk_text_never_raises() -> None:
+    rng = random.Random(20261201)
+    samples = [
+        "\x00" * 50 + "def \x00(:\n" * 30,
+        "\r" * 900 + "x",
+        "\ufeff\x0c\x0b\x1c\u2028\u2029\x85" * 200,
+        "}" * 3000,
+        "(" * 2000 + "\n" + "[" * 2000,
+        "function f() {" * 300 + "}" * 300,
+        "\n".join("#" * n for n in range(1, 12)) + "\n===\n---\n```\n# open fence",
+        "\udcff\udc80 lone surrogates \ud800\n" * 40,
+    ]
+    for _ in range(10):
+        data = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 4000)))
+        samples.append(data.decode("latin-1"))
+        samples.append(data.decode("utf-8", "surrogateescape"))
+    paths = ["a.py", "a.js", "a.ts", "a.tsx", "a.go", "a.rs", "a.java", "a.c", "a.cpp", "a.rb"]
+    paths += ["a.md", "a.rst", "a.toml", "a.bin", "Makefile"]
+    for text in samples:
+        for path in paths:
+            check(text, chunk_file(path, text))
+
+
+@pytest.mark.parametrize(
+    ("path", "language"),
+    [
+        ("src/a.py", "python"),
+        ("types/a.pyi", "python"),
+        ("web/app.js", "javascript"),
+        ("web/app.jsx", "javascript"),
+        ("web/app.mjs", "javascript"),
+        ("web/app.ts", "typescript"),
+        ("web/App.tsx", "tsx"),
+        ("cmd/main.go", "go"),
+        ("src/lib.rs", "rust"),
+        ("src/Main.java", "java"),
+        ("src/ring.c", "c"),
+        ("include/ring.h", "c"),
+        ("src/parse.cpp", "cpp"),
+        ("src/parse.hpp", "cpp"),
+        ("lib/shop.rb", "ruby"),
+        ("Rakefile", "ruby"),
+        ("README.md", "markdown"),
+        ("docs/index.rst", "rst"),
+        ("pyproject.toml", "toml"),
+        (".github/workflows/ci.yml", "yaml"),
+        ("package.json", "json"),
+        ("setup.cfg", "ini"),
+        ("Dockerfile", "dockerfile"),
+        ("Makefile", "make"),
+        ("requirements-dev.txt", "requirements"),
+        (".env.local", "dotenv"),
+        ("notes.txt", "text"),
+        ("LICENSE", "text"),
+        ("src/license.py", "python"),
+        ("data/blob.xyz", None),
+        ("bin/tool", None),
+        ("SRC\\Windows.PY", "python"),
+    ],
+)
+def test_language_for(path: str, language: str | None) -> None:
+    assert language_for(path) == language
+
+
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [
+        ("src/anekit/search/chunk.py", "code"),
+        ("tests/search/test_chunk.py", "tests"),
+        ("pkg/test_util.py", "tests"),
+        ("pkg/util_test.py", "tests"),
+        ("conftest.py", "tests"),
+        ("server/handler_test.go", "tests"),
+        ("web/app.test.ts", "tests"),
+        ("web/app.spec.js", "tests"),
+        ("web/__tests__/app.js", "tests"),
+        ("src/test/java/FooTest.java", "tests"),
+        ("app/FooTest.java", "tests"),
+        ("spec/models/user_spec.rb", "tests"),
+        ("tests/fixtures/data.json", "tests"),
+        ("src/latest.py", "code"),
+        ("src/contest.py", "code"),
+        ("README.md", "docs"),
+        ("CHANGELOG", "docs"),
+        ("LICENSE", "docs"),
+        ("docs/guide.rst", "docs"),
+        ("docs/notes", "docs"),
+        ("tests/README.md", "docs"),
+        ("docs/conf.py", "code"),
+        ("src/license.py", "code"),
+        ("pyproject.toml", "config"),
+        ("config/app.yaml", "config"),
+        ("package.json", "config"),
+        ("setup.cfg", "config"),
+        ("Dockerfile", "config"),
+        ("Makefile", "config"),
+        ("requirements.txt", "config"),
+        ("test_data.json", "config"),
+        ("bin/tool", "code"),
+    ],
+)
+def test_kind_for(path: str, kind: str) -> None:
+    assert kind_for(path, language_for(path)) == kind
+
+
+def test_chunks_carry_the_kind_of_their_file() -> None:
+    text = read("session.py")
+    assert {c.kind for c in chunk_file("tests/test_session.py", text)} == {"tests"}
+    assert {c.kind for c in chunk_file("src/session.py", text)} == {"code"}
+    assert {c.kind for c in chunk_file("pyproject.toml", "[tool]\nx = 1\n")} == {"config"}
