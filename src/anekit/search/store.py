@@ -1,0 +1,781 @@
+"""The code search store: one SQLite database, the single source of truth.
+
+The store lives in ``.anekit/`` at the indexed root (:func:`store_dir`) as ``store.db`` in WAL
+mode. It holds the files (path, size, mtime, content hash, language), their chunks (line span,
+enclosing symbol, kind, hash of the text given to the model), one fp16 vector per chunk, and
+an FTS5 index over each chunk's text, path and symbol with the code-aware terms of
+:mod:`anekit.search.terms`. The model, variant, chunker, max length and dimension that made
+the vectors are the store's :class:`StoreIdentity`; a store made by another is emptied and
+re-embedded (:meth:`Store.ensure_identity`), never mixed.
+
+Writes happen in :meth:`Store.write` transactions. :meth:`Store.put_file` replaces a file's
+row, chunks, vectors and FTS rows in the transaction it runs in, so a ``kill -9`` at any point
+leaves each file wholly old or wholly new, and no chunk without its vector; readers (other
+connections, other processes) see the last committed state. Every committed write that
+changes chunks or vectors bumps :attr:`Store.generation`, which stamps whatever is derived
+from the store (:mod:`anekit.search.vectors`).
+
+A :class:`Store` wraps one connection: use it from the thread that opened it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from collections.abc import Set as AbstractSet
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+import pathspec
+
+from anekit.errors import SearchError
+from anekit.search.terms import (
+    FTS_TOKENIZER,
+    TERMS_VERSION,
+    index_terms,
+    item_expression,
+    query_items,
+)
+
+__all__ = [
+    "CHUNK_KINDS",
+    "DB_FILE",
+    "SCHEMA_VERSION",
+    "STORE_DIR",
+    "ChunkRecord",
+    "FileRecord",
+    "Store",
+    "StoreIdentity",
+    "StoredChunk",
+    "store_dir",
+]
+
+SCHEMA_VERSION = 1
+STORE_DIR = ".anekit"
+DB_FILE = "store.db"
+CHUNK_KINDS = ("code", "docs", "tests", "config")
+
+BUSY_TIMEOUT_S = 5.0
+"""How long a write waits for another writer before :class:`SearchError` says it is locked."""
+
+# bm25 column weights, in the FTS column order (text, path, symbol): a word in a chunk's
+# symbol name says more than one in its file's path, which says more than one in its body.
+FTS_WEIGHTS = (1.0, 2.0, 4.0)
+
+MATCH_BUDGET = 10_000
+"""Keyword search ranks at most about this many matching chunks (BM25 costs ~1 us a chunk). In a
+store of more chunks it keeps a query's words rarest first while the chunks they match fit, and
+drops words that match over half the chunks (FTS5's BM25 gives those no weight) when a rarer one
+is left; the rarest word is always kept. A smaller store ranks with every word."""
+
+# keyword_search passes an `allowed` set this small to SQLite (rowid IN ...); a larger one is
+# checked row by row while reading matches best first, which stops after k.
+_IN_LIST_MAX = 4096
+
+_SCHEMA = f"""
+CREATE TABLE meta (key TEXT PRIMARY KEY, value NOT NULL) WITHOUT ROWID;
+CREATE TABLE files (
+    id INTEGER PRIMARY KEY,
+    relpath TEXT NOT NULL UNIQUE,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    language TEXT,
+    indexed_at REAL NOT NULL
+);
+CREATE TABLE chunks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: a stale id finds nothing
+    file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    symbol TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN {CHUNK_KINDS!r}),
+    text TEXT NOT NULL,
+    text_hash TEXT NOT NULL
+);
+CREATE INDEX chunks_file ON chunks(file_id);
+CREATE INDEX chunks_text_hash ON chunks(text_hash);
+CREATE TABLE vectors (
+    chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+    vector BLOB NOT NULL  -- fp16, little-endian, the store identity's dimension
+);
+-- Contentless: the text is in `chunks`. Rows are removed with the 'delete' command and the
+-- values they were indexed with (_fts_values), which terms.TERMS_VERSION keeps reproducible.
+CREATE VIRTUAL TABLE chunks_fts USING fts5(
+    text, path, symbol, content='', tokenize='{FTS_TOKENIZER}'
+);
+"""
+
+
+def store_dir(root: Path) -> Path:
+    """The store directory of an indexed root: ``root/.anekit``."""
+    return Path(root) / STORE_DIR
+
+
+@dataclass(frozen=True)
+class StoreIdentity:
+    """What made a store's vectors; a store holds vectors of one identity only."""
+
+    model: str
+    variant: str
+    chunker: str
+    max_length: int
+    dimension: int
+
+    def key(self) -> str:
+        """A canonical string of the identity (stored, and stamped on derived files)."""
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """A file as indexed: its path relative to the root (``/``-separated) and what it was."""
+
+    relpath: str
+    size: int
+    mtime_ns: int
+    sha256: str
+    language: str | None
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    """A chunk to store; ``text_hash`` is the sha256 of the text given to the model."""
+
+    start_line: int
+    end_line: int
+    text: str
+    symbol: str
+    kind: str
+    text_hash: str
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """A chunk read back from the store."""
+
+    id: int
+    relpath: str
+    start_line: int
+    end_line: int
+    text: str
+    symbol: str
+    kind: str
+    language: str | None
+
+
+def _fts_values(text: str, relpath: str, symbol: str) -> tuple[str, str, str]:
+    """What the FTS index holds for a chunk: each column plus its code-aware terms."""
+    return (
+        f"{text}\n{index_terms(text)}",
+        f"{relpath}\n{index_terms(relpath)}",
+        f"{symbol}\n{index_terms(symbol)}",
+    )
+
+
+def _split_filters(values: Sequence[str], what: str) -> tuple[list[str], list[str]]:
+    """(includes, excludes) of filter values; a leading ``!`` excludes."""
+    includes: list[str] = []
+    excludes: list[str] = []
+    for raw in values:
+        value = raw.strip()
+        negated = value.startswith("!")
+        if negated:
+            value = value[1:].strip()
+        if not value:
+            raise SearchError(f"empty {what} filter {raw!r}")
+        (excludes if negated else includes).append(value)
+    return includes, excludes
+
+
+def _ext(value: str) -> str:
+    return "." + value.lower().lstrip(".")
+
+
+class Store:
+    """The SQLite store in ``directory`` (the ``.anekit`` directory of an indexed root).
+
+    Opens (or, with ``create``, makes) ``store.db`` in WAL mode with ``synchronous=NORMAL``
+    (a committed write survives a killed process; a power cut may lose the last ones but never
+    corrupts), foreign keys and a busy timeout. Raises :class:`SearchError` for a missing store
+    (``create=False``), a file that is not a store, or a store of a newer schema.
+    """
+
+    def __init__(
+        self, directory: Path, *, create: bool = True, timeout: float = BUSY_TIMEOUT_S
+    ) -> None:
+        self.directory = Path(directory)
+        self.path = self.directory / DB_FILE
+        self._in_write = False
+        self._in_read = False
+        self._changed = False
+        # Caches valid for one generation (_cached): matching-chunk counts of query items
+        # (keyword_search, the key () holds the chunk count) and filter_ids results.
+        self._cache_generation = -1
+        self._counts: dict[tuple[str, ...], int] = {}
+        self._filtered: dict[tuple[tuple[str, ...], ...], frozenset[int]] = {}
+        if create:
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                ignore = self.directory / ".gitignore"
+                if not ignore.exists():
+                    ignore.write_text(
+                        "# anekit search store: derived, not for version control\n*\n"
+                    )
+            except OSError as exc:
+                raise SearchError(
+                    f"{self.directory}: cannot create the search store: {exc}"
+                ) from exc
+        elif not self.path.is_file():
+            raise SearchError(f"{self.directory}: no search store here; index the root first")
+        try:
+            self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=timeout)
+        except sqlite3.Error as exc:
+            raise SearchError(f"{self.path}: cannot open the search store: {exc}") from exc
+        try:
+            self._setup(create, timeout)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _setup(self, create: bool, timeout: float) -> None:
+        conn = self._conn
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise SearchError(
+                f"{self.path}: not a readable search store ({exc}); delete {self.directory} "
+                "and index again"
+            ) from exc
+        if str(mode).lower() != "wal":
+            raise SearchError(f"{self.path}: cannot switch the store to WAL mode ({mode})")
+        if version > SCHEMA_VERSION:
+            raise SearchError(
+                f"{self.path}: made by a newer anekit (store schema {version}, this anekit "
+                f"reads {SCHEMA_VERSION}); upgrade anekit or delete {self.directory}"
+            )
+        if version == 0:
+            if not create:
+                raise SearchError(f"{self.directory}: no search store here; index the root first")
+            with self.write():
+                if conn.execute("PRAGMA user_version").fetchone()[0] == 0:  # not made meanwhile
+                    self._create_schema()
+        if self._meta("terms_version") != TERMS_VERSION:
+            with self.write():
+                if self._meta("terms_version") != TERMS_VERSION:
+                    self._rebuild_fts()
+
+    def _create_schema(self) -> None:
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                self._conn.execute(statement)
+        self._set_meta("store_id", uuid.uuid4().hex)
+        self._set_meta("generation", 0)
+        self._set_meta("terms_version", TERMS_VERSION)
+        self._set_meta("created", time.time())
+        self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        self._conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- meta ---------------------------------------------------------------------------------
+
+    def _meta(self, key: str) -> Any:
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def _set_meta(self, key: str, value: Any) -> None:
+        self._conn.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    @property
+    def store_id(self) -> str:
+        """A random id made with the store: tells a recreated store from the old one."""
+        return str(self._meta("store_id"))
+
+    @property
+    def generation(self) -> int:
+        """Bumped by every committed write that changed chunks or vectors."""
+        return int(self._meta("generation"))
+
+    @property
+    def identity(self) -> StoreIdentity | None:
+        """What made the stored vectors; ``None`` for a store that never had any."""
+        raw = self._meta("identity")
+        return None if raw is None else StoreIdentity(**json.loads(raw))
+
+    # -- transactions -------------------------------------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        """One write transaction (``BEGIN IMMEDIATE``): all or nothing, committed on leaving
+        the block, rolled back on an exception. The indexer puts many files in one."""
+        if self._in_write:
+            raise SearchError("Store.write() blocks do not nest")
+        if self._in_read:
+            raise SearchError("Store.write() inside Store.read(): finish the read first")
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise SearchError(f"{self.path}: locked by another writer ({exc})") from exc
+            raise SearchError(f"{self.path}: cannot write the search store: {exc}") from exc
+        self._in_write = True
+        self._changed = False
+        try:
+            yield
+            if self._changed:
+                self._set_meta("generation", self.generation + 1)
+                self._set_meta("last_write", time.time())
+            self._conn.execute("COMMIT")
+        except BaseException:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            raise
+        finally:
+            self._in_write = False
+            self._changed = False
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        """A read transaction: every read in the block sees one committed state (a snapshot),
+        whatever other connections commit meanwhile. Nests in itself and in :meth:`write`."""
+        if self._in_write or self._in_read:
+            yield
+            return
+        self._conn.execute("BEGIN")
+        self._in_read = True
+        try:
+            yield
+        finally:
+            self._in_read = False
+            if self._conn.in_transaction:
+                self._conn.execute("COMMIT")
+
+    def _require_write(self, what: str) -> None:
+        if not self._in_write:
+            raise SearchError(f"Store.{what}() must run inside a Store.write() block")
+
+    # -- identity -----------------------------------------------------------------------------
+
+    def ensure_identity(self, identity: StoreIdentity) -> bool:
+        """Make ``identity`` the store's. An empty store takes it; a store made by another
+        model, variant, chunker, max length or dimension loses every file, chunk and vector
+        (all are to be embedded again) and returns ``True``. Otherwise returns ``False``."""
+        if not all(isinstance(v, str) and v for v in (identity.model, identity.chunker)):
+            raise ValueError(f"identity needs a model and a chunker: {identity}")
+        if identity.dimension <= 0 or identity.max_length <= 0:
+            raise ValueError(f"identity needs a positive dimension and max_length: {identity}")
+        if not self._in_write:
+            with self.write():
+                return self.ensure_identity(identity)
+        current = self.identity
+        if current == identity:
+            return False
+        empty = self._conn.execute("SELECT NOT EXISTS (SELECT 1 FROM files)").fetchone()[0]
+        if current is not None or not empty:
+            self._conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')")
+            self._conn.execute("DELETE FROM vectors")
+            self._conn.execute("DELETE FROM chunks")
+            self._conn.execute("DELETE FROM files")
+            self._changed = True
+        self._set_meta("identity", identity.key())
+        return current is not None or not empty
+
+    def _dimension(self) -> int:
+        identity = self.identity
+        if identity is None:
+            raise SearchError(f"{self.path}: no store identity; call ensure_identity() first")
+        return identity.dimension
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def put_file(
+        self, file: FileRecord, chunks: Sequence[ChunkRecord], vectors: np.ndarray
+    ) -> None:
+        """Store ``file`` with ``chunks`` and their ``vectors`` (``(len(chunks), dimension)``,
+        kept as fp16), replacing its old chunks, vectors and FTS rows in the current
+        :meth:`write` transaction. Raises ``ValueError`` for a count or dimension that does
+        not match, a vector that is not finite (also once in fp16) or zero, a bad kind or span.
+        """
+        self._require_write("put_file")
+        dimension = self._dimension()
+        array = np.asarray(vectors)
+        if array.size == 0 and not chunks:
+            array = array.reshape(0, dimension)
+        if array.ndim != 2 or array.shape != (len(chunks), dimension):
+            raise ValueError(
+                f"{file.relpath}: vectors of shape {array.shape} for {len(chunks)} chunk(s) "
+                f"of dimension {dimension}"
+            )
+        if not np.issubdtype(array.dtype, np.floating):
+            raise ValueError(f"{file.relpath}: vectors must be floats, not {array.dtype}")
+        with np.errstate(over="ignore"):
+            half = array.astype("<f2")
+        if not np.isfinite(half).all():
+            raise ValueError(f"{file.relpath}: vectors with NaN or inf (in fp16)")
+        if len(chunks) and not np.any(half != 0, axis=1).all():
+            raise ValueError(f"{file.relpath}: a zero vector")
+        for chunk in chunks:
+            if chunk.kind not in CHUNK_KINDS:
+                raise ValueError(f"{file.relpath}: chunk kind {chunk.kind!r} not in {CHUNK_KINDS}")
+            if not 1 <= chunk.start_line <= chunk.end_line:
+                raise ValueError(
+                    f"{file.relpath}: bad line span {chunk.start_line}-{chunk.end_line}"
+                )
+
+        conn = self._conn
+        conn.execute(
+            "INSERT INTO files(relpath, size, mtime_ns, sha256, language, indexed_at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(relpath) DO UPDATE SET size = excluded.size, "
+            "mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256, "
+            "language = excluded.language, indexed_at = excluded.indexed_at",
+            (file.relpath, file.size, file.mtime_ns, file.sha256, file.language, time.time()),
+        )
+        file_id = conn.execute(
+            "SELECT id FROM files WHERE relpath = ?", (file.relpath,)
+        ).fetchone()[0]
+        self._drop_chunks(file_id, file.relpath)
+        for chunk, vector in zip(chunks, half, strict=True):
+            cursor = conn.execute(
+                "INSERT INTO chunks(file_id, start_line, end_line, symbol, kind, text, text_hash)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    file_id,
+                    chunk.start_line,
+                    chunk.end_line,
+                    chunk.symbol,
+                    chunk.kind,
+                    chunk.text,
+                    chunk.text_hash,
+                ),
+            )
+            chunk_id = cursor.lastrowid
+            conn.execute(
+                "INSERT INTO vectors(chunk_id, vector) VALUES (?, ?)", (chunk_id, vector.tobytes())
+            )
+            conn.execute(
+                "INSERT INTO chunks_fts(rowid, text, path, symbol) VALUES (?, ?, ?, ?)",
+                (chunk_id, *_fts_values(chunk.text, file.relpath, chunk.symbol)),
+            )
+        self._changed = True
+
+    def _drop_chunks(self, file_id: int, relpath: str) -> None:
+        """Remove a file's chunks with their vectors and FTS rows."""
+        rows = self._conn.execute(
+            "SELECT id, text, symbol FROM chunks WHERE file_id = ?", (file_id,)
+        ).fetchall()
+        if not rows:
+            return
+        self._conn.executemany(
+            "INSERT INTO chunks_fts(chunks_fts, rowid, text, path, symbol) "
+            "VALUES ('delete', ?, ?, ?, ?)",
+            [(chunk_id, *_fts_values(text, relpath, symbol)) for chunk_id, text, symbol in rows],
+        )
+        self._conn.execute(
+            "DELETE FROM vectors WHERE chunk_id IN (SELECT id FROM chunks WHERE file_id = ?)",
+            (file_id,),
+        )
+        self._conn.execute("DELETE FROM chunks WHERE file_id = ?", (file_id,))
+        self._changed = True
+
+    def touch_file(self, relpath: str, size: int, mtime_ns: int) -> None:
+        """Record a new size and mtime for a file whose content did not change.
+        Raises ``KeyError`` for a file not in the store."""
+        self._require_write("touch_file")
+        cursor = self._conn.execute(
+            "UPDATE files SET size = ?, mtime_ns = ? WHERE relpath = ?", (size, mtime_ns, relpath)
+        )
+        if cursor.rowcount == 0:
+            raise KeyError(relpath)
+
+    def remove_file(self, relpath: str) -> bool:
+        """Drop a file with its chunks, vectors and FTS rows; ``False`` if it was not stored."""
+        self._require_write("remove_file")
+        row = self._conn.execute("SELECT id FROM files WHERE relpath = ?", (relpath,)).fetchone()
+        if row is None:
+            return False
+        self._drop_chunks(row[0], relpath)
+        self._conn.execute("DELETE FROM files WHERE id = ?", (row[0],))
+        self._changed = True
+        return True
+
+    def _rebuild_fts(self) -> None:
+        """Index every chunk again with the current terms (after terms.TERMS_VERSION moved)."""
+        conn = self._conn
+        conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')")
+        rows = conn.execute(
+            "SELECT c.id, c.text, f.relpath, c.symbol "
+            "FROM chunks c JOIN files f ON f.id = c.file_id"
+        )
+        conn.executemany(
+            "INSERT INTO chunks_fts(rowid, text, path, symbol) VALUES (?, ?, ?, ?)",
+            [(i, *_fts_values(text, path, symbol)) for i, text, path, symbol in rows.fetchall()],
+        )
+        self._set_meta("terms_version", TERMS_VERSION)
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def files(self) -> dict[str, FileRecord]:
+        """Every stored file by its relative path."""
+        rows = self._conn.execute(
+            "SELECT relpath, size, mtime_ns, sha256, language FROM files ORDER BY relpath"
+        )
+        return {row[0]: FileRecord(*row) for row in rows}
+
+    def chunk_count(self) -> int:
+        """How many chunks the store holds."""
+        return int(self._conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+    def stats(self) -> dict[str, Any]:
+        """Files, chunks, bytes on disk (everything in the store directory), identity,
+        generation and the time of the last write (seconds since the epoch, or ``None``)."""
+        with self.read():
+            files = self._conn.execute("SELECT count(*) FROM files").fetchone()[0]
+            chunks = self.chunk_count()
+            identity = self.identity
+            generation = self.generation
+            last_write = self._meta("last_write")
+        size = 0
+        for entry in self.directory.iterdir():
+            try:
+                if entry.is_file():
+                    size += entry.stat().st_size
+            except OSError:
+                continue  # a derived file replaced meanwhile
+        return {
+            "files": int(files),
+            "chunks": chunks,
+            "bytes": size,
+            "identity": None if identity is None else asdict(identity),
+            "generation": generation,
+            "last_write": last_write,
+        }
+
+    def chunks(self, ids: Sequence[int]) -> list[StoredChunk]:
+        """The chunks with these ids, in the order given; ids not in the store are left out."""
+        wanted = [int(i) for i in ids]
+        found: dict[int, StoredChunk] = {}
+        for start in range(0, len(wanted), 500):
+            batch = wanted[start : start + 500]
+            marks = ",".join("?" * len(batch))
+            rows = self._conn.execute(
+                "SELECT c.id, f.relpath, c.start_line, c.end_line, c.text, c.symbol, c.kind, "
+                "f.language FROM chunks c JOIN files f ON f.id = c.file_id "
+                f"WHERE c.id IN ({marks})",
+                batch,
+            )
+            for row in rows:
+                found[row[0]] = StoredChunk(*row)
+        return [found[i] for i in wanted if i in found]
+
+    def known_vectors(self, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored vectors by the ``text_hash`` of their chunk's text, for the hashes given that
+        the store holds: an edited file's unchanged chunks need no embedding again."""
+        found: dict[str, np.ndarray] = {}
+        unique = sorted(set(text_hashes))
+        for start in range(0, len(unique), 500):
+            batch = unique[start : start + 500]
+            marks = ",".join("?" * len(batch))
+            rows = self._conn.execute(
+                "SELECT c.text_hash, v.vector FROM chunks c JOIN vectors v ON v.chunk_id = c.id "
+                f"WHERE c.text_hash IN ({marks})",
+                batch,
+            )
+            for text_hash, blob in rows:
+                found.setdefault(text_hash, np.frombuffer(blob, dtype="<f2").astype(np.float16))
+        return found
+
+    def keyword_search(
+        self, query: str, k: int, allowed: AbstractSet[int] | None = None
+    ) -> list[tuple[int, float]]:
+        """The ``k`` best chunks for ``query`` by BM25 over text, path and symbol (weighted by
+        :data:`FTS_WEIGHTS`, terms from :mod:`~anekit.search.terms`, common words pruned as
+        :data:`MATCH_BUDGET` says), as ``(chunk id, score)`` with higher better. ``allowed``
+        restricts the chunks before ranking: the result is the best ``k`` among them."""
+        if k <= 0 or (allowed is not None and not allowed):
+            return []
+        with self.read():
+            items = self._keyword_items(query_items(query))
+            if not items:
+                return []
+            expression = " OR ".join(item_expression(parts) for parts in items)
+            weights = ", ".join(str(w) for w in FTS_WEIGHTS)
+            select = f"SELECT rowid, bm25(chunks_fts, {weights}) AS score FROM chunks_fts "
+            if allowed is None:
+                rows = self._conn.execute(
+                    select + "WHERE chunks_fts MATCH ? ORDER BY score, rowid LIMIT ?",
+                    (expression, k),
+                )
+                return [(int(i), -float(s)) for i, s in rows]
+            if len(allowed) <= _IN_LIST_MAX:
+                # "+rowid": a filter on the matches; a bare rowid IN makes FTS5 run the query
+                # once per allowed id.
+                rows = self._conn.execute(
+                    select + "WHERE chunks_fts MATCH ? AND +rowid IN "
+                    "(SELECT value FROM json_each(?)) ORDER BY score, rowid LIMIT ?",
+                    (expression, json.dumps([int(i) for i in allowed]), k),
+                )
+                return [(int(i), -float(s)) for i, s in rows]
+            out: list[tuple[int, float]] = []
+            for i, s in self._conn.execute(
+                select + "WHERE chunks_fts MATCH ? ORDER BY score, rowid", (expression,)
+            ):
+                if i in allowed:
+                    out.append((int(i), -float(s)))
+                    if len(out) == k:
+                        break
+            return out
+
+    def _check_caches(self) -> None:
+        """Empty the per-generation caches when another write has committed since."""
+        generation = -1 if self._in_write else self.generation  # uncommitted: no caching
+        if generation != self._cache_generation or generation < 0:
+            self._counts.clear()
+            self._filtered.clear()
+            self._cache_generation = generation
+
+    def _keyword_items(self, items: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+        """The query items worth ranking with, in query order (see :data:`MATCH_BUDGET`)."""
+        if len(items) <= 1:
+            return items
+        self._check_caches()
+        if len(self._counts) > 8192:
+            self._counts.clear()
+        counts = self._counts
+        if () not in counts:
+            counts[()] = self.chunk_count()
+        total = counts[()]
+        if total <= MATCH_BUDGET:
+            return items  # a small store: rank with every word
+        for parts in items:
+            if parts not in counts:
+                counts[parts] = self._conn.execute(
+                    "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?",
+                    (item_expression(parts),),
+                ).fetchone()[0]
+        kept: set[tuple[str, ...]] = set()
+        ranked = 0
+        for parts in sorted((p for p in items if counts[p] > 0), key=counts.__getitem__):
+            count = counts[parts]
+            if kept and (2 * count > total or ranked + count > MATCH_BUDGET):
+                break
+            kept.add(parts)
+            ranked += count
+        return [parts for parts in items if parts in kept]
+
+    def filter_ids(
+        self,
+        path_globs: Sequence[str] = (),
+        exts: Sequence[str] = (),
+        langs: Sequence[str] = (),
+    ) -> set[int] | None:
+        """Ids of the chunks whose file passes the filters, or ``None`` when none is given.
+
+        ``path_globs`` are gitignore-style patterns (``*.py``, ``src/``, ``tests``,
+        ``src/**/test_*.py``) matched against the relative path; ``exts`` are extensions with
+        or without the dot (``py``, ``.d.ts``), ``langs`` language names; both ignore case. A
+        file passes when it matches at least one include of each kind given and no exclude (a
+        value with a leading ``!``) of any kind.
+        """
+        if not (path_globs or exts or langs):
+            return None
+        key = (tuple(path_globs), tuple(exts), tuple(langs))
+        with self.read():
+            self._check_caches()
+            found = self._filtered.get(key)
+            if found is None:
+                if len(self._filtered) >= 16:
+                    self._filtered.clear()
+                found = self._filtered[key] = frozenset(self._filter(path_globs, exts, langs))
+        return set(found)
+
+    def _filter(
+        self, path_globs: Sequence[str], exts: Sequence[str], langs: Sequence[str]
+    ) -> list[int]:
+        path_in, path_out = _split_filters(path_globs, "path")
+        ext_in, ext_out = _split_filters(exts, "ext")
+        lang_in, lang_out = _split_filters(langs, "lang")
+        spec_in = pathspec.PathSpec.from_lines("gitignore", path_in) if path_in else None
+        spec_out = pathspec.PathSpec.from_lines("gitignore", path_out) if path_out else None
+        ext_in_t = tuple(_ext(e) for e in ext_in)
+        ext_out_t = tuple(_ext(e) for e in ext_out)
+        lang_in_s = {lang.lower() for lang in lang_in}
+        lang_out_s = {lang.lower() for lang in lang_out}
+
+        file_ids: list[int] = []
+        for file_id, relpath, language in self._conn.execute(
+            "SELECT id, relpath, language FROM files"
+        ):
+            lower = relpath.lower()
+            lang = (language or "").lower()
+            if spec_in is not None and not spec_in.match_file(relpath):
+                continue
+            if ext_in_t and not lower.endswith(ext_in_t):
+                continue
+            if lang_in_s and lang not in lang_in_s:
+                continue
+            if spec_out is not None and spec_out.match_file(relpath):
+                continue
+            if ext_out_t and lower.endswith(ext_out_t):
+                continue
+            if lang in lang_out_s:
+                continue
+            file_ids.append(file_id)
+        rows = self._conn.execute(
+            "SELECT c.id FROM json_each(?) j JOIN chunks c ON c.file_id = j.value",
+            (json.dumps(file_ids),),
+        )
+        return [row[0] for row in rows]
+
+    def vector_matrix(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every chunk's vector: ``(ids, vectors)``, ids ``int64`` ascending and vectors
+        ``float16`` of shape ``(n, dimension)``. Read it inside :meth:`read` together with
+        :attr:`generation` to know which state it is."""
+        with self.read():
+            identity = self.identity
+            dimension = 0 if identity is None else identity.dimension
+            rows = self._conn.execute(
+                "SELECT chunk_id, vector FROM vectors ORDER BY chunk_id"
+            ).fetchall()
+        ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+        data = b"".join(row[1] for row in rows)
+        if len(data) != len(rows) * dimension * 2:
+            raise SearchError(f"{self.path}: stored vectors do not match dimension {dimension}")
+        vectors = np.frombuffer(data, dtype="<f2").astype(np.float16).reshape(len(rows), dimension)
+        return ids, vectors
+
+    def integrity_check(self) -> str:
+        """SQLite's ``PRAGMA integrity_check`` result (``"ok"``) plus the FTS5 index's own."""
+        result = str(self._conn.execute("PRAGMA integrity_check").fetchone()[0])
+        try:
+            self._conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+        except sqlite3.DatabaseError as exc:
+            return f"fts: {exc}" if result == "ok" else f"{result}; fts: {exc}"
+        return result

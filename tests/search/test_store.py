@@ -1,0 +1,685 @@
+"""The SQLite store: schema, identity, atomic file replacement, keyword search, filters and
+what survives a kill -9 or a concurrent reader."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from anekit.errors import SearchError
+from anekit.search import store as store_module
+from anekit.search.store import (
+    DB_FILE,
+    SCHEMA_VERSION,
+    STORE_DIR,
+    ChunkRecord,
+    FileRecord,
+    Store,
+    StoreIdentity,
+    store_dir,
+)
+from anekit.search.terms import index_terms
+
+DIM = 8
+IDENTITY = StoreIdentity(
+    model="mini", variant="int8", chunker="ts-1", max_length=256, dimension=DIM
+)
+
+
+def chunk(text: str, symbol: str = "", kind: str = "code", line: int = 1) -> ChunkRecord:
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    return ChunkRecord(line, line + text.count("\n"), text, symbol, kind, digest)
+
+
+def record(relpath: str, language: str | None = "python", size: int = 100) -> FileRecord:
+    return FileRecord(relpath, size, 1_000, "0" * 64, language)
+
+
+def vectors(n: int, seed: int = 0) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
+    unit: np.ndarray = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return unit
+
+
+def put(store: Store, relpath: str, texts: list[str]) -> None:
+    with store.write():
+        store.put_file(
+            record(relpath),
+            [chunk(t, line=10 * i + 1) for i, t in enumerate(texts)],
+            vectors(len(texts), seed=len(relpath)),
+        )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store(store_dir(tmp_path)) as s:
+        s.ensure_identity(IDENTITY)
+        yield s
+
+
+def raw(store: Store) -> sqlite3.Connection:
+    """A second, independent connection to the store's database."""
+    return sqlite3.connect(store.directory / DB_FILE)
+
+
+def orphan_counts(conn: sqlite3.Connection) -> tuple[int, int]:
+    """(chunks without a vector, vectors without a chunk)."""
+    no_vector = conn.execute(
+        "SELECT count(*) FROM chunks c LEFT JOIN vectors v ON v.chunk_id = c.id "
+        "WHERE v.chunk_id IS NULL"
+    ).fetchone()[0]
+    no_chunk = conn.execute(
+        "SELECT count(*) FROM vectors v LEFT JOIN chunks c ON c.id = v.chunk_id WHERE c.id IS NULL"
+    ).fetchone()[0]
+    return no_vector, no_chunk
+
+
+# -- opening --------------------------------------------------------------------------------
+
+
+def test_new_store_layout(tmp_path: Path) -> None:
+    directory = store_dir(tmp_path)
+    assert directory == tmp_path / STORE_DIR
+    with Store(directory) as s:
+        assert s.identity is None
+        assert s.generation == 0
+        assert s.chunk_count() == 0
+    assert (directory / ".gitignore").read_text().splitlines()[-1] == "*"
+    conn = sqlite3.connect(directory / DB_FILE)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_open_without_create_needs_a_store(tmp_path: Path) -> None:
+    with pytest.raises(SearchError, match="no search store"):
+        Store(store_dir(tmp_path), create=False)
+    assert not store_dir(tmp_path).exists()
+    Store(store_dir(tmp_path)).close()
+    Store(store_dir(tmp_path), create=False).close()
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    Store(store_dir(tmp_path)).close()
+    conn = sqlite3.connect(store_dir(tmp_path) / DB_FILE)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(SearchError, match="newer anekit"):
+        Store(store_dir(tmp_path))
+
+
+def test_a_file_that_is_not_a_store(tmp_path: Path) -> None:
+    store_dir(tmp_path).mkdir()
+    (store_dir(tmp_path) / DB_FILE).write_bytes(b"this is not sqlite" * 500)
+    with pytest.raises(SearchError, match="not a readable search store"):
+        Store(store_dir(tmp_path))
+
+
+def test_reopen_keeps_everything(tmp_path: Path) -> None:
+    with Store(store_dir(tmp_path)) as s:
+        s.ensure_identity(IDENTITY)
+        put(s, "a.py", ["alpha one", "alpha two"])
+        generation = s.generation
+    with Store(store_dir(tmp_path), create=False) as s:
+        assert s.identity == IDENTITY
+        assert s.generation == generation
+        assert s.chunk_count() == 2
+        assert len(s.keyword_search("alpha", 10)) == 2
+
+
+def test_keyword_index_rebuilt_when_terms_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Store(store_dir(tmp_path)) as s:
+        s.ensure_identity(IDENTITY)
+        put(s, "a.py", ["value = getUserName()"])
+    # A newer terms module that also indexes a made-up term; the store must re-index.
+    monkeypatch.setattr(store_module, "TERMS_VERSION", 999)
+    monkeypatch.setattr(store_module, "index_terms", lambda text: index_terms(text) + " zzextra")
+    with Store(store_dir(tmp_path)) as s:
+        assert [c.relpath for c in s.chunks([i for i, _ in s.keyword_search("zzextra", 5)])] == [
+            "a.py"
+        ]
+        assert s.integrity_check() == "ok"
+
+
+# -- identity -------------------------------------------------------------------------------
+
+
+def test_identity_set_on_empty_store(tmp_path: Path) -> None:
+    with Store(store_dir(tmp_path)) as s:
+        assert s.ensure_identity(IDENTITY) is False
+        assert s.identity == IDENTITY
+        assert s.ensure_identity(IDENTITY) is False
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"model": "other"},
+        {"variant": "fp16"},
+        {"chunker": "ts-2"},
+        {"max_length": 512},
+        {"dimension": 16},
+    ],
+)
+def test_identity_change_resets(store: Store, change: dict[str, Any]) -> None:
+    put(store, "a.py", ["alpha beta", "gamma"])
+    put(store, "b.py", ["alpha"])
+    before = store.generation
+    other = dataclasses.replace(IDENTITY, **change)
+    assert store.ensure_identity(other) is True
+    assert store.identity == other
+    assert store.files() == {}
+    assert store.chunk_count() == 0
+    assert store.keyword_search("alpha", 10) == []
+    ids, vecs = store.vector_matrix()
+    assert ids.size == 0
+    assert vecs.shape == (0, other.dimension)
+    assert store.generation > before
+    conn = raw(store)
+    assert conn.execute("SELECT count(*) FROM vectors").fetchone()[0] == 0
+    assert store.ensure_identity(other) is False
+
+
+def test_put_needs_identity(tmp_path: Path) -> None:
+    with Store(store_dir(tmp_path)) as s, s.write(), pytest.raises(SearchError, match="identity"):
+        s.put_file(record("a.py"), [chunk("x")], vectors(1))
+
+
+# -- writes ---------------------------------------------------------------------------------
+
+
+def test_put_outside_write_is_refused(store: Store) -> None:
+    with pytest.raises(SearchError, match=r"inside a Store\.write"):
+        store.put_file(record("a.py"), [chunk("x")], vectors(1))
+    with pytest.raises(SearchError, match=r"inside a Store\.write"):
+        store.remove_file("a.py")
+    with pytest.raises(SearchError, match=r"inside a Store\.write"):
+        store.touch_file("a.py", 1, 1)
+
+
+def test_write_does_not_nest(store: Store) -> None:
+    with store.write(), pytest.raises(SearchError, match="nest"), store.write():
+        pass
+
+
+@pytest.mark.parametrize(
+    ("chunks", "vecs", "message"),
+    [
+        ([chunk("a"), chunk("b")], vectors(1), "shape"),
+        ([chunk("a")], np.ones((1, DIM + 1)), "shape"),
+        ([chunk("a")], np.ones(DIM), "shape"),
+        ([chunk("a")], np.full((1, DIM), np.nan), "NaN or inf"),
+        ([chunk("a")], np.full((1, DIM), np.inf), "NaN or inf"),
+        ([chunk("a")], np.full((1, DIM), 1e6), "NaN or inf"),  # overflows fp16
+        ([chunk("a")], np.zeros((1, DIM)), "zero vector"),
+        ([chunk("a")], np.ones((1, DIM), dtype=np.int64), "floats"),
+        ([chunk("a", kind="prose")], vectors(1), "kind"),
+        ([ChunkRecord(5, 4, "a", "", "code", "h")], vectors(1), "line span"),
+        ([ChunkRecord(0, 4, "a", "", "code", "h")], vectors(1), "line span"),
+    ],
+)
+def test_put_refuses_bad_input_and_changes_nothing(
+    store: Store, chunks: list[ChunkRecord], vecs: np.ndarray, message: str
+) -> None:
+    put(store, "a.py", ["alpha"])
+    generation = store.generation
+    with store.write(), pytest.raises(ValueError, match=message):
+        store.put_file(record("a.py"), chunks, vecs)
+    assert store.generation == generation
+    assert [c.text for c in store.chunks(store.vector_matrix()[0].tolist())] == ["alpha"]
+
+
+def test_put_stores_fp16_vectors(store: Store) -> None:
+    v = vectors(3, seed=7)
+    with store.write():
+        store.put_file(record("a.py"), [chunk(f"c{i}") for i in range(3)], v)
+    ids, stored = store.vector_matrix()
+    assert stored.dtype == np.float16
+    assert np.all(np.diff(ids) > 0)
+    np.testing.assert_array_equal(stored, v.astype(np.float16))
+
+
+def test_file_without_chunks(store: Store) -> None:
+    with store.write():
+        store.put_file(record("empty.py"), [], np.zeros((0, DIM)))
+        store.put_file(record("empty2.py"), [], np.array([]))
+    assert set(store.files()) == {"empty.py", "empty2.py"}
+    assert store.chunk_count() == 0
+
+
+def test_reput_replaces_chunks_vectors_and_keyword_rows(store: Store) -> None:
+    put(store, "src/a.py", ["def oldName(): alphaword", "alphaword again", "third"])
+    put(store, "src/b.py", ["unrelated betaword"])
+    old_ids = {i for i, _ in store.keyword_search("alphaword", 10)}
+    assert len(old_ids) == 2
+    put(store, "src/a.py", ["def newName(): gammaword"])
+    assert store.keyword_search("alphaword", 10) == []
+    assert store.keyword_search("oldName", 10) == []
+    assert store.keyword_search("old_name", 10) == []
+    [(new_id, _)] = store.keyword_search("gammaword", 10)
+    assert new_id not in old_ids
+    assert store.chunk_count() == 2
+    ids, _ = store.vector_matrix()
+    assert sorted(ids.tolist()) == sorted(
+        [new_id, *[i for i, _ in store.keyword_search("betaword", 5)]]
+    )
+    assert orphan_counts(raw(store)) == (0, 0)
+    assert store.integrity_check() == "ok"
+
+
+def test_ids_are_never_reused(store: Store) -> None:
+    put(store, "a.py", ["one", "two"])
+    first = set(store.vector_matrix()[0].tolist())
+    with store.write():
+        store.remove_file("a.py")
+    put(store, "a.py", ["one", "two"])
+    assert first.isdisjoint(store.vector_matrix()[0].tolist())
+    assert store.chunks(sorted(first)) == []
+
+
+def test_remove_file(store: Store) -> None:
+    put(store, "a.py", ["alphaword"])
+    put(store, "b.py", ["betaword"])
+    with store.write():
+        assert store.remove_file("a.py") is True
+        assert store.remove_file("missing.py") is False
+    assert set(store.files()) == {"b.py"}
+    assert store.keyword_search("alphaword", 10) == []
+    assert store.chunk_count() == 1
+    assert orphan_counts(raw(store)) == (0, 0)
+    assert raw(store).execute("SELECT count(*) FROM vectors").fetchone()[0] == 1
+
+
+def test_touch_file(store: Store) -> None:
+    put(store, "a.py", ["alpha"])
+    generation = store.generation
+    with store.write():
+        store.touch_file("a.py", 123, 456)
+    assert store.files()["a.py"].size == 123
+    assert store.files()["a.py"].mtime_ns == 456
+    assert store.generation == generation
+    with store.write(), pytest.raises(KeyError):
+        store.touch_file("missing.py", 1, 1)
+
+
+def test_generation_moves_only_with_committed_changes(store: Store) -> None:
+    g0 = store.generation
+    with store.write():
+        pass
+    assert store.generation == g0
+    put(store, "a.py", ["alpha"])
+    assert store.generation == g0 + 1
+    with store.write():
+        store.put_file(record("b.py"), [chunk("beta")], vectors(1))
+        store.put_file(record("c.py"), [chunk("gamma")], vectors(1))
+    assert store.generation == g0 + 2
+    with store.write():
+        assert not store.remove_file("missing.py")
+    assert store.generation == g0 + 2
+
+
+def test_failed_write_rolls_back(store: Store) -> None:
+    put(store, "a.py", ["alphaword"])
+    generation = store.generation
+
+    def failing_batch() -> None:
+        with store.write():
+            store.put_file(record("a.py"), [chunk("betaword")], vectors(1))
+            store.put_file(record("b.py"), [chunk("betaword")], vectors(1))
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        failing_batch()
+    assert store.generation == generation
+    assert set(store.files()) == {"a.py"}
+    assert len(store.keyword_search("alphaword", 5)) == 1
+    assert store.keyword_search("betaword", 5) == []
+
+
+def test_locked_by_another_writer(tmp_path: Path) -> None:
+    with Store(store_dir(tmp_path)) as a, Store(store_dir(tmp_path), timeout=0.2) as b:
+        with a.write(), pytest.raises(SearchError, match="locked by another writer"), b.write():
+            pass
+        with b.write():  # free again
+            pass
+
+
+# -- reads ----------------------------------------------------------------------------------
+
+
+def test_files_and_chunks(store: Store) -> None:
+    with store.write():
+        store.put_file(
+            FileRecord("src/m.rs", 42, 7, "ab" * 32, "rust"),
+            [chunk("fn main() {}", symbol="main", line=3), chunk("# Notes", kind="docs", line=9)],
+            vectors(2),
+        )
+    assert store.files() == {"src/m.rs": FileRecord("src/m.rs", 42, 7, "ab" * 32, "rust")}
+    ids = store.vector_matrix()[0].tolist()
+    got = store.chunks([ids[1], 10**9, ids[0]])
+    assert [c.id for c in got] == [ids[1], ids[0]]
+    assert got[1].relpath == "src/m.rs"
+    assert (got[1].start_line, got[1].end_line, got[1].symbol) == (3, 3, "main")
+    assert (got[1].kind, got[1].language, got[1].text) == ("code", "rust", "fn main() {}")
+    assert got[0].kind == "docs"
+
+
+def test_known_vectors(store: Store) -> None:
+    v = vectors(2, seed=3)
+    with store.write():
+        store.put_file(record("a.py"), [chunk("one"), chunk("two")], v)
+    known = store.known_vectors([chunk("two").text_hash, chunk("three").text_hash])
+    assert list(known) == [chunk("two").text_hash]
+    np.testing.assert_array_equal(known[chunk("two").text_hash], v[1].astype(np.float16))
+
+
+def test_stats(store: Store) -> None:
+    put(store, "a.py", ["one", "two"])
+    stats = store.stats()
+    assert stats["files"] == 1
+    assert stats["chunks"] == 2
+    assert stats["bytes"] > 0
+    assert stats["identity"]["model"] == "mini"
+    assert stats["generation"] == store.generation
+    assert stats["last_write"] == pytest.approx(time.time(), abs=60)
+
+
+# -- keyword search -------------------------------------------------------------------------
+
+FORMS = ["getUserName", "get_user_name", "get user name"]
+
+
+@pytest.mark.parametrize("query", FORMS)
+def test_keyword_forms_meet(store: Store, query: str) -> None:
+    for i, form in enumerate(FORMS):
+        put(store, f"f{i}.py", [f"x = {form}\nprint(x)"])
+    put(store, "other.py", ["print(username)"])
+    found = {c.relpath for c in store.chunks([i for i, _ in store.keyword_search(query, 10)])}
+    assert {"f0.py", "f1.py", "f2.py"} <= found
+
+
+def test_keyword_path_and_symbol(store: Store) -> None:
+    with store.write():
+        store.put_file(
+            record("src/parser/config_loader.py"),
+            [chunk("return 1", symbol="ConfigLoader.load")],
+            vectors(1),
+        )
+    assert len(store.keyword_search("configLoader", 5)) == 1
+    assert len(store.keyword_search("parser", 5)) == 1
+
+
+def test_keyword_symbol_outranks_body(store: Store) -> None:
+    filler = " ".join(f"word{i}" for i in range(30))
+    with store.write():
+        store.put_file(record("a.py"), [chunk(f"{filler} parseConfig", symbol="other")], vectors(1))
+        store.put_file(record("b.py"), [chunk(filler, symbol="parseConfig")], vectors(1, 1))
+    ranked = store.chunks([i for i, _ in store.keyword_search("parseConfig", 5)])
+    assert [c.relpath for c in ranked] == ["b.py", "a.py"]
+
+
+def test_keyword_scores_descend(store: Store) -> None:
+    put(store, "a.py", ["alpha beta gamma", "alpha beta", "alpha", "delta"])
+    hits = store.keyword_search("alpha beta gamma", 10)
+    assert len(hits) == 3
+    scores = [s for _, s in hits]
+    assert scores == sorted(scores, reverse=True)
+    texts = [c.text for c in store.chunks([i for i, _ in hits])]
+    assert texts == ["alpha beta gamma", "alpha beta", "alpha"]
+
+
+@pytest.mark.parametrize(
+    "query", ["", '"', "a:b", "NOT", "(", "AND OR", "NEAR(a b)", "*", "-x", "text:alpha", "💥"]
+)
+def test_keyword_query_syntax_never_raises(store: Store, query: str) -> None:
+    put(store, "a.py", ["alpha not near text b"])
+    assert isinstance(store.keyword_search(query, 5), list)
+
+
+@pytest.mark.parametrize("in_list_max", [0, 10**6])
+def test_keyword_allowed_applies_before_ranking(
+    store: Store, monkeypatch: pytest.MonkeyPatch, in_list_max: int
+) -> None:
+    monkeypatch.setattr(store_module, "_IN_LIST_MAX", in_list_max)
+    # 20 strong matches in tests/, 6 weaker ones in src/: the best 5 are all in tests/.
+    with store.write():
+        for i in range(20):
+            store.put_file(record(f"tests/t{i}.py"), [chunk("needle needle needle")], vectors(1))
+        for i in range(6):
+            store.put_file(record(f"src/s{i}.py"), [chunk(f"needle and {'hay ' * 20}")], vectors(1))
+    allowed = store.filter_ids(["!tests/"])
+    assert allowed is not None
+    assert len(allowed) == 6
+    hits = store.keyword_search("needle", 5, allowed)
+    assert len(hits) == 5
+    assert {i for i, _ in hits} <= allowed
+    assert store.keyword_search("needle", 5, set()) == []
+
+
+def test_keyword_prunes_common_words_but_finds_rare_ones(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "MATCH_BUDGET", 10)
+    with store.write():
+        for i in range(40):
+            store.put_file(record(f"c{i}.py"), [chunk(f"the common thing {i}")], vectors(1))
+        store.put_file(record("rare.py"), [chunk("the zebra")], vectors(1))
+    hits = store.keyword_search("the zebra", 5)
+    assert store.chunks([hits[0][0]])[0].relpath == "rare.py"
+    assert len(store.keyword_search("the", 5)) == 5  # only common words: still answered
+    assert len(store.keyword_search("common thing", 5)) == 5
+
+
+def test_keyword_counts_follow_writes(store: Store) -> None:
+    put(store, "a.py", ["zebra one"])
+    assert len(store.keyword_search("zebra quokka", 5)) == 1  # quokka: no chunk yet
+    put(store, "b.py", ["quokka two"])
+    assert {
+        c.relpath for c in store.chunks([i for i, _ in store.keyword_search("zebra quokka", 5)])
+    } == {
+        "a.py",
+        "b.py",
+    }
+
+
+# -- filters --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tree(store: Store) -> Store:
+    layout = {
+        "src/app/main.py": "python",
+        "src/app/util.ts": "typescript",
+        "src/types.d.ts": "typescript",
+        "tests/test_main.py": "python",
+        "docs/guide.md": "markdown",
+        "README.MD": "markdown",
+        "Makefile": None,
+    }
+    with store.write():
+        for i, (path, lang) in enumerate(layout.items()):
+            store.put_file(record(path, lang), [chunk(f"one {i}"), chunk(f"two {i}")], vectors(2))
+    return store
+
+
+def _paths(store: Store, ids: set[int] | None) -> set[str]:
+    assert ids is not None
+    return {c.relpath for c in store.chunks(sorted(ids))}
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        ({"path_globs": ["*.py"]}, {"src/app/main.py", "tests/test_main.py"}),
+        ({"path_globs": ["src/"]}, {"src/app/main.py", "src/app/util.ts", "src/types.d.ts"}),
+        ({"path_globs": ["src/**/*.py"]}, {"src/app/main.py"}),
+        (
+            {"path_globs": ["!tests/", "!docs"]},
+            {"src/app/main.py", "src/app/util.ts", "src/types.d.ts", "README.MD", "Makefile"},
+        ),
+        ({"path_globs": ["src/", "!*.ts"]}, {"src/app/main.py"}),
+        ({"exts": ["md"]}, {"docs/guide.md", "README.MD"}),
+        ({"exts": [".d.ts"]}, {"src/types.d.ts"}),
+        (
+            {"exts": ["py", "md"], "path_globs": ["!tests/"]},
+            {"src/app/main.py", "docs/guide.md", "README.MD"},
+        ),
+        ({"langs": ["TypeScript"]}, {"src/app/util.ts", "src/types.d.ts"}),
+        ({"langs": ["!python", "!markdown"]}, {"src/app/util.ts", "src/types.d.ts", "Makefile"}),
+        ({"langs": ["python"], "exts": ["!py"]}, set()),
+        ({"path_globs": ["src/"], "langs": ["python"]}, {"src/app/main.py"}),
+    ],
+)
+def test_filter_ids(tree: Store, filters: dict[str, list[str]], expected: set[str]) -> None:
+    assert _paths(tree, tree.filter_ids(**filters)) == expected
+
+
+def test_filter_ids_none_and_errors(tree: Store) -> None:
+    assert tree.filter_ids() is None
+    with pytest.raises(SearchError, match="empty path filter"):
+        tree.filter_ids(["!"])
+    with pytest.raises(SearchError, match="empty ext filter"):
+        tree.filter_ids(exts=[""])
+
+
+def test_filter_ids_follow_writes(tree: Store) -> None:
+    first = tree.filter_ids(["src/"])
+    assert first is not None
+    first.clear()  # a caller's copy: the cache is not touched
+    assert len(tree.filter_ids(["src/"]) or ()) == 6
+    put(tree, "src/new.py", ["fresh"])
+    assert "src/new.py" in _paths(tree, tree.filter_ids(["src/"]))
+    with tree.write():
+        tree.remove_file("src/app/util.ts")
+    assert "src/app/util.ts" not in _paths(tree, tree.filter_ids(["src/"]))
+
+
+# -- readers and crashes --------------------------------------------------------------------
+
+WRITER = textwrap.dedent(
+    """
+    import hashlib, sys
+    from pathlib import Path
+    import numpy as np
+    from anekit.search.store import ChunkRecord, FileRecord, Store, StoreIdentity
+
+    directory, files, per_write = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    store = Store(directory)
+    store.ensure_identity(StoreIdentity("mini", "int8", "ts-1", 256, 8))
+    rng = np.random.default_rng()
+    version = int(store.generation) * 1000 + 1
+    print("ready", flush=True)
+    while True:
+        with store.write():
+            for _ in range(per_write):
+                version += 1
+                name = f"f{rng.integers(files)}.py"
+                count = 1 + version % 5
+                chunks = [
+                    ChunkRecord(i + 1, i + 1, f"{name} v{version} part {i} of {count} zq{version}x",
+                                "sym", "code", hashlib.sha256(str(i).encode()).hexdigest())
+                    for i in range(count)
+                ]
+                vectors = rng.standard_normal((count, 8)).astype(np.float32) + 0.1
+                if version % 7 == 0:
+                    store.remove_file(name)
+                else:
+                    store.put_file(FileRecord(name, count, version, "0" * 64, "python"),
+                                   chunks, vectors)
+    """
+)
+
+
+def _check_consistent(store: Store) -> int:
+    """Every file whole (one version, all its chunks), every chunk with a vector and its
+    keyword row, no stray keyword rows. Returns how many chunks it saw."""
+    with store.read():
+        ids, vecs = store.vector_matrix()
+        chunks = store.chunks(ids.tolist())
+        files = store.files()
+        assert store.chunk_count() == len(chunks) == len(ids)
+        assert np.isfinite(vecs.astype(np.float32)).all()
+        by_file: dict[str, list[str]] = {}
+        for c in chunks:
+            by_file.setdefault(c.relpath, []).append(c.text)
+        assert set(by_file) == set(files)  # every file written has chunks
+        for name, texts in by_file.items():
+            versions = {t.split()[1] for t in texts}
+            assert len(versions) == 1, f"{name} mixes versions {versions}"
+            count = int(texts[0].split()[5])
+            assert sorted(int(t.split()[3]) for t in texts) == list(range(count)), name
+            assert files[name].size == count
+            # its keyword rows are there, and no older version's
+            token = texts[0].split()[6]
+            assert len(store.keyword_search(token, 10)) == count
+        return len(chunks)
+
+
+def _spawn_writer(directory: Path, files: int, per_write: int) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(directory), str(files), str(per_write)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.strip() == "ready", proc.stderr.read() if proc.stderr else line
+    return proc
+
+
+def test_reader_sees_whole_files_during_writes(tmp_path: Path) -> None:
+    directory = store_dir(tmp_path)
+    writer = _spawn_writer(directory, files=6, per_write=3)
+    try:
+        with Store(directory, create=False) as reader:
+            seen_generations = set()
+            deadline = time.monotonic() + 2.0
+            while time.monotonic() < deadline:
+                _check_consistent(reader)
+                seen_generations.add(reader.generation)
+            assert writer.poll() is None, writer.stderr.read() if writer.stderr else ""
+            assert len(seen_generations) > 3  # the writer really wrote meanwhile
+    finally:
+        writer.kill()
+        writer.wait()
+
+
+def test_kill_9_leaves_a_consistent_store(tmp_path: Path) -> None:
+    directory = store_dir(tmp_path)
+    rng = np.random.default_rng(0)
+    total = 0
+    for _round in range(4):
+        writer = _spawn_writer(directory, files=12, per_write=4)
+        time.sleep(0.15 + float(rng.random()) * 0.4)
+        os.kill(writer.pid, signal.SIGKILL)
+        writer.wait()
+        assert writer.returncode == -signal.SIGKILL
+        with Store(directory, create=False) as s:  # the next run opens and resumes
+            assert s.integrity_check() == "ok"
+            assert orphan_counts(raw(s)) == (0, 0)
+            duplicates = (
+                raw(s)
+                .execute(
+                    "SELECT count(*) FROM (SELECT file_id, start_line FROM chunks "
+                    "GROUP BY file_id, start_line HAVING count(*) > 1)"
+                )
+                .fetchone()[0]
+            )
+            assert duplicates == 0
+            total = _check_consistent(s)
+    assert total > 0
