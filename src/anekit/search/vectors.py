@@ -210,23 +210,21 @@ class VectorIndex:
         if allowed is None:
             return self._rerank(self._top(self.vectors, q16, min(want, n)), q, k)
         wanted = np.fromiter(allowed, dtype=np.int64, count=len(allowed))
-        wanted.sort()
-        pos = np.searchsorted(self.ids, wanted)
-        inside = pos < n
-        pos = pos[inside]
-        rows = pos[self.ids[pos] == wanted[inside]]
-        if rows.size == 0:
+        pos = np.minimum(np.searchsorted(self.ids, wanted), n - 1)
+        mask = np.zeros(n, dtype=bool)
+        mask[pos[self.ids[pos] == wanted]] = True
+        size = int(np.count_nonzero(mask))
+        if size == 0:
             return []
-        want = min(want, int(rows.size))
-        fraction = rows.size / n
+        want = min(want, size)
+        fraction = size / n
         if fraction >= _SCAN_FRACTION:
-            mask = np.zeros(n, dtype=bool)
-            mask[rows] = True
             count = min(n, want + math.ceil(3 * want / fraction))
             best = self._top(self.vectors, q16, count)
             best = best[mask[best]]
             if best.size >= want:
                 return self._rerank(best[:want], q, k)
+        rows = np.flatnonzero(mask)  # ascending: the gather reads the matrix in order
         return self._rerank(rows[self._top(self.vectors[rows], q16, want)], q, k)
 
     @staticmethod
