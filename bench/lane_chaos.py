@@ -89,9 +89,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from benchmachine import machine, source_state
 from embed_throughput import code_chunks
 
+from anekit.lanes.lane import WORKER_MODULE
+
 RESULTS = Path(__file__).resolve().parent / "results"
 ANEKIT = Path(sys.executable).parent / "anekit"
-WORKER_MODULE = "anekit.lanes.worker"
 DIMENSION = 384
 MIN_COSINE = 0.98
 WORKER_TARGET_MB = 250.0

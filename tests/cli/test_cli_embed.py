@@ -174,7 +174,7 @@ def test_strict_makes_the_first_bad_line_an_error_before_anything_is_embedded(
     assert result.stdout == ""
     assert result.stderr == (
         "error (ModelError): [bold]in.jsonl, line 2: 42 is not a JSON string or an "
-        'object with a "text" string; nothing embedded (--strict; 5 more bad lines: 4, 5, 6, '
+        'object with a "text" string; nothing embedded (--strict; 5 more bad: lines 4, 5, 6, '
         "7, 9)\n"
     )
     assert made == []  # failed before the lanes were even set up

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import queue
 import struct
+import sys
+import threading
 
 import numpy as np
 import pytest
@@ -101,3 +103,33 @@ def test_default_lanes_come_from_the_environment(monkeypatch: pytest.MonkeyPatch
     assert default_lanes() == ["numpy", "cpu"]
     monkeypatch.delenv("ANEKIT_LANES")
     assert default_lanes() == (["ane"] if unavailable_reason("ane") is None else ["cpu"])
+
+
+def test_a_worker_that_stops_reading_never_blocks_the_scheduler(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Frames larger than the pipe's buffer (64 KiB on Linux) for a worker hung
+    mid-batch: submit returns at once (a writer thread blocks instead), so the
+    scheduler still sees the deadline pass and kills the worker."""
+    hung = [sys.executable, "-c", "import time; time.sleep(120)"]  # never reads stdin
+    monkeypatch.setattr(Lane, "command", lambda self: hung)
+    now = [0.0]
+    lane = Lane("cpu", queue.Queue(), deadline=5.0, clock=lambda: now[0])
+    lane.start()
+    lane.state = "ready"  # as if admitted
+    rows = [[101] * 256] * 256  # a 256 KiB frame
+    finished = threading.Event()
+
+    def submit_three() -> None:
+        for batch_id in range(3):
+            lane.submit(batch_id, rows)
+        finished.set()
+
+    threading.Thread(target=submit_three, daemon=True).start()
+    try:
+        assert finished.wait(timeout=20), "submit blocked on a worker that does not read"
+        now[0] = 6.0
+        assert lane.overdue()
+    finally:
+        lane.stop()
+    assert lane.process is None

@@ -114,9 +114,9 @@ def session_for(
         options.intra_op_num_threads = threads
     if requested == [CPU]:
         # One CPU arena for every session of the process (ONNX Runtime's shared
-        # allocators): a lane's bucket sessions then peak at the largest run instead
-        # of the sum of all, with planning by pattern off (the pattern preallocates
-        # per shape). Measured on the CPU lane: the same speed, 600 -> 315 MB.
+        # allocators), with planning by pattern off (the pattern preallocates per
+        # shape, and a lane's session sees every length). Measured on the CPU lane
+        # when it held three bucket sessions: the same speed, 600 -> 315 MB.
         _share_cpu_arena(onnxruntime)
         options.add_session_config_entry("session.use_env_allocators", "1")
         options.enable_mem_pattern = False

@@ -175,9 +175,11 @@ def _count(count: int, noun: str) -> str:
 
 
 def _listed(numbers: list[int]) -> str:
+    """``line 3`` or ``lines 3, 7 and 2 more``."""
     shown = ", ".join(str(number) for number in numbers[:_LISTED])
     more = len(numbers) - _LISTED
-    return f"{shown} and {more} more" if more > 0 else shown
+    tail = f" and {more} more" if more > 0 else ""
+    return f"{'lines' if numbers[1:] else 'line'} {shown}{tail}"
 
 
 @click.command()
@@ -228,7 +230,7 @@ def embed(
     read = _read_input(source, form)
     if read.bad and strict:
         (number, problem), rest = read.bad[0], [line for line, _ in read.bad[1:]]
-        more = f"; {_count(len(rest), 'more bad line')}: {_listed(rest)}" if rest else ""
+        more = f"; {len(rest)} more bad: {_listed(rest)}" if rest else ""
         raise ModelError(
             f"{read.name}, line {number}: {problem}; nothing embedded (--strict{more})"
         )
@@ -245,13 +247,9 @@ def embed(
     if summary.get("retried"):
         parts.append(f"{summary['retried']} retried after a worker failed")
     if failed:
-        parts.append(
-            f"{len(failed)} failed ({'lines' if failed[1:] else 'line'} {_listed(failed)})"
-        )
+        parts.append(f"{len(failed)} failed ({_listed(failed)})")
     if skipped:
-        parts.append(
-            f"{len(skipped)} skipped ({'lines' if skipped[1:] else 'line'} {_listed(skipped)})"
-        )
+        parts.append(f"{len(skipped)} skipped ({_listed(skipped)})")
     stderr.print(esc("; ".join(parts)))
     if read.bad and read.why:
         stderr.print(

@@ -1,20 +1,24 @@
 """The parent's view of one lane: its worker process, its frames, its state.
 
 A reader thread turns the worker's stdout frames into events on the scheduler's
-queue; the worker's stderr goes to a temporary file whose last lines explain a
-crash. A lane is ``starting`` until its hello, then ``ready`` (admitted) or
-``refused`` (below its known-answer floor: never started again).
+queue, and a writer thread sends it batches (a worker that stops reading, hung
+mid-batch, never blocks the scheduler, which would then miss its deadline); the
+worker's stderr goes to a temporary file whose last lines explain a crash. A lane
+is ``starting`` until its hello, then ``ready`` (admitted) or ``refused`` (below its
+known-answer floor: never started again).
 
 A worker that fails once its lane has been admitted (it crashed, hung past a
-deadline, broke the protocol) costs a restart: the lane is ``restarting`` and a new
+deadline, broke the protocol), or that was killed by a signal at any time, costs a
+restart: the lane is ``restarting`` and a new
 worker starts after a backoff (0.5 s, 1 s, 2 s), up to :data:`RESTARTS` restarts in
-:data:`RESTART_WINDOW` seconds. Past that budget, or when a worker fails before its
-lane was ever admitted (it cannot load), the lane is ``failed`` and may start again
+:data:`RESTART_WINDOW` seconds. Past that budget, or when a worker exits on its own
+before its lane was ever admitted (it cannot load), the lane is ``failed`` and may start again
 after :data:`RETRY_SECONDS`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import subprocess
 import sys
@@ -28,6 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from anekit.lanes import protocol
+
+#: The module a worker runs (``python -m``).
+WORKER_MODULE = "anekit.lanes.worker"
 
 RETRY_SECONDS = 600.0
 #: Restarts a lane may spend in :data:`RESTART_WINDOW` seconds before it is failed.
@@ -89,10 +96,12 @@ class Lane:
         self.served = 0
         self.served_at_failure = -1
         self.in_flight: dict[int, float] = {}  # batch id -> deadline (clock time)
-        self.rate = 0.0  # tokens per second, measured
+        #: Padded tokens per second, a running average (seeded by its hello's rate).
+        self.rate = 0.0
         self.process: subprocess.Popen[bytes] | None = None
         self._stderr: Any = None
-        self._lock = threading.Lock()
+        #: Frames for the writer thread; None ends it.
+        self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self.last_heard = 0.0
 
     # -- life ------------------------------------------------------------------------
@@ -117,14 +126,21 @@ class Lane:
             return self.clock() >= self.restart_at
         return self.failed_at is None or self.clock() - self.failed_at >= RETRY_SECONDS
 
-    def start(self) -> None:
-        command = [sys.executable, "-m", "anekit.lanes.worker", self.name]
+    def command(self) -> list[str]:
+        """The worker's command line."""
+        command = [sys.executable, "-m", WORKER_MODULE, self.name]
         if self.model is not None:
             command += ["--model", str(self.model)]
         if self.max_length is not None:
             command += ["--max-length", str(self.max_length)]
         if self.threads is not None:
             command += ["--threads", str(self.threads)]
+        return command
+
+    def start(self) -> None:
+        command = self.command()
+        if self._stderr is not None:
+            self._stderr.close()  # the previous worker's (its tail was read when it failed)
         self._stderr = tempfile.TemporaryFile(prefix=f"anekit-lane-{self.name}-")  # noqa: SIM115 - lives as long as the worker
         self.process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr
@@ -137,18 +153,18 @@ class Lane:
         self.in_flight.clear()
         self.last_heard = self.clock()
         threading.Thread(target=self._read, args=(self.process,), daemon=True).start()
+        self._outbox = queue.SimpleQueue()
+        threading.Thread(target=_write, args=(self.process, self._outbox), daemon=True).start()
 
     def stop(self) -> None:
         process = self.process
         if process is None:
             return
-        try:
-            if process.poll() is None and process.stdin is not None:
-                protocol.write_frame(process.stdin, protocol.QUIT)
-                process.stdin.close()
-                process.wait(timeout=5)
-        except (OSError, subprocess.TimeoutExpired, ValueError):
-            pass  # it did not leave politely (pipe gone, or too slow): killed below
+        if process.poll() is None:
+            self._outbox.put(protocol.encode_frame(protocol.QUIT))
+        self._outbox.put(None)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=5)  # else it did not leave politely: killed below
         if process.poll() is None:
             process.kill()
             process.wait()
@@ -199,6 +215,7 @@ class Lane:
         if process is not None and process.poll() is None:
             process.kill()
             process.wait()
+        self._outbox.put(None)
         self.process = None
 
     def stderr_tail(self, lines: int = 5) -> str:
@@ -217,9 +234,9 @@ class Lane:
         process = self.process
         if process is None or process.stdin is None:
             raise protocol.ProtocolError(f"lane {self.name} has no worker")
-        with self._lock:
-            self.in_flight[batch_id] = self.clock() + self.deadline
-            protocol.write_frame(process.stdin, protocol.batch_frame(batch_id, rows))
+        frame = protocol.encode_frame(protocol.batch_frame(batch_id, rows))
+        self.in_flight[batch_id] = self.clock() + self.deadline
+        self._outbox.put(frame)
 
     def overdue(self) -> bool:
         now = self.clock()
@@ -275,3 +292,19 @@ class Lane:
 
 
 __all__ = ["RESTARTS", "RESTART_WINDOW", "RETRY_SECONDS", "Event", "Lane"]
+
+
+def _write(process: subprocess.Popen[bytes], outbox: queue.SimpleQueue[bytes | None]) -> None:
+    """Send ``outbox``'s frames to the worker until None, then close its stdin. A pipe
+    that breaks ends it quietly: the reader thread reports the worker's exit."""
+    stream = process.stdin
+    assert stream is not None
+    try:
+        while (frame := outbox.get()) is not None:
+            stream.write(frame)
+            stream.flush()
+    except (OSError, ValueError):
+        pass
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            stream.close()

@@ -37,10 +37,15 @@ class ProtocolError(LaneError):
     """A frame that breaks the wire format (too large, truncated, unknown kind)."""
 
 
-def write_frame(stream: IO[bytes], payload: bytes) -> None:
+def encode_frame(payload: bytes) -> bytes:
+    """``payload`` with its length prefix; a payload above :data:`MAX_FRAME` is refused."""
     if len(payload) > MAX_FRAME:
         raise ProtocolError(f"frame of {len(payload)} bytes is above the {MAX_FRAME}-byte limit")
-    stream.write(_U32.pack(len(payload)) + payload)
+    return _U32.pack(len(payload)) + payload
+
+
+def write_frame(stream: IO[bytes], payload: bytes) -> None:
+    stream.write(encode_frame(payload))
     stream.flush()
 
 

@@ -13,12 +13,15 @@ bucket with the earliest row first, so that results come out in input order soon
 **Faults.** A worker that dies, misses its batch deadline, breaks the protocol or
 answers a batch with an error is restarted within its lane's budget
 (:mod:`anekit.lanes.lane`); its batches are requeued as *suspects*, each embedded
-alone on a worker with nothing else in flight. A suspect group that kills a worker
+alone on a worker with nothing else in flight, once that worker has proven itself
+(it embedded a batch since its lane's last failure: ordinary rows, rows already
+embedded, or the input's special tokens alone). A suspect group that kills a worker
 again is cut in halves, down to single chunks: a chunk that kills
 :data:`POISON_DEATHS` workers on its own (a worker that had embedded other rows, then
-a fresh worker as its first batch) is tried on the CPU lane when another lane
-killed it, and otherwise reported as failed (its index and why) while the rest of
-the run goes on. Rows that come back NaN or zero are embedded again on the CPU lane.
+a fresh worker as its first batch) is tried on another lane that has not killed it
+(the CPU lane, started for it if needed), and otherwise reported as failed (its index
+and why) while the rest of the run goes on; it never runs in this process. Rows that
+come back NaN or zero are embedded again on the CPU lane.
 
 **Never zero lanes.** When no lane is left, the CPU lane is started if it was not
 among them; when it cannot serve either, an in-process CPU engine (ONNX Runtime,
@@ -67,7 +70,7 @@ DEFAULT_RATE = 2000.0
 MAX_BATCH_ROWS = 256
 #: Deaths of a worker embedding one chunk alone that mark the chunk as killing it.
 POISON_DEATHS = 2
-#: Rows the in-process fallback embeds between looks at the lanes.
+#: Rows the in-process fallback embeds at a time (results stream out in between).
 LOCAL_BATCH = 32
 
 
@@ -126,8 +129,11 @@ class _Batch:
     sent: float
     padded_tokens: int
     suspect: _Suspect | None = None
-    #: Rows already embedded, sent again to see whether a restarted worker works.
+    #: Sent to see whether a restarted worker works: rows already embedded, or the
+    #: input's special tokens alone (:meth:`_Work.proof_ids`); its vectors are dropped.
     probe: bool = False
+    #: Rows of a probe made of special tokens (no input row), else 0.
+    synthetic: int = 0
     #: A single suspect row that killed a proven worker, sent as a fresh worker's
     #: first batch: dying there too, in another place in the worker's life, it is
     #: the chunk that kills workers (not a worker that dies on its N-th batch).
@@ -157,6 +163,12 @@ class _Work:
         self.alone_deaths: defaultdict[int, defaultdict[str, int]] = defaultdict(
             lambda: defaultdict(int)
         )
+
+    def proof_ids(self) -> list[list[int]]:
+        """A harmless row to prove a worker with: the special tokens every row starts
+        and ends with ([CLS] [SEP] for BERT), taken from the first row."""
+        first = list(self.token_ids[0])
+        return [first[:1] + first[-1:]] if len(first) > 1 else [first]
 
     def bucket(self, row: int) -> int:
         length = len(self.token_ids[row])
@@ -193,15 +205,18 @@ class _Work:
         """A batch for a lane of ``rate`` padded tokens/s running ``group`` rows per
         call (None: :data:`LOCAL_BATCH` rows): rows of bucket ``last`` (the lane's
         previous batch's) while it has a group ready, else of the bucket whose first
-        ready row comes first in the input. Staying on one bucket keeps one bucket
+        ready row comes first in the input, and always that one once the earliest ready
+        row was released more than :data:`HOLD_WINDOWS` windows ago (so that output in
+        input order never stalls behind a rare bucket). Staying on one bucket keeps one bucket
         function's weights in the caches where a lane runs a function per bucket (the
         Core ML packages; when the CPU lane did too, switching at every batch cost it
         20 %)."""
         heads = [(rows[0], size) for size, rows in self.ready.items() if rows]
         if not heads:
             return []
-        _, size = min(heads)
-        if last is not None and len(self.ready.get(last, ())) >= group:
+        earliest, size = min(heads)
+        recent = self.window - earliest // WINDOW <= HOLD_WINDOWS
+        if recent and last is not None and len(self.ready.get(last, ())) >= group:
             size = last
         if rate is None:
             wanted = LOCAL_BATCH
@@ -250,9 +265,9 @@ class Scheduler:
                 raise LaneError(f"lane {name}: {reason}")
             faults.from_environment(name)  # a bad ANEKIT_FAULT is named here, not in a worker
         _, folder = resolve(model)  # a missing model is named here, not by each worker
-        self.buckets = length_steps(
-            load_config(folder, max_length=max_length).max_length, BUCKET_STEP
-        )
+        config = load_config(folder, max_length=max_length)
+        self.buckets = length_steps(config.max_length, BUCKET_STEP)
+        self.dimension = config.hidden_size
         self.events: queue.Queue[Event] = queue.Queue()
         self._options = {"model": model, "max_length": max_length, "threads": threads}
         self.deadline = deadline
@@ -260,7 +275,8 @@ class Scheduler:
         self.lanes: dict[str, Lane] = {name: self._lane(name) for name in names}
         self.progress = progress
         #: Called with a line for the user when something changes how the run goes
-        #: (a lane spent, the in-process fallback taking over, a chunk given up).
+        #: (a lane spent, the in-process fallback taking over, a chunk retried on the
+        #: CPU lane). Chunks given up are not announced: they come with the results.
         self.notify: Callable[[str], None] | None = None
         self.summary = RunSummary()
         #: The in-process CPU engine, made when first needed and kept.
@@ -275,16 +291,20 @@ class Scheduler:
     # -- lifecycle -------------------------------------------------------------------
 
     def start(self, wait: bool = True, timeout: float = 600.0) -> None:
-        """Start every lane that can start; with ``wait``, until each has said hello."""
+        """Start every lane that can start; with ``wait``, until each has said hello
+        (a worker killed while starting is restarted within its lane's budget)."""
         for lane in self.lanes.values():
             if lane.can_start():
                 lane.start()
         if not wait:
             return
         limit = self.clock() + timeout
-        while any(lane.state == "starting" for lane in self.lanes.values()):
+        while any(lane.state in ("starting", "restarting") for lane in self.lanes.values()):
             if self.clock() > limit:
                 break
+            for lane in self.lanes.values():
+                if lane.state == "restarting" and lane.can_start():
+                    lane.start()
             idle = _Work((), self.buckets)
             self._handle(self._next_event(0.1), idle)
             self._check_deadlines(idle)
@@ -314,11 +334,10 @@ class Scheduler:
             if why is not None:
                 failed[index] = why
         if not rows:
-            return np.zeros((0, 0), np.float32)
-        dimension = next((len(row) for row in rows if row is not None), 0)
-        vectors = np.stack(
-            [row if row is not None else np.full(dimension, np.nan, np.float32) for row in rows]
-        ).astype(np.float32)
+            return np.zeros((0, self.dimension), np.float32)
+        missing = np.full(self.dimension, np.nan, np.float32)
+        vectors = np.stack([row if row is not None else missing for row in rows])
+        vectors = vectors.astype(np.float32)
         if failed:
             raise EmbeddingFailed(failed, vectors)
         return vectors
@@ -415,13 +434,10 @@ class Scheduler:
             self._send(lane, work, rows, None)
         elif work.results:
             self._send(lane, work, sorted(work.results)[: lane.group], None, probe=True)
-        else:
-            self._feed_suspect(lane, work)
-
-    def _feed_suspect(self, lane: Lane, work: _Work) -> None:
-        suspect = self._suspect_for(lane, work)
-        if suspect is not None:
-            self._send(lane, work, suspect.rows, suspect)
+        elif work.count:
+            # Nothing harmless left to prove it with (a small input, all of it suspect):
+            # never a suspect on an unproven worker, whose death would tell nothing.
+            self._send(lane, work, [], None, probe=True, ids=work.proof_ids())
 
     def _suspect_for(self, lane: Lane, work: _Work) -> _Suspect | None:
         """The next suspect group ``lane`` may embed alone (nothing else in flight)."""
@@ -441,16 +457,25 @@ class Scheduler:
         suspect: _Suspect | None,
         probe: bool = False,
         confirming: bool = False,
+        ids: list[list[int]] | None = None,
     ) -> None:
+        """Send ``rows`` (or, for a synthetic probe, ``ids``) to ``lane``'s worker."""
         batch_id = self._next_id
         self._next_id += 1
         work.batches[batch_id] = _Batch(
-            rows, lane.name, self.clock(), work.padded_tokens(rows), suspect, probe, confirming
+            rows,
+            lane.name,
+            self.clock(),
+            work.padded_tokens(rows),
+            suspect,
+            probe=probe,
+            confirming=confirming,
+            synthetic=len(ids) if ids is not None else 0,
         )
         for row in rows if not probe else ():
             work.sends[row] += 1
         try:
-            lane.submit(batch_id, [work.token_ids[index] for index in rows])
+            lane.submit(batch_id, ids if ids is not None else [work.token_ids[i] for i in rows])
         except (OSError, LaneError) as error:
             self._worker_failed(lane, f"could not send a batch: {error}", work)
 
@@ -505,8 +530,8 @@ class Scheduler:
                 self._give_up(row, _killed(deaths), work)
 
     def _give_up(self, row: int, why: str, work: _Work) -> None:
+        """``row`` fails (its index and why reach the caller with the results)."""
         work.failed[row] = why
-        self._say(f"chunk {row} not embedded: {why}")
 
     def _can_use(self, name: str) -> bool:
         lane = self.lanes.get(name)
@@ -555,7 +580,7 @@ class Scheduler:
     def _requeue(self, lane: Lane, work: _Work) -> None:
         for batch_id in list(lane.in_flight):
             batch = work.batches.pop(batch_id, None)
-            if batch is not None:
+            if batch is not None and not batch.probe:
                 if batch.suspect is not None:
                     work.suspects.appendleft(batch.suspect)
                 else:
@@ -598,8 +623,8 @@ class Scheduler:
         problem = None
         if result.error is not None or vectors is None:
             problem = f"batch error: {result.error}"
-        elif vectors.shape[0] != len(batch.rows):
-            problem = f"answered {vectors.shape[0]} rows for {len(batch.rows)}"
+        elif vectors.shape[0] != (batch.synthetic or len(batch.rows)):
+            problem = f"answered {vectors.shape[0]} rows for {batch.synthetic or len(batch.rows)}"
         if problem is not None or vectors is None:
             lane.in_flight[result.batch_id] = 0.0  # owed with the others
             self._worker_failed(lane, problem or "no vectors", work)
@@ -608,17 +633,22 @@ class Scheduler:
         lane.served += 1
         if batch.probe:
             return
-        bad = ~np.isfinite(vectors).all(axis=1) | (np.abs(vectors).sum(axis=1) == 0)
-        for row, index in enumerate(batch.rows):
-            if not bad[row]:
-                work.results[index] = vectors[row]
-            elif lane.name == FALLBACK:
-                self._give_up(index, f"the {FALLBACK} lane returned NaN or zero", work)
-            else:
-                work.again.append(index)
+        self._record(work, batch.rows, vectors, on_cpu=lane.name == FALLBACK)
         elapsed = max(self.clock() - batch.sent, 1e-6)
         observed = batch.padded_tokens / elapsed * min(len(lane.in_flight) + 1, IN_FLIGHT)
         lane.rate = 0.7 * lane.rate + 0.3 * observed if lane.rate else observed
+
+    def _record(self, work: _Work, rows: Sequence[int], vectors: np.ndarray, on_cpu: bool) -> None:
+        """Keep ``rows``' vectors; a NaN or zero vector is embedded again on the CPU
+        lane, or (``on_cpu``: it came from the CPU's engine) fails."""
+        bad = ~np.isfinite(vectors).all(axis=1) | (np.abs(vectors).sum(axis=1) == 0)
+        for row, vector, wrong in zip(rows, vectors, bad, strict=True):
+            if not wrong:
+                work.results[row] = vector
+            elif on_cpu:
+                self._give_up(row, f"the {FALLBACK} engine returned NaN or zero", work)
+            else:
+                work.again.append(row)
 
     def _check_deadlines(self, work: _Work) -> None:
         for lane in self.lanes.values():
@@ -689,7 +719,6 @@ class Scheduler:
                     f"{why}; and the in-process CPU engine could not start: "
                     f"{type(error).__name__}: {error}"
                 ) from error
-        self.summary.fallback = f"in process: {self._local.device}"
         return self._local
 
     def _embed_locally(self, work: _Work, again_only: bool = False) -> None:
@@ -714,12 +743,21 @@ class Scheduler:
         for row in rows:
             work.sends[row] += 1
         engine = self._local_engine(f"the {FALLBACK} lane cannot embed the NaN rows")
-        vectors = engine.embed([work.token_ids[row] for row in rows])
-        for row, vector in zip(rows, vectors, strict=True):
-            if np.isfinite(vector).all() and np.abs(vector).sum() > 0:
-                work.results[row] = vector
-            else:
-                self._give_up(row, "the in-process CPU engine returned NaN or zero", work)
+        if not again_only:
+            self.summary.fallback = f"in process: {engine.device}"
+        try:
+            self._record(work, rows, engine.embed([work.token_ids[r] for r in rows]), on_cpu=True)
+        except Exception as error:  # one bad row must not end the run: try each alone
+            if len(rows) == 1:
+                self._give_up(rows[0], f"in-process engine: {type(error).__name__}: {error}", work)
+                return
+            for row in rows:
+                try:
+                    vector = engine.embed([work.token_ids[row]])
+                except Exception as alone:
+                    self._give_up(row, f"in-process engine: {type(alone).__name__}: {alone}", work)
+                else:
+                    self._record(work, [row], vector, on_cpu=True)
 
 
 def _killed(deaths: dict[str, int]) -> str:

@@ -136,7 +136,7 @@ class Embedder:
                 self.weights,
                 variant=self.variant,
                 threads=threads,
-                device=device,
+                device=device or "auto",
             )
         #: Texts per program call: 4 for the packages, 8 for ONNX Runtime.
         self.batch = ONNX_BATCH if chosen == "onnx" else BATCH

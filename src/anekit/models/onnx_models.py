@@ -15,7 +15,6 @@ they really run on, from ONNX Runtime's own list of the providers each one uses.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +95,12 @@ def build_model(config: EncoderConfig, weights: Weights, variant: str, folder: P
 
     taken = {ONNX_BATCH, config.hidden_size, config.num_heads, config.head_dim,
              config.intermediate_size}  # fmt: skip
-    length = next(size for size in TRACE_LENGTHS if size not in taken)
+    length = next((size for size in TRACE_LENGTHS if size not in taken), None)
+    if length is None:
+        raise ModelError(
+            f"every trace length {TRACE_LENGTHS} is also a dimension of the model "
+            f"({sorted(taken)}): add a prime to TRACE_LENGTHS"
+        )
     program = anekit.compile(
         make_row_encoder(config, weights),
         anekit.TensorSpec((ONNX_BATCH, length, config.hidden_size), np.float32, "hidden"),
@@ -118,7 +122,7 @@ def build_model(config: EncoderConfig, weights: Weights, variant: str, folder: P
 
 
 class OnnxEncoder:
-    """Per-bucket ONNX Runtime sessions for one model and variant."""
+    """One ONNX Runtime session (for every length) of one model and variant."""
 
     def __init__(
         self,
@@ -128,59 +132,49 @@ class OnnxEncoder:
         *,
         variant: str = "int8",
         threads: int | None = None,
-        gpu: bool = True,
-        device: str | None = None,
+        device: str = "auto",
     ) -> None:
         from anekit.backends.onnx import DEVICES
 
         if variant not in VARIANTS:
             raise ModelError(f"onnx variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
-        chosen = device or ("auto" if gpu else "cpu")
-        if chosen not in DEVICES:
-            raise ModelError(f"onnx device must be one of {', '.join(DEVICES)}, got {chosen!r}")
+        if device not in DEVICES:
+            raise ModelError(f"onnx device must be one of {', '.join(DEVICES)}, got {device!r}")
         self.config, self.weights, self.variant = config, weights, variant
         self.folder = folder_for(model_id, weights, variant)
         #: ``auto``, ``cpu`` or ``cuda`` (anekit.backends.onnx.DEVICES): ``cuda``
         #: sessions that land on another provider raise ProviderMismatch.
-        self.threads, self.gpu, self.device_choice = threads, chosen != "cpu", chosen
-        self._sessions: list[Any] = []  # the one session, once loaded
+        self.threads, self.device_choice = threads, device
+        self._loaded: Any = None  # the session, once loaded
 
-    def prepare(self, sizes: Sequence[int] = ()) -> None:
-        """Build (or find) and load the model now (one model serves every length;
-        ``sizes`` is accepted for the bucketed backends' signature)."""
+    def prepare(self) -> None:
+        """Build (or find) and load the model now."""
         self._session()
 
     def _session(self) -> Any:
-        if not self._sessions:
+        if self._loaded is None:
             from anekit.backends.onnx import session_for
 
             self.folder.mkdir(parents=True, exist_ok=True)
             path = build_model(self.config, self.weights, self.variant, self.folder)
-            self._sessions.append(
-                session_for(path, threads=self.threads, device=self.device_choice)
-            )
-        return self._sessions[0]
+            self._loaded = session_for(path, threads=self.threads, device=self.device_choice)
+        return self._loaded
 
     def providers(self) -> list[str]:
-        """The execution providers the loaded sessions really use (each once, in
-        order); empty before the first session."""
-        used: list[str] = []
-        for session in self._sessions:
-            used += [str(name) for name in session.get_providers() if name not in used]
-        return used
+        """The execution providers the loaded session really uses, in order; empty
+        before it is loaded."""
+        if self._loaded is None:
+            return []
+        return [str(name) for name in self._loaded.get_providers()]
 
     @property
     def device(self) -> str:
-        """What the loaded sessions run on, from their providers (``GPU (CUDA)``,
-        ``CPU``); sessions on different devices are all named."""
+        """What the loaded session runs on, from its providers (``GPU (CUDA)``, ``CPU``)."""
         from anekit.backends.onnx import device_label
 
-        labels: list[str] = []
-        for session in self._sessions:
-            label = device_label([str(name) for name in session.get_providers()])
-            if label not in labels:
-                labels.append(label)
-        return " + ".join(labels) or "no session loaded"
+        if self._loaded is None:
+            return "no session loaded"
+        return str(device_label(self.providers()))
 
     def run(self, hidden: np.ndarray, keep: np.ndarray) -> np.ndarray:
         """Pooled embeddings of rows (N, S, C) with masks (N, S), in groups of ONNX_BATCH."""

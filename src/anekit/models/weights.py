@@ -45,9 +45,10 @@ class Layer:
 
 @dataclass(frozen=True)
 class Weights:
-    """All weights of an encoder, float32. The embedding tables are read at once; the
-    layers on first use (:attr:`layers`), so that a process that only looks up token
-    embeddings (an ONNX Runtime lane worker) never holds them."""
+    """All weights of an encoder, float32. The small embedding tables are read at
+    once and the word table is mapped from the file (only the rows looked up are
+    resident); the layers are read on first use (:attr:`layers`), so that a process
+    that only looks up token embeddings (an ONNX Runtime lane worker) never holds them."""
 
     word: np.ndarray
     position: np.ndarray
