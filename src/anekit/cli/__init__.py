@@ -16,6 +16,7 @@ from anekit.cli.demo import demo
 from anekit.cli.lanes import embed, lanes
 from anekit.cli.models import build_model, models
 from anekit.cli.placement import doctor, ops
+from anekit.cli.search import forget, index, search, status
 from anekit.cli.simulate import simulate
 from anekit.cli.version import version
 
@@ -29,7 +30,10 @@ def cli(verbose: bool) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s")
 
 
-for command in (demo, embed, lanes, convert, build_model, models, simulate, doctor, ops, version):
+for command in (
+    demo, embed, lanes, convert, build_model, models, simulate, doctor, ops, version,
+    index, search, status, forget,
+):  # fmt: skip
     cli.add_command(command)
 
 

@@ -36,23 +36,33 @@ from anekit.errors import LaneError
 
 @dataclass(frozen=True)
 class LaneKind:
-    """A lane's name, what it is, and the known-answer floor it must reach."""
+    """A lane's name, what it is, the known-answer floor it must reach, and the
+    numerics of its vectors."""
 
     name: str
     description: str
     floor: float
+    variant: str
 
 
 LANES: dict[str, LaneKind] = {
     kind.name: kind
     for kind in (
-        LaneKind("ane", "Core ML on the Neural Engine (fp16 package)", 0.999),
-        LaneKind("gpu", "the GPU: Core ML (macOS) or ONNX Runtime CUDA", 0.999),
-        LaneKind("cpu", "ONNX Runtime on the CPU, int8 weights", 0.98),
-        LaneKind("sim", "the fp16 package in anekit's ANE simulator (a test lane)", 0.999),
-        LaneKind("numpy", "the NumPy fp32 reference", 0.999),
+        LaneKind("ane", "Core ML on the Neural Engine (fp16 package)", 0.999, "fp16"),
+        LaneKind("gpu", "the GPU: Core ML (macOS) or ONNX Runtime CUDA", 0.999, "fp16"),
+        LaneKind("cpu", "ONNX Runtime on the CPU, int8 weights", 0.98, "int8"),
+        LaneKind("sim", "the fp16 package in anekit's ANE simulator (a test lane)", 0.999, "fp16"),
+        LaneKind("numpy", "the NumPy fp32 reference", 0.999, "fp32"),
     )
 }
+
+
+def lane_variant(lane: str) -> str:
+    """The numerics of ``lane``'s vectors: ``fp16``, ``int8`` or ``fp32`` (the gpu
+    lane runs the fp16 package on a Mac, ONNX Runtime fp32 on CUDA elsewhere)."""
+    if lane == "gpu" and platform.system() != "Darwin":
+        return "fp32"
+    return LANES[lane].variant
 
 
 def _cuda() -> bool:
@@ -146,9 +156,9 @@ def onnx_device(used: Sequence[str], variant: str) -> str:
 class OnnxEngine:
     """A lane over ONNX Runtime sessions pinned to one device (``cpu`` or ``cuda``).
 
-    It checks the device before any bucket model is built (a one-op session,
-    :func:`anekit.backends.onnx.probe`) and on every session it builds; its
-    :attr:`device` is what those sessions' providers are.
+    A ``cuda`` engine checks the device before its model is built (a one-op session,
+    :func:`anekit.backends.onnx.probe`) and on the session it builds; its
+    :attr:`device` is what that session's providers are.
     """
 
     def __init__(

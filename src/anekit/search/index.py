@@ -1,0 +1,558 @@
+"""Indexing a root into its store: walk, read, chunk, embed what is new, write.
+
+:meth:`Index.update` is incremental: a file whose size and mtime are unchanged is not
+read; one whose content hash is unchanged is not chunked; a changed file's chunks whose
+model text is already known (in this store, or in the machine-wide
+:class:`~anekit.search.cache.VectorCache`) are not embedded again; a deleted file is
+dropped. The lanes (:class:`~anekit.lanes.Scheduler`) start only when some chunk needs a
+vector. Each embedded vector goes to the machine-wide cache at once, and finished files
+are written to the store at least every :data:`CHECKPOINT_SECONDS` (a file's row, chunks
+and vectors in one transaction), so a run killed at any point loses at most its last
+checkpoint's files, which the next run finds in the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from anekit.errors import SearchError
+from anekit.search.cache import VectorCache, cache_key
+from anekit.search.chunk import CHUNKER_VERSION, chunk_file, language_for, model_text
+from anekit.search.store import ChunkRecord, FileRecord, Store, StoreIdentity, store_dir
+from anekit.search.walk import FileEntry, Skipped, read_file, walk
+
+#: Finished files are written to the store at least this often while embedding.
+CHECKPOINT_SECONDS = 30.0
+#: Chunks tokenized and sent to the lanes at a time (bounds the run's memory).
+ROUND_CHUNKS = 4096
+#: The variable naming the store directory (else ``.anekit`` at the root).
+STORE_VARIABLE = "ANEKIT_STORE"
+MODES = ("hybrid", "vector", "keyword")
+#: Candidates each half proposes per hit asked for (at least :data:`MIN_CANDIDATES`).
+CANDIDATES_PER_HIT = 5
+MIN_CANDIDATES = 50
+SNIPPET_CHARS = 300
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One answer: where it is, what it is, how it ranked, and its first lines."""
+
+    path: str
+    start_line: int
+    end_line: int
+    symbol: str
+    kind: str
+    language: str | None
+    score: float
+    snippet: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "start_line": self.start_line,
+            "end_line": self.end_line,
+            "symbol": self.symbol,
+            "kind": self.kind,
+            "language": self.language,
+            "score": round(self.score, 6),
+            "snippet": self.snippet,
+        }
+
+
+@dataclass
+class Progress:
+    """Where an :meth:`Index.update` is: files read and chunks embedded so far."""
+
+    files_done: int
+    files_total: int
+    chunks_done: int
+    chunks_total: int
+    lane: str
+
+
+@dataclass
+class IndexSummary:
+    """What one :meth:`Index.update` did."""
+
+    files: int = 0
+    indexed: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    skipped: list[Skipped] = field(default_factory=list)
+    #: Files left as they were because a chunk could not be embedded: path -> why.
+    failed: dict[str, str] = field(default_factory=dict)
+    #: Chunks given vectors in this run: by the lanes, and from the caches.
+    embedded: int = 0
+    cached: int = 0
+    chunks: int = 0
+    seconds: float = 0.0
+    lane: str = ""
+    #: The store was made by another model or chunker: everything was embedded again.
+    reset: bool = False
+
+    def skipped_by_reason(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for item in self.skipped:
+            counts[item.reason] = counts.get(item.reason, 0) + 1
+        return counts
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "files": self.files,
+            "indexed": self.indexed,
+            "unchanged": self.unchanged,
+            "removed": self.removed,
+            "skipped": self.skipped_by_reason(),
+            "skipped_files": [
+                {"path": item.relpath, "reason": item.reason, "detail": item.detail}
+                for item in self.skipped
+            ],
+            "failed": [{"path": path, "reason": why} for path, why in self.failed.items()],
+            "embedded": self.embedded,
+            "cached": self.cached,
+            "chunks": self.chunks,
+            "seconds": round(self.seconds, 3),
+            "lane": self.lane,
+            "reset": self.reset,
+        }
+
+
+@dataclass
+class _File:
+    """A new or changed file on its way into the store."""
+
+    record: FileRecord
+    chunks: list[ChunkRecord]
+    #: What the model is given for each chunk (:func:`~anekit.search.chunk.model_text`).
+    texts: list[str]
+    vectors: list[np.ndarray | None]
+    failed: str | None = None
+
+    def ready(self) -> bool:
+        return self.failed is None and all(vector is not None for vector in self.vectors)
+
+
+def find_root(start: Path) -> Path:
+    """The indexed root holding ``start``: the nearest folder at or above it with a
+    store (as git finds ``.git``); :class:`SearchError` when there is none."""
+    here = start.resolve()
+    for folder in (here, *here.parents):
+        if (store_dir(folder) / "store.db").exists():
+            return folder
+    raise SearchError(f"no anekit index at or above {start}: run `anekit index` first")
+
+
+class Index:
+    """The code search index of one root.
+
+    ``store``: the store directory (default ``$ANEKIT_STORE``, else ``root/.anekit``);
+    ``lanes``: the embedding lanes (default: this machine's); ``model``: the embedding
+    model (default all-MiniLM-L6-v2); ``cache``: the machine-wide vector cache (None: off).
+    """
+
+    def __init__(
+        self,
+        root: Path | str,
+        store: Path | str | None = None,
+        *,
+        lanes: Sequence[str] | None = None,
+        model: str | Path | None = None,
+        cache: VectorCache | bool | None = True,
+    ) -> None:
+        self.root = Path(root).resolve()
+        if not self.root.is_dir():
+            raise SearchError(f"{root}: not a folder")
+        configured = store or os.environ.get(STORE_VARIABLE)
+        self.directory = Path(configured).resolve() if configured else store_dir(self.root)
+        self.lanes = list(lanes) if lanes else None
+        self.model = model
+        self.cache = VectorCache() if cache is True else (cache or None)
+        self._store: Store | None = None
+        self._embedder: Any = None
+        self._searcher: Any = None
+        self._query_embedder: Any = None
+
+    # -- the store -------------------------------------------------------------------
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = Store(self.directory)
+        return self._store
+
+    def identity(self) -> StoreIdentity:
+        """What this index's vectors are made with: the model, the first lane's
+        variant, the chunker version and the model's max length."""
+        from anekit.lanes import default_lanes
+        from anekit.lanes.engines import lane_variant
+        from anekit.models.config import load_config
+        from anekit.models.registry import resolve
+
+        model_id, folder = resolve(self.model)
+        config = load_config(folder)
+        lane = (self.lanes or default_lanes())[0]
+        return StoreIdentity(
+            model=model_id,
+            variant=lane_variant(lane),
+            chunker=CHUNKER_VERSION,
+            max_length=config.max_length,
+            dimension=config.hidden_size,
+        )
+
+    def close(self) -> None:
+        if self._embedder is not None:
+            self._embedder.close()
+            self._embedder = None
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        if self.cache is not None:
+            self.cache.close()
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def forget(self, path: Path | str) -> list[str]:
+        """Drop the files at or under ``path`` from the store; their relative paths."""
+        prefixes = _relative_prefixes(self.root, [Path(path).resolve()])
+        store = self.store
+        gone = [relpath for relpath in store.files() if _in_scope(relpath, prefixes)]
+        with store.write():
+            for relpath in gone:
+                store.remove_file(relpath)
+        return gone
+
+    # -- searching -------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        mode: str = "hybrid",
+        *,
+        paths: Sequence[str] = (),
+        exts: Sequence[str] = (),
+        langs: Sequence[str] = (),
+    ) -> list[SearchHit]:
+        """The ``k`` best chunks for ``query``. ``mode``: ``hybrid`` (vector and keyword
+        candidates fused by reciprocal rank), ``vector`` or ``keyword``. ``paths``
+        (gitignore-style globs), ``exts`` and ``langs`` restrict the chunks before
+        ranking; a value with a leading ``!`` excludes."""
+        from anekit.search.rank import Candidate, fuse
+
+        if mode not in MODES:
+            raise SearchError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if k < 1:
+            raise SearchError(f"k must be at least 1, got {k}")
+        store = self.store
+        if store.identity is None:
+            raise SearchError(f"{self.directory}: the index is empty: run `anekit index` first")
+        allowed = store.filter_ids(paths, exts, langs)
+        wanted = max(MIN_CANDIDATES, CANDIDATES_PER_HIT * k)
+        vector: list[int] = []
+        keyword: list[int] = []
+        if mode in ("hybrid", "vector") and query.strip():
+            query_vector = self._query_vector(query)
+            vector = [
+                chunk_id for chunk_id, _ in self._vectors().search(query_vector, wanted, allowed)
+            ]
+        if mode in ("hybrid", "keyword"):
+            keyword = [chunk_id for chunk_id, _ in store.keyword_search(query, wanted, allowed)]
+        ids = list(dict.fromkeys(vector + keyword))
+        chunks = {chunk.id: chunk for chunk in store.chunks(ids)}
+        candidates = {
+            chunk_id: Candidate(chunk_id, chunk.symbol, chunk.kind, chunk.text)
+            for chunk_id, chunk in chunks.items()
+        }
+        hits = []
+        for chunk_id, score in fuse(query, vector, keyword, candidates, k):
+            chunk = chunks[chunk_id]
+            hits.append(
+                SearchHit(
+                    path=chunk.relpath,
+                    start_line=chunk.start_line,
+                    end_line=chunk.end_line,
+                    symbol=chunk.symbol,
+                    kind=chunk.kind,
+                    language=chunk.language,
+                    score=score,
+                    snippet=chunk.text[:SNIPPET_CHARS],
+                )
+            )
+        return hits
+
+    def _vectors(self) -> Any:
+        """The vector index, rebuilt from the store when its generation moved on."""
+        from anekit.search.vectors import VectorIndex
+
+        if self._searcher is None:
+            self._searcher = VectorIndex.open(self.store)
+        elif not self._searcher.is_current(self.store):
+            self._searcher = self._searcher.refresh(self.store)
+        return self._searcher
+
+    def _query_vector(self, query: str) -> np.ndarray:
+        """The query embedded in this process, in the numerics closest to the store's
+        (ONNX Runtime int8 for an int8 store, fp32 for fp16 and fp32 stores)."""
+        if self._query_embedder is None:
+            from anekit.models import Embedder
+
+            identity = self.store.identity
+            variant = "int8" if identity is not None and identity.variant == "int8" else "fp32"
+            self._query_embedder = Embedder(self.model, backend="onnx", variant=variant)
+        return np.asarray(self._query_embedder.encode([query])[0], np.float32)
+
+    # -- indexing --------------------------------------------------------------------
+
+    def update(
+        self,
+        paths: Sequence[Path | str] | None = None,
+        progress: Callable[[Progress], None] | None = None,
+    ) -> IndexSummary:
+        """Bring the store up to date with the files under ``paths`` (default: the root)."""
+        started = time.monotonic()
+        identity = self.identity()
+        store = self.store
+        summary = IndexSummary(reset=store.ensure_identity(identity))
+        scope = [Path(path).resolve() for path in paths] if paths else None
+        walked = walk(self.root, scope)
+        summary.files, summary.skipped = len(walked.files), list(walked.skipped)
+        known = store.files()
+        present = {entry.relpath for entry in walked.files}
+        prefixes = _relative_prefixes(self.root, scope)
+        gone = [
+            relpath for relpath in known if relpath not in present and _in_scope(relpath, prefixes)
+        ]
+        changed: list[FileEntry] = []
+        for entry in walked.files:
+            old = known.get(entry.relpath)
+            if old is not None and (old.size, old.mtime_ns) == (entry.size, entry.mtime_ns):
+                summary.unchanged += 1
+            else:
+                changed.append(entry)
+        touched: list[tuple[str, int, int]] = []
+        files: list[_File] = []
+        for entry in changed:
+            item = self._prepare(entry, known.get(entry.relpath), summary, touched)
+            if item is not None:
+                files.append(item)
+            elif entry.relpath in known and any(
+                skipped.relpath == entry.relpath for skipped in summary.skipped
+            ):
+                gone.append(entry.relpath)  # it became binary, too large, unreadable
+        with store.write():
+            for relpath in gone:
+                summary.removed += store.remove_file(relpath)
+            for relpath, size, mtime_ns in touched:
+                store.touch_file(relpath, size, mtime_ns)
+        self._fill_from_caches(files, identity, summary)
+        self._embed(files, identity, summary, progress)
+        summary.chunks = store.chunk_count()
+        summary.seconds = time.monotonic() - started
+        return summary
+
+    def _prepare(
+        self,
+        entry: FileEntry,
+        old: FileRecord | None,
+        summary: IndexSummary,
+        touched: list[tuple[str, int, int]],
+    ) -> _File | None:
+        """Read and chunk a new or changed file (None: skipped, or same content)."""
+        read = read_file(entry)
+        if isinstance(read, Skipped):
+            summary.skipped.append(read)
+            return None
+        digest = hashlib.sha256(read.data).hexdigest()
+        if old is not None and old.sha256 == digest:
+            touched.append((entry.relpath, entry.size, entry.mtime_ns))
+            summary.unchanged += 1
+            return None
+        chunks = chunk_file(entry.relpath, read.text)
+        texts = [model_text(entry.relpath, chunk) for chunk in chunks]
+        records = [
+            ChunkRecord(
+                start_line=chunk.start_line,
+                end_line=chunk.end_line,
+                text=chunk.text,
+                symbol=chunk.symbol,
+                kind=chunk.kind,
+                text_hash=hashlib.sha256(text.encode()).hexdigest(),
+            )
+            for chunk, text in zip(chunks, texts, strict=True)
+        ]
+        record = FileRecord(
+            relpath=entry.relpath,
+            size=entry.size,
+            mtime_ns=entry.mtime_ns,
+            sha256=digest,
+            language=language_for(entry.relpath),
+        )
+        return _File(record, records, texts, [None] * len(records))
+
+    def _fill_from_caches(
+        self, files: list[_File], identity: StoreIdentity, summary: IndexSummary
+    ) -> None:
+        """Vectors known to this store (an edited file's unchanged chunks, a renamed
+        file) or to the machine-wide cache need no embedding."""
+        hashes = [chunk.text_hash for item in files for chunk in item.chunks]
+        if not hashes:
+            return
+        known = self.store.known_vectors(hashes)
+        missing = sorted({text_hash for text_hash in hashes if text_hash not in known})
+        if missing and self.cache is not None:
+            namespace = identity.key()
+            keys = {text_hash: cache_key(namespace, text_hash) for text_hash in missing}
+            cached = self.cache.get(list(keys.values()), identity.dimension)
+            for text_hash, key in keys.items():
+                if key in cached:
+                    known[text_hash] = cached[key]
+        for item in files:
+            for index, chunk in enumerate(item.chunks):
+                vector = known.get(chunk.text_hash)
+                if vector is not None:
+                    item.vectors[index] = vector
+                    summary.cached += 1
+
+    def _embed(
+        self,
+        files: list[_File],
+        identity: StoreIdentity,
+        summary: IndexSummary,
+        progress: Callable[[Progress], None] | None,
+    ) -> None:
+        """Embed the chunks that still lack vectors, writing files as they finish."""
+        wanted = [
+            (item, index)
+            for item in files
+            for index, vector in enumerate(item.vectors)
+            if vector is None
+        ]
+        writer = _Writer(self.store, files, identity.dimension)
+        writer.flush_ready()
+        if not wanted:
+            writer.flush()
+            summary.indexed = writer.written
+            return
+        embedder = self._lanes()
+        namespace = identity.key()
+        total = len(wanted)
+        lane = ""
+        done = 0
+        for start in range(0, total, ROUND_CHUNKS):
+            part = wanted[start : start + ROUND_CHUNKS]
+            token_ids = embedder.tokenize([item.texts[index] for item, index in part])
+            fresh: list[tuple[bytes, np.ndarray]] = []
+            for position, vector, why in embedder.scheduler.stream(token_ids):
+                item, index = part[position]
+                done += 1
+                if why is not None or vector is None:
+                    line = item.chunks[index].start_line
+                    item.failed = item.failed or f"the chunk at line {line}: {why}"
+                    continue
+                vector16 = np.asarray(vector, np.float16)
+                item.vectors[index] = vector16
+                fresh.append((cache_key(namespace, item.chunks[index].text_hash), vector16))
+                summary.embedded += 1
+                if len(fresh) >= 256:
+                    self._cache_put(fresh)
+                    fresh = []
+                if item.ready():
+                    writer.finished(item)
+                if progress is not None:
+                    lane = lane or _lanes_in_use(embedder)
+                    progress(Progress(writer.files_done, len(files), done, total, lane))
+            self._cache_put(fresh)
+        writer.flush()
+        summary.indexed = writer.written
+        summary.lane = _lanes_in_use(embedder)
+        for item in files:
+            if item.failed is not None:
+                summary.failed[item.record.relpath] = item.failed
+
+    def _cache_put(self, items: list[tuple[bytes, np.ndarray]]) -> None:
+        if self.cache is not None and items:
+            self.cache.put(items)
+
+    def _lanes(self) -> Any:
+        if self._embedder is None:
+            from anekit.models import Embedder
+
+            self._embedder = Embedder(self.model, lanes=self.lanes or [])  # []: the default
+        return self._embedder
+
+
+class _Writer:
+    """Writes finished files to the store, a checkpoint at least every
+    :data:`CHECKPOINT_SECONDS` (one transaction per checkpoint)."""
+
+    def __init__(self, store: Store, files: list[_File], dimension: int) -> None:
+        self.store = store
+        self.files = files
+        self.dimension = dimension
+        self.pending: list[_File] = []
+        self.written = 0
+        self.files_done = 0
+        self.last = time.monotonic()
+
+    def flush_ready(self) -> None:
+        for item in self.files:
+            if item.ready():
+                self.finished(item)
+
+    def finished(self, item: _File) -> None:
+        self.pending.append(item)
+        self.files_done += 1
+        if time.monotonic() - self.last >= CHECKPOINT_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            with self.store.write():
+                for item in self.pending:
+                    rows = [vector for vector in item.vectors if vector is not None]
+                    vectors = np.stack(rows) if rows else np.zeros((0, self.dimension), np.float16)
+                    self.store.put_file(item.record, item.chunks, vectors)
+            self.written += len(self.pending)
+            self.pending = []
+        self.last = time.monotonic()
+
+
+def _lanes_in_use(embedder: Any) -> str:
+    scheduler = embedder.scheduler
+    ready = [item["lane"] for item in scheduler.status() if item["state"] == "ready"]
+    fallback = scheduler.summary.fallback
+    return ", ".join(ready + ([fallback] if fallback else []))
+
+
+def _relative_prefixes(root: Path, scope: list[Path] | None) -> list[str] | None:
+    if scope is None:
+        return None
+    prefixes = []
+    for path in scope:
+        try:
+            relative = path.relative_to(root).as_posix()
+        except ValueError as error:
+            raise SearchError(f"{path}: not inside the indexed root {root}") from error
+        prefixes.append("" if relative == "." else relative)
+    return prefixes
+
+
+def _in_scope(relpath: str, prefixes: list[str] | None) -> bool:
+    if prefixes is None:
+        return True
+    return any(
+        not prefix or relpath == prefix or relpath.startswith(prefix + "/") for prefix in prefixes
+    )

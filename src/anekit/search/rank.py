@@ -1,0 +1,128 @@
+"""Ranking: vector and keyword candidates fused by reciprocal rank, knowing code from prose.
+
+- **Reciprocal rank fusion** (Cormack et al. 2009; semlith's hybrid search,
+  shared/docs/prior-art.md §3.6): a chunk's score is the sum over the two lists of
+  ``1 / (RRF_K + rank)``. Scores compare hits of one query only.
+- **Code before prose**: a question about behaviour is answered by the code that does
+  it, not by the changelog, docs and tests that repeat its words. Hits of kind docs,
+  tests and config are weighted by :data:`KIND_WEIGHTS`, unless the query asks for that
+  kind (``test``, ``docs``, ``config`` ...).
+- **Definitions first**: a query word that is an identifier (``getUserName``,
+  ``get_user_name``, ``Client.send``, ``Session::request``) and names a candidate's
+  symbol, or is defined in its text (``def send``, ``func (c *Client) Send(``,
+  ``public void send(``: small definitions share a chunk), puts that chunk above
+  every other hit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: The constant of reciprocal rank fusion (the usual 60).
+RRF_K = 60
+#: Score weights per chunk kind (code 1).
+KIND_WEIGHTS = {"code": 1.0, "tests": 0.7, "docs": 0.7, "config": 0.6}
+#: Query words that ask for a kind: its weight is then 1.
+KIND_WORDS = {
+    "tests": {"test", "tests", "testing", "unittest", "pytest", "spec", "specs", "fixture"},
+    "docs": {"doc", "docs", "documentation", "readme", "changelog", "guide", "tutorial"},
+    "config": {"config", "configuration", "settings", "yaml", "toml", "json", "setup"},
+}
+#: What a definition named by the query gets on top of its fused score.
+DEFINITION_BONUS = 1.0
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:(?:\.|::|#)[A-Za-z_][A-Za-z0-9_]*)*")
+_WORD = re.compile(r"[a-z]+")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A chunk proposed by the vector or the keyword search."""
+
+    id: int
+    symbol: str
+    kind: str
+    text: str = ""
+
+
+def identifiers(query: str) -> list[list[str]]:
+    """The query's words that look like identifiers, each as its dotted parts:
+    ``Client.send`` -> ``["Client", "send"]``. A word counts when it has an
+    underscore, a dot/``::``/``#``, an inner capital (camelCase) or is the whole query."""
+    words = _IDENTIFIER.findall(query)
+    found: list[list[str]] = []
+    for word in words:
+        parts = re.split(r"\.|::|#", word)
+        looks = (
+            len(parts) > 1 or "_" in word or any(c.isupper() for c in word[1:]) or len(words) == 1
+        )
+        if looks:
+            found.append(parts)
+    return found
+
+
+def names_definition(symbol: str, parts: Sequence[str]) -> bool:
+    """Whether a chunk's symbol path (``Client > send``) ends with ``parts``
+    (``["Client", "send"]`` or ``["send"]``), ignoring case when nothing matches exactly."""
+    path = [part.strip() for part in symbol.split(">")] if symbol else []
+    if len(path) < len(parts):
+        return False
+    tail = path[len(path) - len(parts) :]
+    # a symbol may carry a signature or receiver: "impl Foo for Bar", "self.build"
+    names = [re.split(r"[\s(<]", part.removeprefix("self."))[-1] or part for part in tail]
+    return names == list(parts) or [n.lower() for n in names] == [p.lower() for p in parts]
+
+
+_NOT_TYPES = "return|await|new|throw|yield|else|case|raise|assert|print"
+
+
+def defines(text: str, parts: Sequence[str]) -> bool:
+    """Whether ``text`` holds a definition of ``parts[-1]`` (and, for ``A.b``, names
+    ``A`` too): a keyword (def, class, func, fn, struct, ...) or a type before it, at
+    the start of a line."""
+    name = re.escape(parts[-1])
+    pattern = (
+        rf"^[ \t]*(?:export\s+)?(?:(?:async\s+)?def|class|function|func(?:\s*\([^)]*\))?|fn"
+        rf"|struct|enum|trait|interface|type|impl|module|sub|const|let|var)\s+{name}\b"
+        rf"|^[ \t]*(?!(?:{_NOT_TYPES})\b)(?:[\w<>\[\],:*&]+[ \t]+)+\**{name}[ \t]*\("
+        rf"|^[ \t]*(?:async\s+|static\s+|get\s+|set\s+)*{name}[ \t]*\([^)]*\)[ \t]*\{{"
+    )
+    if re.search(pattern, text, re.MULTILINE) is None:
+        return False
+    return len(parts) == 1 or re.search(rf"\b{re.escape(parts[-2])}\b", text) is not None
+
+
+def wanted_kinds(query: str) -> set[str]:
+    words = set(_WORD.findall(query.lower()))
+    return {kind for kind, asking in KIND_WORDS.items() if words & asking}
+
+
+def fuse(
+    query: str,
+    vector: Sequence[int],
+    keyword: Sequence[int],
+    candidates: dict[int, Candidate],
+    k: int,
+) -> list[tuple[int, float]]:
+    """The best ``k`` chunk ids with their scores, from the two ranked id lists."""
+    scores: dict[int, float] = {}
+    for proposed in (vector, keyword):
+        for rank, chunk_id in enumerate(proposed, start=1):
+            scores[chunk_id] = scores.get(chunk_id, 0.0) + 1.0 / (RRF_K + rank)
+    asked = wanted_kinds(query)
+    named = identifiers(query)
+    for chunk_id in scores:
+        candidate = candidates.get(chunk_id)
+        if candidate is None:
+            continue
+        if candidate.kind not in asked:
+            scores[chunk_id] *= KIND_WEIGHTS.get(candidate.kind, 1.0)
+        if any(
+            names_definition(candidate.symbol, parts) or defines(candidate.text, parts)
+            for parts in named
+        ):
+            scores[chunk_id] += DEFINITION_BONUS
+    ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+    return ranked[:k]

@@ -1,0 +1,262 @@
+"""Indexing a repository and searching it, through the real CPU lane (worker processes).
+
+One small repository is indexed once per module; tests that change files work on
+copies, sharing one machine-wide vector cache so that only new texts are embedded.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from anekit.errors import SearchError
+from anekit.search import index as index_module
+from anekit.search.cache import VectorCache
+from anekit.search.index import Index, find_root
+
+SESSION = '''"""HTTP sessions."""
+
+
+class Session:
+    """Keeps cookies and a connection pool across requests."""
+
+    def __init__(self, retries: int = 3) -> None:
+        self.retries = retries
+        self.cookies: dict[str, str] = {}
+
+    def request(self, method: str, url: str) -> bytes:
+        """Send one request, retrying on a dropped connection."""
+        for attempt in range(self.retries):
+            try:
+                return self._send(method, url)
+            except ConnectionError:
+                continue
+        raise ConnectionError(url)
+
+    def _send(self, method: str, url: str) -> bytes:
+        return f"{method} {url}".encode()
+
+
+def getUserName(session: Session) -> str:
+    """The user the session's cookie names."""
+    return session.cookies.get("user", "anonymous")
+'''
+
+PARSE = '''"""Parsing durations."""
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a duration such as 1h30m or 45s."""
+    units = {"h": 3600, "m": 60, "s": 1}
+    total, number = 0.0, ""
+    for char in text:
+        if char.isdigit():
+            number += char
+        else:
+            total += float(number) * units[char]
+            number = ""
+    return total
+'''
+
+TESTS = '''from app.session import Session
+
+
+def test_session_retries_requests() -> None:
+    """A session retries a request on a dropped connection."""
+    assert Session(retries=2).retries == 2
+'''
+
+README = """# app
+
+Sessions retry requests on a dropped connection, and parse_duration reads 1h30m.
+
+## Changelog
+
+- Session retries requests on a dropped connection (#12).
+"""
+
+
+def _write_repo(root: Path) -> None:
+    (root / "app").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "app" / "session.py").write_text(SESSION)
+    (root / "app" / "parse.py").write_text(PARSE)
+    (root / "tests" / "test_session.py").write_text(TESTS)
+    (root / "README.md").write_text(README)
+    (root / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00binary")
+    (root / ".gitignore").write_text("build/\n")
+    (root / "build").mkdir()
+    (root / "build" / "generated.py").write_text("def generated():\n    pass\n")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VectorCache]:
+    shared = VectorCache(tmp_path_factory.mktemp("cache") / "vectors.db")
+    yield shared
+    shared.close()
+
+
+@pytest.fixture(scope="module")
+def indexed(
+    tmp_path_factory: pytest.TempPathFactory, cache: VectorCache
+) -> Iterator[tuple[Index, index_module.IndexSummary]]:
+    root = tmp_path_factory.mktemp("repo")
+    _write_repo(root)
+    built = Index(root, lanes=["cpu"], cache=cache)
+    summary = built.update()
+    yield built, summary
+    built.close()
+
+
+def _copy(source: Index, destination: Path, cache: VectorCache) -> Index:
+    shutil.copytree(source.root, destination, ignore=shutil.ignore_patterns(".anekit"))
+    return Index(destination, lanes=["cpu"], cache=cache)
+
+
+def _text(built: Index, hit: index_module.SearchHit) -> str:
+    lines = (built.root / hit.path).read_text().splitlines()
+    return "\n".join(lines[hit.start_line - 1 : hit.end_line])
+
+
+def _contents(built: Index) -> set[tuple[str, int, int, str]]:
+    db = sqlite3.connect(built.directory / "store.db")
+    try:
+        rows = db.execute(
+            "SELECT f.relpath, c.start_line, c.end_line, c.text_hash "
+            "FROM chunks c JOIN files f ON f.id = c.file_id"
+        ).fetchall()
+    finally:
+        db.close()
+    return {tuple(row) for row in rows}  # type: ignore[misc]
+
+
+def test_a_first_index_embeds_every_file_it_should(indexed: tuple[Index, object]) -> None:
+    built, summary = indexed
+    assert isinstance(summary, index_module.IndexSummary)
+    assert summary.indexed == 4  # .gitignore is hidden, build/ ignored, logo.png binary
+    assert sorted(built.store.files()) == [
+        "README.md",
+        "app/parse.py",
+        "app/session.py",
+        "tests/test_session.py",
+    ]
+    assert summary.skipped_by_reason() == {"binary": 1}
+    assert summary.embedded == summary.chunks > 0
+    assert summary.lane == "cpu"
+    assert (built.root / ".anekit" / "store.db").exists()
+
+
+def test_an_identifier_finds_its_definition_first(indexed: tuple[Index, object]) -> None:
+    """The first hit holds the definition (its own chunk, or the small class or the
+    pack of small functions it shares a chunk with)."""
+    built, _ = indexed
+    for query, path, definition in [
+        ("getUserName", "app/session.py", "def getUserName("),
+        ("Session.request", "app/session.py", "    def request("),
+        ("parse_duration", "app/parse.py", "def parse_duration("),
+    ]:
+        (first, *_) = built.search(query, k=5)
+        lines = (built.root / path).read_text().splitlines()
+        line = next(number for number, text in enumerate(lines, 1) if text.startswith(definition))
+        assert first.path == path and first.start_line <= line <= first.end_line, query
+
+
+def test_behaviour_questions_find_the_code_before_its_docs_and_tests(
+    indexed: tuple[Index, object],
+) -> None:
+    """README and the test repeat the words "retries requests on a dropped
+    connection"; the code that does it comes first."""
+    built, _ = indexed
+    (first, *rest) = built.search("where are requests retried when the connection drops", k=4)
+    assert (first.path, first.kind) == ("app/session.py", "code")
+    assert {hit.kind for hit in rest} >= {"docs"}
+
+
+def test_modes_and_filters_apply_before_ranking(indexed: tuple[Index, object]) -> None:
+    built, _ = indexed
+    for mode in ("hybrid", "vector", "keyword"):
+        hits = built.search("session retries", k=3, mode=mode, paths=["!app/"])
+        assert hits and all(not hit.path.startswith("app/") for hit in hits), mode
+    only_md = built.search("retry", k=10, exts=["md"])
+    assert only_md and {hit.path for hit in only_md} == {"README.md"}
+    only_python = built.search("retry", k=10, langs=["python"], paths=["tests"])
+    assert {hit.path for hit in only_python} == {"tests/test_session.py"}
+    with pytest.raises(SearchError, match="mode"):
+        built.search("x", mode="fuzzy")
+
+
+def test_an_unchanged_repository_is_not_read_again_nor_embedded(
+    indexed: tuple[Index, object], cache: VectorCache, tmp_path: Path
+) -> None:
+    copy = _copy(indexed[0], tmp_path / "repo", cache)
+    copy.update()
+    copy.close()
+    again = Index(copy.root, lanes=["cpu"], cache=cache)
+    summary = again.update()
+    assert (summary.indexed, summary.unchanged, summary.embedded) == (0, 4, 0)
+    assert again._embedder is None  # no lane was started
+    again.close()
+
+
+def test_a_second_worktree_takes_every_vector_from_the_machine_cache(
+    indexed: tuple[Index, object], cache: VectorCache, tmp_path: Path
+) -> None:
+    built, first = indexed
+    copy = _copy(built, tmp_path / "worktree", cache)
+    summary = copy.update()
+    assert (summary.embedded, summary.cached) == (0, first.chunks)  # type: ignore[attr-defined]
+    assert _contents(copy) == _contents(built)
+    copy.close()
+
+
+def test_edits_deletes_and_renames_are_incremental(
+    indexed: tuple[Index, object], cache: VectorCache, tmp_path: Path
+) -> None:
+    copy = _copy(indexed[0], tmp_path / "repo", cache)
+    copy.update()
+    before = _contents(copy)
+    session = copy.root / "app" / "session.py"
+    logout = 'def logout(session: Session) -> None:\n    """Forget the user."""\n'
+    session.write_text(SESSION + "\n\n" + logout + "    session.cookies.clear()\n")
+    (copy.root / "tests" / "test_session.py").unlink()
+    (copy.root / "app" / "parse.py").rename(copy.root / "app" / "durations.py")
+    summary = copy.update()
+    assert summary.removed == 2  # the test file, and parse.py under its old name
+    assert summary.indexed == 2  # session.py edited, durations.py new
+    assert summary.embedded >= 1  # logout's chunk is new text
+    files = copy.store.files()
+    assert "app/durations.py" in files and "app/parse.py" not in files
+    assert "tests/test_session.py" not in files
+    after = _contents(copy)
+    assert not any(path == "tests/test_session.py" for path, *_ in after)
+    assert {row for row in before if row[0] == "README.md"} <= after
+    (first, *_) = copy.search("logout", k=3)
+    assert first.path == "app/session.py" and "def logout(" in first.snippet + _text(copy, first)
+    copy.close()
+
+
+def test_a_new_chunker_version_re_embeds_the_store(
+    indexed: tuple[Index, object],
+    cache: VectorCache,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    copy = _copy(indexed[0], tmp_path / "repo", cache)
+    copy.update()
+    monkeypatch.setattr(index_module, "CHUNKER_VERSION", "test-next")
+    summary = copy.update()
+    assert summary.reset and summary.indexed == 4
+    assert summary.embedded == summary.chunks  # the cache is keyed on the chunker too
+    assert copy.store.identity is not None and copy.store.identity.chunker == "test-next"
+    copy.close()
+
+
+def test_the_store_is_found_from_inside_the_tree(indexed: tuple[Index, object]) -> None:
+    built, _ = indexed
+    assert find_root(built.root / "app") == built.root
+    with pytest.raises(SearchError, match="anekit index"):
+        find_root(built.root.parent)
