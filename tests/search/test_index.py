@@ -131,7 +131,7 @@ def _contents(built: Index) -> set[tuple[str, int, int, str]]:
         ).fetchall()
     finally:
         db.close()
-    return {tuple(row) for row in rows}  # type: ignore[misc]
+    return {tuple(row) for row in rows}
 
 
 def test_a_first_index_embeds_every_file_it_should(indexed: tuple[Index, object]) -> None:
