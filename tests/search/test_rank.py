@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from anekit.search.rank import RRF_K, Candidate, defines, fuse, identifiers, names_definition
+from anekit.search.rank import (
+    KIND_WEIGHTS,
+    RRF_K,
+    SAME_FILE_DECAY,
+    Candidate,
+    defines,
+    fuse,
+    identifiers,
+    names_definition,
+)
 
 
 def test_identifiers_are_the_words_that_look_like_code() -> None:
@@ -45,7 +54,7 @@ def test_fusion_adds_reciprocal_ranks_and_weighs_kinds() -> None:
     ranked = fuse("how are retries counted", [1, 2, 3], [1, 3, 2], candidates, 3)
     scores = dict(ranked)
     assert scores[2] == scores[3] == 1 / (RRF_K + 2) + 1 / (RRF_K + 3)
-    assert abs(scores[1] - 0.7 * 2 / (RRF_K + 1)) < 1e-12
+    assert abs(scores[1] - KIND_WEIGHTS["docs"] * 2 / (RRF_K + 1)) < 1e-12
     assert [chunk_id for chunk_id, _ in ranked] == [2, 3, 1]
     asking = fuse("where are the docs about retries", [1, 2, 3], [1, 3, 2], candidates, 3)
     assert asking[0][0] == 1  # the query asks for docs: no discount
@@ -60,3 +69,15 @@ def test_a_named_definition_goes_first_whatever_its_ranks() -> None:
     assert [chunk_id for chunk_id, _ in ranked] == [1]  # 2 was never a candidate
     ranked = fuse("Client.send", [1, 2], [1], candidates, 2)
     assert [chunk_id for chunk_id, _ in ranked] == [2, 1]
+
+
+def test_one_file_does_not_fill_the_first_hits() -> None:
+    candidates = {
+        1: Candidate(1, "", "code", path="a.py"),
+        2: Candidate(2, "", "code", path="a.py"),
+        3: Candidate(3, "", "code", path="b.py"),
+    }
+    ranked = dict(fuse("how", [1, 2, 3], [], candidates, 3))
+    assert ranked[2] == SAME_FILE_DECAY / (RRF_K + 2)  # a.py's second hit
+    assert ranked[3] == 1 / (RRF_K + 3)
+    assert ranked[3] > ranked[2]

@@ -65,7 +65,8 @@ __all__ = [
     "split_lines",
 ]
 
-CHUNKER_VERSION = "1"  # bump when boundaries or model text change
+#: Bumped when boundaries, kinds or model text change (2: PKG-INFO and METADATA are docs).
+CHUNKER_VERSION = "2"
 MAX_CHARS = 800
 OVERLAP_LINES = 2
 SMALL_CHARS = 200  # definitions up to this size may share a chunk with their neighbours

@@ -273,7 +273,7 @@ class Index:
         ids = list(dict.fromkeys(vector + keyword))
         chunks = {chunk.id: chunk for chunk in store.chunks(ids)}
         candidates = {
-            chunk_id: Candidate(chunk_id, chunk.symbol, chunk.kind, chunk.text)
+            chunk_id: Candidate(chunk_id, chunk.symbol, chunk.kind, chunk.text, chunk.relpath)
             for chunk_id, chunk in chunks.items()
         }
         hits = []

@@ -219,7 +219,8 @@ _BY_FILENAME = {name: spec.name for spec in LANGUAGES for name in spec.filenames
 # Prose files known by name, with or without an extension: README, README.txt, CHANGELOG.md.
 _PROSE_NAME = re.compile(
     r"(?i)^(readme|changelog|changes|history|news|license|licence|copying|notice|authors"
-    r"|contributors|contributing|code_of_conduct|security|support|todo)([._-].*)?$"
+    r"|contributors|contributing|code_of_conduct|security|support|todo"
+    r"|pkg-info|metadata)([._-].*)?$"  # a package's metadata: its README and changelog
 )
 _DOCS_DIRS = frozenset({"docs", "doc", "documentation"})
 _TEST_DIRS = frozenset({"test", "tests", "__tests__", "spec", "specs", "testdata"})

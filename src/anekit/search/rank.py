@@ -7,6 +7,8 @@
   it, not by the changelog, docs and tests that repeat its words. Hits of kind docs,
   tests and config are weighted by :data:`KIND_WEIGHTS`, unless the query asks for that
   kind (``test``, ``docs``, ``config`` ...).
+- **Many files**: a file's second, third ... hit is weighted down
+  (:data:`SAME_FILE_DECAY`), so the first hits name several files.
 - **Definitions first**: a query word that is an identifier (``getUserName``,
   ``get_user_name``, ``Client.send``, ``Session::request``) and names a candidate's
   symbol, or is defined in its text (``def send``, ``func (c *Client) Send(``,
@@ -22,8 +24,10 @@ from dataclasses import dataclass
 
 #: The constant of reciprocal rank fusion (the usual 60).
 RRF_K = 60
-#: Score weights per chunk kind (code 1).
-KIND_WEIGHTS = {"code": 1.0, "tests": 0.7, "docs": 0.7, "config": 0.6}
+#: Score weights per chunk kind (code 1). Chosen on the development questions
+#: (bench/retrieval.py; docs/search.md has the figures): docs and tests repeat the
+#: words of the code they describe and test.
+KIND_WEIGHTS = {"code": 1.0, "tests": 0.5, "docs": 0.4, "config": 0.5}
 #: Query words that ask for a kind: its weight is then 1.
 KIND_WORDS = {
     "tests": {"test", "tests", "testing", "unittest", "pytest", "spec", "specs", "fixture"},
@@ -32,6 +36,9 @@ KIND_WORDS = {
 }
 #: What a definition named by the query gets on top of its fused score.
 DEFINITION_BONUS = 1.0
+#: Each further hit from a file already listed is weighted by this once more, so that
+#: one file's many chunks do not push every other file out of the first hits.
+SAME_FILE_DECAY = 0.8
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:(?:\.|::|#)[A-Za-z_][A-Za-z0-9_]*)*")
 _WORD = re.compile(r"[a-z]+")
@@ -45,6 +52,7 @@ class Candidate:
     symbol: str
     kind: str
     text: str = ""
+    path: str = ""
 
 
 def identifiers(query: str) -> list[list[str]]:
@@ -125,4 +133,19 @@ def fuse(
         ):
             scores[chunk_id] += DEFINITION_BONUS
     ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
-    return ranked[:k]
+    return _spread_files(ranked, candidates)[:k]
+
+
+def _spread_files(
+    ranked: list[tuple[int, float]], candidates: dict[int, Candidate]
+) -> list[tuple[int, float]]:
+    """``ranked`` with each file's n-th hit weighted by ``SAME_FILE_DECAY ** (n - 1)``."""
+    seen: dict[str, int] = {}
+    spread = []
+    for chunk_id, score in ranked:
+        candidate = candidates.get(chunk_id)
+        path = candidate.path if candidate is not None else ""
+        earlier = seen.get(path, 0) if path else 0
+        seen[path] = earlier + 1
+        spread.append((chunk_id, score * SAME_FILE_DECAY**earlier))
+    return sorted(spread, key=lambda item: (-item[1], item[0]))
