@@ -22,6 +22,10 @@ $(STAMP): pyproject.toml constraints.txt
 
 demo: install
 	$(BIN)/anekit demo
+	$(BIN)/anekit index .
+	$(BIN)/anekit search "where is a crashed lane worker restarted" -k 3
+	$(BIN)/anekit search "how are vector and keyword results fused" -k 3
+	$(BIN)/anekit search Scheduler.stream -k 3
 
 lint: install
 	$(BIN)/ruff check src tests bench examples

@@ -15,6 +15,8 @@ ENVIRONMENT: dict[str, str] = {
     "ANEKIT_LANE_IDLE": "seconds a lane worker waits for work before it exits (default: 300)",
     "ANEKIT_FAULT": "fault injection for lane workers, for tests: LANE:FAULT[,...] "
     "(see anekit.lanes.faults)",
+    "ANEKIT_STORE": "the code search store folder for `anekit index`, `search`, `status` and "
+    "`forget` (default: .anekit at the indexed root)",
     "ANEKIT_STRICT_NUMERICS": "1 makes a simulated run that produces garbage (inf/NaN, or "
     "outputs zeroed by an fp16 overflow) raise NumericsError instead of warning",
 }
@@ -33,6 +35,12 @@ def packages() -> Path:
     """Where built model packages are cached: ``$ANEKIT_PACKAGES``, else under :func:`home`."""
     configured = os.environ.get("ANEKIT_PACKAGES")
     return Path(configured).expanduser() if configured else home() / "packages"
+
+
+def search_store() -> Path | None:
+    """The code search store folder ``$ANEKIT_STORE``, or None (``.anekit`` at the root)."""
+    configured = os.environ.get("ANEKIT_STORE")
+    return Path(configured).expanduser() if configured else None
 
 
 def strict_numerics() -> bool:

@@ -14,7 +14,6 @@ checkpoint's files, which the next run finds in the cache.
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from anekit import config
 from anekit.errors import SearchError
 from anekit.search.cache import VectorCache, cache_key
 from anekit.search.chunk import CHUNKER_VERSION, chunk_file, language_for, model_text
@@ -33,8 +33,6 @@ from anekit.search.walk import FileEntry, Skipped, read_file, walk
 CHECKPOINT_SECONDS = 30.0
 #: Chunks tokenized and sent to the lanes at a time (bounds the run's memory).
 ROUND_CHUNKS = 4096
-#: The variable naming the store directory (else ``.anekit`` at the root).
-STORE_VARIABLE = "ANEKIT_STORE"
 MODES = ("hybrid", "vector", "keyword")
 #: Candidates each half proposes per hit asked for (at least :data:`MIN_CANDIDATES`).
 CANDIDATES_PER_HIT = 5
@@ -171,7 +169,7 @@ class Index:
         self.root = Path(root).resolve()
         if not self.root.is_dir():
             raise SearchError(f"{root}: not a folder")
-        configured = store or os.environ.get(STORE_VARIABLE)
+        configured = store or config.search_store()
         self.directory = Path(configured).resolve() if configured else store_dir(self.root)
         self.lanes = list(lanes) if lanes else None
         self.model = model
