@@ -486,11 +486,6 @@ def test_a_killed_index_run_leaves_a_whole_store_that_the_next_run_completes(
     assert top == clean.top
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Index._embed puts fresh vectors to the machine cache 256 at a time, so files "
-    "waiting for a checkpoint may have none there (index.py promises each at once)",
-)
 def test_files_waiting_for_a_checkpoint_have_their_vectors_in_the_machine_cache(
     clean: Clean, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

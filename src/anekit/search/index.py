@@ -464,8 +464,8 @@ class Index:
                 item.vectors[index] = vector16
                 fresh.append((cache_key(namespace, item.chunks[index].text_hash), vector16))
                 summary.embedded += 1
-                if len(fresh) >= 256:
-                    self._cache_put(fresh)
+                if item.ready() or len(fresh) >= 256:
+                    self._cache_put(fresh)  # before the file can reach a checkpoint
                     fresh = []
                 if item.ready():
                     writer.finished(item)
