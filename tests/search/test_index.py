@@ -171,9 +171,10 @@ def test_behaviour_questions_find_the_code_before_its_docs_and_tests(
     """README and the test repeat the words "retries requests on a dropped
     connection"; the code that does it comes first."""
     built, _ = indexed
-    (first, *rest) = built.search("where are requests retried when the connection drops", k=4)
-    assert (first.path, first.kind) == ("app/session.py", "code")
-    assert {hit.kind for hit in rest} >= {"docs"}
+    hits = built.search("where are requests retried when the connection drops", k=10)
+    assert (hits[0].path, hits[0].kind) == ("app/session.py", "code")
+    kinds = [hit.kind for hit in hits]
+    assert "docs" in kinds and "tests" in kinds  # found, and ranked below the code
 
 
 def test_modes_and_filters_apply_before_ranking(indexed: tuple[Index, object]) -> None:
