@@ -572,7 +572,7 @@ def make_base(work: Path, chunk_limit: int) -> Base:
                 continue
             hashes = [_hash(model_text(relpath, chunk)) for chunk in chunks]
             known = index.store.known_vectors(hashes)
-            if all(item in known for item in hashes):
+            if hashes and all(item in known for item in hashes):  # an empty file: no chunks
                 base.files.append((relpath, chunks))
                 base.vectors.append(np.stack([known[item] for item in hashes]))
     _say(f"base indexed in {base.seconds:.1f} s: {base.summary}")
