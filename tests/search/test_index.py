@@ -261,3 +261,36 @@ def test_the_store_is_found_from_inside_the_tree(indexed: tuple[Index, object]) 
     assert find_root(built.root / "app") == built.root
     with pytest.raises(SearchError, match="anekit index"):
         find_root(built.root.parent)
+
+
+def test_the_cli_prints_the_documented_json(
+    indexed: tuple[Index, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`anekit search --json` and `anekit status --json`, run inside the indexed tree
+    (the store is found by walking up), print the schema docs/search.md documents."""
+    import json
+
+    from click.testing import CliRunner
+
+    from anekit.cli import cli
+
+    built, _ = indexed
+    monkeypatch.chdir(built.root / "app")
+    result = CliRunner().invoke(cli, ["search", "parse_duration", "-k", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    assert set(payload) == {"query", "mode", "k", "milliseconds", "hits"}
+    (first, *_) = payload["hits"]
+    assert set(first) == {
+        "path", "start_line", "end_line", "symbol", "kind", "language", "score", "snippet",
+    }  # fmt: skip
+    assert (first["path"], first["symbol"], first["kind"]) == (
+        "app/parse.py",
+        "parse_duration",
+        "code",
+    )
+    status = json.loads(CliRunner().invoke(cli, ["status", "--json"]).output)
+    assert (status["files"], status["identity"]["variant"]) == (4, "int8")
+    monkeypatch.chdir(built.root.parent)
+    missing = CliRunner().invoke(cli, ["search", "x", "--json"])
+    assert missing.exit_code == 2 and json.loads(missing.output)["error"] == "SearchError"

@@ -231,7 +231,8 @@ def status(store: Path | None, as_json: bool) -> None:
     if stats.get("bytes") is not None:
         stdout.print(f"size:   {format_bytes(int(stats['bytes']))}")
     if stats.get("last_write"):
-        stdout.print(f"updated: {esc(stats['last_write'])}")
+        written = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(stats["last_write"])))
+        stdout.print(f"updated: {written}")
 
 
 @click.command()

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,16 +55,7 @@ class SearchHit:
     snippet: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "start_line": self.start_line,
-            "end_line": self.end_line,
-            "symbol": self.symbol,
-            "kind": self.kind,
-            "language": self.language,
-            "score": round(self.score, 6),
-            "snippet": self.snippet,
-        }
+        return {**asdict(self), "score": round(self.score, 6)}
 
 
 @dataclass
@@ -98,10 +90,7 @@ class IndexSummary:
     reset: bool = False
 
     def skipped_by_reason(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for item in self.skipped:
-            counts[item.reason] = counts.get(item.reason, 0) + 1
-        return counts
+        return dict(Counter(item.reason for item in self.skipped))
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -344,11 +333,9 @@ class Index:
         files: list[_File] = []
         for entry in changed:
             item = self._prepare(entry, known.get(entry.relpath), summary, touched)
-            if item is not None:
+            if isinstance(item, _File):
                 files.append(item)
-            elif entry.relpath in known and any(
-                skipped.relpath == entry.relpath for skipped in summary.skipped
-            ):
+            elif isinstance(item, Skipped) and entry.relpath in known:
                 gone.append(entry.relpath)  # it became binary, too large, unreadable
         with store.write():
             for relpath in gone:
@@ -367,12 +354,12 @@ class Index:
         old: FileRecord | None,
         summary: IndexSummary,
         touched: list[tuple[str, int, int]],
-    ) -> _File | None:
-        """Read and chunk a new or changed file (None: skipped, or same content)."""
+    ) -> _File | Skipped | None:
+        """Read and chunk a new or changed file (None: the same content as before)."""
         read = read_file(entry)
         if isinstance(read, Skipped):
             summary.skipped.append(read)
-            return None
+            return read
         digest = hashlib.sha256(read.data).hexdigest()
         if old is not None and old.sha256 == digest:
             touched.append((entry.relpath, entry.size, entry.mtime_ns))
