@@ -96,10 +96,26 @@ def test_int8_variant_stays_close_to_the_numpy_reference(
 def test_rows_do_not_depend_on_their_batch(
     fp32: Embedder, texts: list[str], fp32_vectors: np.ndarray
 ) -> None:
-    # Alone, a text shares its group of ONNX_BATCH rows with padding rows only.
+    # Alone, a text runs as a batch of one row (no padding rows).
     picks = [0, 9, 31]
-    alone = np.concatenate([fp32.encode([texts[index]]) for index in picks])
+    encoder = fp32.onnx_encoder
+    assert encoder is not None
+    real_run = encoder.run
+    rows: list[int] = []
+
+    def run(hidden: np.ndarray, keep: np.ndarray) -> np.ndarray:
+        rows.append(keep.shape[0])
+        return real_run(hidden, keep)
+
+    encoder.run = run  # type: ignore[method-assign]
+    try:
+        alone = np.concatenate([fp32.encode([texts[index]]) for index in picks])
+        three = fp32.encode([texts[index] for index in picks])
+    finally:
+        del encoder.run
+    assert rows == [1, 1, 1, 3]
     np.testing.assert_allclose(alone, fp32_vectors[picks], atol=2e-5)
+    np.testing.assert_allclose(three, fp32_vectors[picks], atol=2e-5)
     assert fp32.encode([]).shape == (0, 384)
 
 
@@ -120,7 +136,12 @@ def test_cached_models_take_any_length(
     assert [value.name for value in plain.graph.input] == ["hidden", "keep"]
     for value in plain.graph.input:
         batch, length = value.type.tensor_type.shape.dim[:2]
-        assert batch.dim_value == ONNX_BATCH and length.dim_param == "sequence"
+        assert batch.dim_param == "batch" and length.dim_param == "sequence"
+    (output,) = plain.graph.output
+    assert [dim.dim_param or dim.dim_value for dim in output.type.tensor_type.shape.dim] == [
+        "batch",
+        384,
+    ]
 
     quantized = _cached_model(int8, "int8")
     types = [node.op_type for node in quantized.graph.node]
@@ -179,6 +200,65 @@ def test_a_model_whose_constants_hold_the_traced_length_is_refused() -> None:
         errors.ModelError, match="constant bias of shape \\(8, 97\\) has the traced"
     ):
         symbolic_length(helper.make_model(graph), 97)
+
+
+def _reshape_model(target: list[int], traced: list[int]) -> onnx.ModelProto:
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["hidden", "shape"], ["embedding"])],
+        "reshape",
+        [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, traced)],
+        [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, target)],
+        [numpy_helper.from_array(np.array(target, np.int64), "shape")],
+    )
+    return helper.make_model(graph)
+
+
+def test_the_batch_is_made_symbolic_where_reshapes_keep_it_first() -> None:
+    from anekit.models.onnx_models import symbolic_batch
+
+    model = _reshape_model([5, 4, 3], [5, 12])
+    symbolic_batch(model, 5)
+    (shape,) = model.graph.initializer
+    assert numpy_helper.to_array(shape).tolist() == [0, 4, 3]
+    for value in (*model.graph.input, *model.graph.output):
+        assert value.type.tensor_type.shape.dim[0].dim_param == "batch"
+
+
+@pytest.mark.parametrize(
+    ("target", "traced", "message"),
+    [
+        ([4, 5, 3], [12, 5], "cannot tell that its axis 0 is the batch"),  # batch not first
+        ([5, 5, 3], [5, 15], "cannot tell that its axis 0 is the batch"),  # twice
+        ([5, 12], [12, 5], "cannot tell that its axis 0 is the batch"),  # a transpose
+    ],
+)
+def test_a_batch_that_reshapes_move_is_refused(
+    target: list[int], traced: list[int], message: str
+) -> None:
+    from anekit.models.onnx_models import symbolic_batch
+
+    with pytest.raises(errors.ModelError, match=message):
+        symbolic_batch(_reshape_model(target, traced), 5)
+
+
+def test_a_model_whose_constants_hold_the_traced_batch_is_refused() -> None:
+    from onnx import TensorProto, helper
+
+    from anekit.models.onnx_models import symbolic_batch
+
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["hidden", "bias"], ["embedding"])],
+        "tied",
+        [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, [5, 97])],
+        [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, [5, 97])],
+        [numpy_helper.from_array(np.zeros((5, 97), np.float32), "bias")],
+    )
+    with pytest.raises(
+        errors.ModelError, match="constant bias of shape \\(5, 97\\) has the traced"
+    ):
+        symbolic_batch(helper.make_model(graph), 5)
 
 
 def test_unknown_variant_is_refused(fp32: Embedder) -> None:

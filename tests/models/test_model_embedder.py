@@ -114,6 +114,15 @@ def test_batches_pad_rows_keep_one_key_open() -> None:
     assert batch.indices == [0]
 
 
+def test_batches_without_fill_hold_only_their_texts() -> None:
+    texts = [[101, *range(7, 7 + n), 102] for n in (5, 1, 3, 2, 4)]
+    groups = list(batches(texts, buckets_for(256), size=2, fill=False))
+    assert [group.indices for group in groups] == [[1, 3], [2, 4], [0]]
+    assert [group.ids.shape for group in groups] == [(2, 128), (2, 128), (1, 128)]
+    (last,) = groups[-1:]
+    assert last.ids[0, :7].tolist() == texts[0] and last.keep[0].sum() == 7
+
+
 def test_buckets_for_max_lengths() -> None:
     assert buckets_for(256) == (128, 192, 256)
     assert buckets_for(300) == (128, 192, 256, 320)

@@ -82,19 +82,23 @@ def batches(
     buckets: Sequence[int],
     pad_id: int = 0,
     size: int = BATCH,
+    *,
+    fill: bool = True,
 ) -> Iterator[Batch]:
     """Length-sorted groups of ``size`` texts (default ``BATCH``), each padded to its bucket.
 
-    Rows past the last text (a short final group) are padding with only their first
-    key kept, so that no row is fully masked: the program's mean pooling then
-    divides by 1, not 0, and no NaN appears in the discarded rows.
+    With ``fill`` (for programs of a fixed batch), a short final group is filled up to
+    ``size`` rows with padding rows that keep only their first key, so that no row is
+    fully masked: the program's mean pooling then divides by 1, not 0, and no NaN
+    appears in the discarded rows. Without it, a short group has only its texts' rows.
     """
     order = sorted(range(len(token_ids)), key=lambda index: len(token_ids[index]))
     for start in range(0, len(order), size):
         group = order[start : start + size]
         bucket = bucket_for(max(len(token_ids[index]) for index in group), buckets)
-        ids = np.full((size, bucket), pad_id, np.int32)
-        keep = np.zeros((size, bucket), np.float32)
+        rows = size if fill else len(group)
+        ids = np.full((rows, bucket), pad_id, np.int32)
+        keep = np.zeros((rows, bucket), np.float32)
         keep[:, 0] = 1.0
         for row, index in enumerate(group):
             tokens = token_ids[index]

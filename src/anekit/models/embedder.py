@@ -280,7 +280,9 @@ class Embedder:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         for start in range(0, len(token_ids), window):
             part = token_ids[start : start + window]
-            for batch in batches(part, self._lengths, self.config.pad_token_id, self.batch):
+            for batch in batches(
+                part, self._lengths, self.config.pad_token_id, self.batch, fill=self._onnx is None
+            ):
                 vectors = self._run(batch)
                 for row, index in enumerate(batch.indices):
                     result[start + index] = vectors[row]

@@ -1,14 +1,16 @@
 """The encoder for ONNX Runtime: the row-layout encoder traced once, emitted to ONNX
-with a symbolic sequence length and (``int8``) dynamically quantized per channel;
-cached next to the packages.
+with a symbolic batch and sequence length and (``int8``) dynamically quantized per
+channel; cached next to the packages.
 
 CPUs and GPUs prefer (B, S, C) activations and matmuls (:func:`make_row_encoder`),
-so this path traces that variant of the same encoder, with a batch of 8 rows. Unlike
-the ANE, ONNX Runtime takes any sequence length, so one model serves every length:
-rows are padded to their group's longest, rounded up to :data:`LENGTH_STEP` tokens,
-instead of to a bucket (MiniLM on 1000 code chunks: 34 % of the bucket-padded tokens
-were padding). Sessions go to the device asked for (``auto``, ``cpu`` or ``cuda``; see
-:func:`anekit.backends.onnx.session_for`), and :attr:`OnnxEncoder.device` says what
+so this path traces that variant of the same encoder. Unlike the ANE, ONNX Runtime
+takes any shape, so one model serves every batch and length: rows run in groups of
+up to :data:`ONNX_BATCH`, padded to their group's longest, rounded up to
+:data:`LENGTH_STEP` tokens, instead of to a bucket (MiniLM on 1000 code chunks: 34 %
+of the bucket-padded tokens were padding), and a lone row (a search query) runs alone
+instead of with seven padding rows (MiniLM int8, a 32-token query, 2 threads: 1.9 ms
+instead of 11 ms). Sessions go to the device asked for (``auto``, ``cpu`` or ``cuda``;
+see :func:`anekit.backends.onnx.session_for`), and :attr:`OnnxEncoder.device` says what
 they really run on, from ONNX Runtime's own list of the providers each one uses.
 """
 
@@ -28,6 +30,7 @@ from anekit.models.weights import Weights
 
 _log = logging.getLogger(__name__)
 
+#: Rows per run (the model takes any batch; larger groups gain little on a CPU).
 ONNX_BATCH = 8
 VARIANTS = ("fp32", "int8")
 #: Rows are padded to a multiple of this many tokens.
@@ -36,11 +39,15 @@ LENGTH_STEP = 16
 #: the first that no other dimension of the model equals, so that every occurrence
 #: of it in a reshape target is the sequence length.
 TRACE_LENGTHS = (97, 101, 103, 107, 109, 113, 127)
+#: Batches the encoder may be traced at before the batch is made symbolic (as above).
+TRACE_BATCHES = (5, 7, 11, 13)
 MODEL_FILE = "encoder.onnx"
+#: The cached model's format: 2 takes any batch (1 was traced at a fixed batch of 8).
+MODEL_FORMAT = 2
 
 
 def folder_for(model_id: str, weights: Weights, variant: str) -> Path:
-    return packages_dir() / f"{model_id}-{weights.digest[:12]}-onnx-{variant}"
+    return packages_dir() / f"{model_id}-{weights.digest[:12]}-onnx{MODEL_FORMAT}-{variant}"
 
 
 def lengths_for(max_length: int) -> tuple[int, ...]:
@@ -84,8 +91,55 @@ def symbolic_length(model: Any, length: int) -> None:
     del model.graph.value_info[:]
 
 
+def symbolic_batch(model: Any, batch: int) -> None:
+    """Make the batch axis of ``model`` (an ``onnx.ModelProto`` traced at ``batch``)
+    symbolic, in place: axis 0 of the inputs and outputs
+    becomes ``batch``, and a Reshape target that starts with ``batch`` starts with 0
+    (ONNX: copy the input's axis 0) where the reshaped value's axis 0 is ``batch`` in
+    the traced shapes (ONNX shape inference). Anything else holding ``batch`` (another
+    axis of a reshape target or of a constant, a reshape of a value whose axis 0 is not
+    the batch) is refused."""
+    from onnx import numpy_helper, shape_inference
+
+    inferred = shape_inference.infer_shapes(model, strict_mode=True).graph
+    traced = {
+        value.name: [dim.dim_value for dim in value.type.tensor_type.shape.dim]
+        for value in [*inferred.input, *inferred.value_info, *inferred.output]
+    }
+    reshapes = {
+        node.input[1]: node.input[0] for node in model.graph.node if node.op_type == "Reshape"
+    }
+    for initializer in model.graph.initializer:
+        value = numpy_helper.to_array(initializer)
+        source = reshapes.get(initializer.name)
+        if source is None:
+            if batch in value.shape:
+                raise ModelError(
+                    f"constant {initializer.name} of shape {value.shape} has the traced batch "
+                    f"{batch}; the model cannot take other batches"
+                )
+            continue
+        hits = np.flatnonzero(value.reshape(-1) == batch)
+        if hits.size == 0:
+            continue
+        shape = traced.get(source)
+        if hits.tolist() != [0] or not shape or shape[0] != batch:
+            raise ModelError(
+                f"reshape of {source} (traced shape {shape}) to {value.tolist()}: cannot tell "
+                "that its axis 0 is the batch"
+            )
+        symbolic = value.copy()
+        symbolic.reshape(-1)[0] = 0
+        initializer.CopyFrom(numpy_helper.from_array(symbolic, initializer.name))
+    for value_info in [*model.graph.input, *model.graph.output]:
+        axis = value_info.type.tensor_type.shape.dim[0]
+        if axis.dim_value != batch:
+            raise ModelError(f"{value_info.name}: axis 0 is not the traced batch {batch}")
+        axis.dim_param = "batch"
+
+
 def build_model(config: EncoderConfig, weights: Weights, variant: str, folder: Path) -> Path:
-    """The ONNX model (ONNX_BATCH rows, any length), built if missing."""
+    """The ONNX model (any batch, any length), built if missing."""
     target = folder / MODEL_FILE
     if target.exists():
         return target  # cached: no tracer, no coremltools in this process
@@ -96,19 +150,21 @@ def build_model(config: EncoderConfig, weights: Weights, variant: str, folder: P
     taken = {ONNX_BATCH, config.hidden_size, config.num_heads, config.head_dim,
              config.intermediate_size}  # fmt: skip
     length = next((size for size in TRACE_LENGTHS if size not in taken), None)
-    if length is None:
+    batch = next((size for size in TRACE_BATCHES if size not in taken), None)
+    if length is None or batch is None:
         raise ModelError(
-            f"every trace length {TRACE_LENGTHS} is also a dimension of the model "
-            f"({sorted(taken)}): add a prime to TRACE_LENGTHS"
+            f"every trace length {TRACE_LENGTHS} or every trace batch {TRACE_BATCHES} is "
+            f"also a dimension of the model ({sorted(taken)}): add a prime to them"
         )
     program = anekit.compile(
         make_row_encoder(config, weights),
-        anekit.TensorSpec((ONNX_BATCH, length, config.hidden_size), np.float32, "hidden"),
-        anekit.TensorSpec((ONNX_BATCH, length), np.float32, "keep"),
+        anekit.TensorSpec((batch, length, config.hidden_size), np.float32, "hidden"),
+        anekit.TensorSpec((batch, length), np.float32, "keep"),
         output_names=["embedding"],
         passes=False,  # the ANE passes target (B, C, 1, S); this is the CPU's layout
     )
     model = to_onnx(program)
+    symbolic_batch(model, batch)
     symbolic_length(model, length)
     partial = folder / "encoder.partial.onnx"
     save_onnx(model, partial)
@@ -177,25 +233,17 @@ class OnnxEncoder:
         return str(device_label(self.providers()))
 
     def run(self, hidden: np.ndarray, keep: np.ndarray) -> np.ndarray:
-        """Pooled embeddings of rows (N, S, C) with masks (N, S), in groups of ONNX_BATCH."""
-        rows, size = keep.shape
+        """Pooled embeddings of rows (N, S, C) with masks (N, S), in groups of up to
+        ONNX_BATCH rows."""
         session = self._session()
         results = []
-        for start in range(0, rows, ONNX_BATCH):
-            part_hidden = hidden[start : start + ONNX_BATCH]
-            part_keep = keep[start : start + ONNX_BATCH]
-            count = part_keep.shape[0]
-            if count < ONNX_BATCH:  # pad the group with rows that keep one key
-                pad = ONNX_BATCH - count
-                part_hidden = np.concatenate(
-                    [part_hidden, np.zeros((pad, *part_hidden.shape[1:]), np.float32)]
-                )
-                filler = np.zeros((pad, size), np.float32)
-                filler[:, 0] = 1.0
-                part_keep = np.concatenate([part_keep, filler])
+        for start in range(0, keep.shape[0], ONNX_BATCH):
             (vectors,) = session.run(
                 ["embedding"],
-                {"hidden": np.ascontiguousarray(part_hidden, np.float32), "keep": part_keep},
+                {
+                    "hidden": np.ascontiguousarray(hidden[start : start + ONNX_BATCH], np.float32),
+                    "keep": np.ascontiguousarray(keep[start : start + ONNX_BATCH], np.float32),
+                },
             )
-            results.append(vectors[:count])
+            results.append(vectors)
         return np.concatenate(results) if results else np.zeros((0, self.config.hidden_size))
