@@ -954,7 +954,7 @@ def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     found = {"python": platform.python_version(), "sqlite": sqlite3.sqlite_version}
-    for name in ("anekit", "onnxruntime", "numpy", "usearch", "tree-sitter", "tokenizers"):
+    for name in ("anekit", "onnxruntime", "numpy", "tree-sitter", "tokenizers"):
         try:
             found[name] = version(name)
         except PackageNotFoundError:

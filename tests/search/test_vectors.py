@@ -79,6 +79,30 @@ def test_allowed_far_from_the_query(index: VectorIndex) -> None:
     assert len(got) == 25
 
 
+def test_near_ties_are_ranked_in_float32() -> None:
+    """Rows whose int8 scores tie (their cosines differ by less than int8's step) come
+    out in float32 order: the first pass only chooses which rows are re-scored."""
+    rng = np.random.default_rng(7)
+    query = np.zeros(DIM, np.float32)
+    query[0] = 1.0
+    cosines = [0.9990, 0.9994, 0.9998, 0.9992, 0.9996]
+    near = []
+    for cosine in cosines:
+        side = rng.standard_normal(DIM).astype(np.float32)
+        side[0] = 0.0
+        side /= np.linalg.norm(side)
+        near.append(cosine * query + np.sqrt(1 - cosine**2) * side)
+    decoys = unit(500, 8) * np.array([0.0] + [1.0] * (DIM - 1), np.float32)  # orthogonal
+    vecs = np.concatenate([np.stack(near), decoys]).astype(np.float16)
+    ids = np.arange(1, len(vecs) + 1, dtype=np.int64)
+    index = VectorIndex(ids, vecs, STAMP)
+    got = index.search(query, 5)
+    assert [i for i, _ in got] == [3, 5, 2, 4, 1]  # by cosine, not by id or int8 score
+    assert [c for _, c in got] == pytest.approx(sorted(cosines, reverse=True), abs=1e-3)
+    scan = vectors_module._Int8Scan(vecs)
+    assert len(set(scan.scores(query)[:5].tolist())) < 5, "the int8 scores should tie"
+
+
 def test_edges(index: VectorIndex) -> None:
     q = unit(1, 5)[0]
     assert index.search(q, 0) == []

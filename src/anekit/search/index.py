@@ -17,6 +17,7 @@ import hashlib
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,6 +168,11 @@ class Index:
         self._embedder: Any = None
         self._searcher: Any = None
         self._query_embedder: Any = None
+        # Hybrid search runs its keyword half on one thread of its own, with a store
+        # connection of its own (made and closed on that thread), while this thread
+        # embeds the query and scans the vectors.
+        self._keyword_pool: ThreadPoolExecutor | None = None
+        self._keyword_store: Store | None = None
 
     # -- the store -------------------------------------------------------------------
 
@@ -196,6 +202,10 @@ class Index:
         )
 
     def close(self) -> None:
+        if self._keyword_pool is not None:
+            self._keyword_pool.submit(self._close_keyword_store).result()
+            self._keyword_pool.shutdown()
+            self._keyword_pool = None
         if self._embedder is not None:
             self._embedder.close()
             self._embedder = None
@@ -250,13 +260,18 @@ class Index:
         wanted = max(MIN_CANDIDATES, CANDIDATES_PER_HIT * k)
         vector: list[int] = []
         keyword: list[int] = []
-        if mode in ("hybrid", "vector") and query.strip():
-            query_vector = self._query_vector(query)
-            vector = [
-                chunk_id for chunk_id, _ in self._vectors().search(query_vector, wanted, allowed)
-            ]
-        if mode in ("hybrid", "keyword"):
+        if mode == "keyword":
             keyword = [chunk_id for chunk_id, _ in store.keyword_search(query, wanted, allowed)]
+        elif mode == "vector" or not query.strip():
+            vector = self._vector_ids(query, wanted, allowed)
+        else:
+            if self._keyword_pool is None:
+                self._keyword_pool = ThreadPoolExecutor(1, thread_name_prefix="anekit-keyword")
+            pending = self._keyword_pool.submit(self._keyword_ids, query, wanted, allowed)
+            try:
+                vector = self._vector_ids(query, wanted, allowed)
+            finally:
+                keyword = pending.result()
         ids = list(dict.fromkeys(vector + keyword))
         chunks = {chunk.id: chunk for chunk in store.chunks(ids)}
         candidates = {
@@ -280,6 +295,23 @@ class Index:
             )
         return hits
 
+    def _vector_ids(self, query: str, k: int, allowed: set[int] | None) -> list[int]:
+        if not query.strip():
+            return []
+        query_vector = self._query_vector(query)
+        return [chunk_id for chunk_id, _ in self._vectors().search(query_vector, k, allowed)]
+
+    def _keyword_ids(self, query: str, k: int, allowed: set[int] | None) -> list[int]:
+        """The keyword half of a hybrid search (on the keyword thread, its own store)."""
+        if self._keyword_store is None:
+            self._keyword_store = Store(self.directory, create=False)
+        return [i for i, _ in self._keyword_store.keyword_search(query, k, allowed)]
+
+    def _close_keyword_store(self) -> None:
+        if self._keyword_store is not None:
+            self._keyword_store.close()
+            self._keyword_store = None
+
     def _vectors(self) -> Any:
         """The vector index, rebuilt from the store when its generation moved on."""
         from anekit.search.vectors import VectorIndex
@@ -298,7 +330,7 @@ class Index:
 
             identity = self.store.identity
             variant = "int8" if identity is not None and identity.variant == "int8" else "fp32"
-            self._query_embedder = Embedder(self.model, backend="onnx", variant=variant)
+            self._query_embedder = Embedder(self.model, backend="onnx", variant=variant, threads=1)
         return np.asarray(self._query_embedder.encode([query])[0], np.float32)
 
     # -- indexing --------------------------------------------------------------------

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -90,16 +91,28 @@ def defines(text: str, parts: Sequence[str]) -> bool:
     """Whether ``text`` holds a definition of ``parts[-1]`` (and, for ``A.b``, names
     ``A`` too): a keyword (def, class, func, fn, struct, ...) or a type before it, at
     the start of a line."""
-    name = re.escape(parts[-1])
-    pattern = (
+    if parts[-1] not in text:  # most candidates: no regex needed
+        return False
+    if _definition_pattern(parts[-1]).search(text) is None:
+        return False
+    return len(parts) == 1 or _word_pattern(parts[-2]).search(text) is not None
+
+
+@functools.lru_cache(maxsize=256)
+def _definition_pattern(name: str) -> re.Pattern[str]:
+    name = re.escape(name)
+    return re.compile(
         rf"^[ \t]*(?:export\s+)?(?:(?:async\s+)?def|class|function|func(?:\s*\([^)]*\))?|fn"
         rf"|struct|enum|trait|interface|type|impl|module|sub|const|let|var)\s+{name}\b"
         rf"|^[ \t]*(?!(?:{_NOT_TYPES})\b)(?:[\w<>\[\],:*&]+[ \t]+)+\**{name}[ \t]*\("
-        rf"|^[ \t]*(?:async\s+|static\s+|get\s+|set\s+)*{name}[ \t]*\([^)]*\)[ \t]*\{{"
+        rf"|^[ \t]*(?:async\s+|static\s+|get\s+|set\s+)*{name}[ \t]*\([^)]*\)[ \t]*\{{",
+        re.MULTILINE,
     )
-    if re.search(pattern, text, re.MULTILINE) is None:
-        return False
-    return len(parts) == 1 or re.search(rf"\b{re.escape(parts[-2])}\b", text) is not None
+
+
+@functools.lru_cache(maxsize=256)
+def _word_pattern(word: str) -> re.Pattern[str]:
+    return re.compile(rf"\b{re.escape(word)}\b")
 
 
 def wanted_kinds(query: str) -> set[str]:

@@ -69,7 +69,7 @@ BUSY_TIMEOUT_S = 5.0
 # symbol name says more than one in its file's path, which says more than one in its body.
 FTS_WEIGHTS = (1.0, 2.0, 4.0)
 
-MATCH_BUDGET = 10_000
+MATCH_BUDGET = 5_000
 """Keyword search ranks at most about this many matching chunks (BM25 costs ~1 us a chunk). In a
 store of more chunks it keeps a query's words rarest first while the chunks they match fit, and
 drops words that match over half the chunks (FTS5's BM25 gives those no weight) when a rarer one
