@@ -496,3 +496,52 @@ def test_chunks_carry_the_kind_of_their_file() -> None:
     assert {c.kind for c in chunk_file("tests/test_session.py", text)} == {"tests"}
     assert {c.kind for c in chunk_file("src/session.py", text)} == {"code"}
     assert {c.kind for c in chunk_file("pyproject.toml", "[tool]\nx = 1\n")} == {"config"}
+
+
+def _long_docstring_function() -> str:
+    doc = "".join(
+        f"    Explains option number {i} of the parser at some length.\n" for i in range(40)
+    )
+    return (
+        '"""Module docstring: what this file is for.\n\nMore words about it.\n"""\n\n'
+        "import os\n\n\n"
+        "def parse(text, strict=False):\n"
+        '    """Parse the text.\n\n' + doc + '    """\n'
+        "    tokens = text.split()\n"
+        "    if strict and not tokens:\n"
+        "        raise ValueError(text)\n"
+        "    return [os.fspath(t) for t in tokens]\n"
+    )
+
+
+def test_prose_chunks_of_code_files_are_docs() -> None:
+    """A long docstring split off its function is documentation, not the implementing
+    code; the piece with the definition's first line stays code, as does its body."""
+    text = _long_docstring_function()
+    chunks = chunk_file("src/parser.py", text)
+    assert len(chunks) >= 4
+    head = next(c for c in chunks if "def parse(" in c.text)
+    assert head.kind == "code" and head.symbol == "parse"
+    body = next(c for c in chunks if "return [os.fspath" in c.text)
+    assert body.kind == "code"
+    middle = [c for c in chunks if head.start_line < c.start_line < body.start_line]
+    assert middle and {c.kind for c in middle} == {"docs"}
+    assert {c.symbol for c in middle} == {"parse"}  # still the function's
+    assert all("Explains option" in c.text for c in middle)
+    # The same file under tests/ is tests, prose or not.
+    assert {c.kind for c in chunk_file("tests/test_parser.py", text)} == {"tests"}
+
+
+def test_comment_blocks_are_prose_in_other_languages() -> None:
+    comment = "".join(
+        f"// note {i}: how the cache is evicted, at some length here.\n" for i in range(30)
+    )
+    text = "function evict(cache) {\n" + comment + "  return cache.pop();\n}\n"
+    chunks = chunk_file("src/cache.js", text)
+    kinds = [(c.kind, "function evict" in c.text, "cache.pop" in c.text) for c in chunks]
+    assert ("code", True, False) in kinds and ("docs", False, False) in kinds
+    assert all(kind == "code" for kind, _, has_code in kinds if has_code)
+    # Strings that are values, not statements, are code.
+    values = "".join(f'    "value number {i} of the table, which is data",\n' for i in range(40))
+    table = "TABLE = [\n" + values + "]\n"
+    assert {c.kind for c in chunk_file("src/table.py", table)} == {"code"}

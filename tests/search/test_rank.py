@@ -23,6 +23,10 @@ def test_identifiers_are_the_words_that_look_like_code() -> None:
     assert identifiers("how are retries counted") == []
     assert identifiers("parse_duration") == [["parse_duration"]]
     assert identifiers("retries") == [["retries"]]  # a one-word query may name anything
+    # Acronyms are prose words, not identifiers; mixed case still is.
+    assert identifiers("which class owns HTTP/2 and the URL of an RGB value") == []
+    assert identifiers("where is HTTPClient or IOError made") == [["HTTPClient"], ["IOError"]]
+    assert identifiers("MAX_SIZE") == [["MAX_SIZE"]]
 
 
 def test_a_symbol_path_names_a_definition_by_its_tail() -> None:
@@ -69,6 +73,18 @@ def test_a_named_definition_goes_first_whatever_its_ranks() -> None:
     assert [chunk_id for chunk_id, _ in ranked] == [1]  # 2 was never a candidate
     ranked = fuse("Client.send", [1, 2], [1], candidates, 2)
     assert [chunk_id for chunk_id, _ in ranked] == [2, 1]
+
+
+def test_docs_that_name_a_definition_are_not_it() -> None:
+    """A README example or a docstring's prose that shows ``def send(`` is not the
+    definition: no bonus, so the code defining it (ranked lower) goes first."""
+    candidates = {
+        1: Candidate(1, "Usage", "docs", "Subclass it:\n\n    def send(self, request):\n"),
+        2: Candidate(2, "Client > send", "code", "    def send(self, request):\n"),
+    }
+    ranked = fuse("Client.send", [1, 2], [1, 2], candidates, 2)
+    assert [chunk_id for chunk_id, _ in ranked] == [2, 1]
+    assert dict(ranked)[1] < 1.0  # no bonus
 
 
 def test_one_file_does_not_fill_the_first_hits() -> None:

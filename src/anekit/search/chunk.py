@@ -65,8 +65,9 @@ __all__ = [
     "split_lines",
 ]
 
-#: Bumped when boundaries, kinds or model text change (2: PKG-INFO and METADATA are docs).
-CHUNKER_VERSION = "2"
+#: Bumped when boundaries, kinds or model text change (2: PKG-INFO and METADATA are docs;
+#: 3: chunks of code files holding only comments and docstrings are docs).
+CHUNKER_VERSION = "3"
 MAX_CHARS = 800
 OVERLAP_LINES = 2
 SMALL_CHARS = 200  # definitions up to this size may share a chunk with their neighbours
@@ -80,6 +81,9 @@ _FUNCTION_VALUES = frozenset(
 _NEEDS_BODY = frozenset(
     {"struct_specifier", "union_specifier", "enum_specifier", "class_specifier", "mod_item"}
 )
+# Nodes whose children are statements: a string directly in one is a docstring (the Python
+# grammar puts docstrings there; others wrap a bare string in an expression_statement).
+_STATEMENT_LISTS = frozenset({"block", "module"})
 _CLOSER = re.compile(  # a line that only closes something, maybe with a comment
     r"\s*(?:[)\]};,]+|end[;,)]*|(?:public|private|protected)\s*:)\s*(?:(?://|#|--).*|/\*.*\*/)?\s*"
 )
@@ -130,9 +134,10 @@ def chunk_file(relpath: str, text: str) -> list[Chunk]:
         return []
     spec = spec_for(language)
     spans: list[_Span] | None = None
+    prose: _Prose | None = None
     if spec is not None and spec.grammar is not None:
         try:
-            spans = _structured(spec, spec.grammar, text, lines)
+            spans, prose = _structured(spec, spec.grammar, text, lines)
         except Exception:  # a grammar surprise must not stop indexing; windows always work
             _log.debug("chunking %s by line windows: parse failed", relpath, exc_info=True)
     if spans is None:
@@ -145,7 +150,7 @@ def chunk_file(relpath: str, text: str) -> list[Chunk]:
             s.end,
             s.text if s.text is not None else "".join(lines[s.start - 1 : s.end]),
             s.symbol,
-            kind,
+            "docs" if kind == "code" and prose is not None and prose.covers(s, lines) else kind,
         )
         for s in spans
     ]
@@ -222,9 +227,32 @@ def _last_row(node: Node) -> int:
     return end.row
 
 
-def _structured(spec: LanguageSpec, grammar: str, text: str, lines: list[str]) -> list[_Span]:
+@dataclass
+class _Prose:
+    """Which lines of a code file are prose (comments, docstrings) or definition heads."""
+
+    lines: set[int]  # 1-based lines that start inside a comment or a docstring
+    heads: set[int]  # 1-based first lines of definitions
+
+    def covers(self, span: _Span, lines: list[str]) -> bool:
+        """Whether ``span`` is prose: each of its non-blank lines is a comment, a
+        docstring or only closes something (``}``), and it holds no definition's first
+        line (a definition with a long docstring stays code). One line of code, and the
+        chunk is code."""
+        if span.text is not None:
+            return False  # a slice of one over-long line
+        filled = [n for n in range(span.start, span.end + 1) if lines[n - 1].strip()]
+        if not filled or any(n in self.heads for n in filled):
+            return False
+        return all(n in self.lines or _CLOSER.fullmatch(lines[n - 1]) for n in filled)
+
+
+def _structured(
+    spec: LanguageSpec, grammar: str, text: str, lines: list[str]
+) -> tuple[list[_Span], _Prose | None]:
     src = text.encode("utf-8", "surrogatepass")
     root = _parser(grammar).parse(src).root_node
+    prose = None
     if spec.name == "markdown":
         kids = _sections(_markdown_headings(root, src), lines)
         cutter = _Cutter(lines, lambda d: d.kids or [])
@@ -235,8 +263,9 @@ def _structured(spec: LanguageSpec, grammar: str, text: str, lines: list[str]) -
         outline = _Code(spec, src, root, lines)
         kids = outline.level(root, (), 0)
         cutter = _Cutter(lines, outline.kids)
+        prose = _Prose(outline.prose_lines(), outline.heads)
     cutter.region(1, len(lines), kids, (), has_head=False)
-    return cutter.out
+    return cutter.out, prose
 
 
 def _text(src: bytes, node: Node | None) -> str:
@@ -264,6 +293,7 @@ class _Code:
                         break
                     span = parent
                 hits.append((span, inner, name))
+        self.heads = {inner.start_point.row + 1 for _, inner, _ in hits}
         hits.sort(key=lambda h: (h[0].start_byte, -h[0].end_byte))
         # Nest by byte ranges: a definition inside another's node is its child; one inside
         # another's wrapper only (a decorator's argument) is left to the lines around it.
@@ -279,6 +309,31 @@ class _Code:
             key = stack[-1][1].id if stack else None
             self.children.setdefault(key, []).append((span, inner, name))
             stack.append((span, inner))
+
+    def prose_lines(self) -> set[int]:
+        """1-based lines whose first character is in a comment or a docstring (a string
+        that is a statement of its own: Python's docstrings)."""
+        found: set[int] = set()
+        for r, line in enumerate(self.lines):
+            stripped = line.lstrip()
+            if not stripped.strip():
+                continue
+            col = len(line[: len(line) - len(stripped)].encode("utf-8", "surrogatepass"))
+            node: Node | None = self.root.named_descendant_for_point_range((r, col), (r, col))
+            while node is not None and node != self.root:
+                if "comment" in node.type:
+                    found.add(r + 1)
+                    break
+                parent = node.parent
+                if "string" not in node.type or parent is None:
+                    break
+                if parent.type in _STATEMENT_LISTS or (
+                    parent.type == "expression_statement" and parent.named_child_count == 1
+                ):
+                    found.add(r + 1)
+                    break
+                node = parent
+        return found
 
     def kids(self, d: _Def) -> list[_Def]:
         return self.level(d.node, d.path, d.head) if d.node is not None else []

@@ -13,7 +13,8 @@
   ``get_user_name``, ``Client.send``, ``Session::request``) and names a candidate's
   symbol, or is defined in its text (``def send``, ``func (c *Client) Send(``,
   ``public void send(``: small definitions share a chunk), puts that chunk above
-  every other hit.
+  every other hit. Not a docs chunk: a README's example or a docstring's prose names
+  the definition without being it.
 """
 
 from __future__ import annotations
@@ -59,14 +60,15 @@ class Candidate:
 def identifiers(query: str) -> list[list[str]]:
     """The query's words that look like identifiers, each as its dotted parts:
     ``Client.send`` -> ``["Client", "send"]``. A word counts when it has an
-    underscore, a dot/``::``/``#``, an inner capital (camelCase) or is the whole query."""
+    underscore, a dot/``::``/``#``, an inner capital after a small letter or before one
+    (``getUserName``, ``HTTPClient``; not an acronym such as ``HTTP`` or ``RGB``, which
+    prose uses as a word) or is the whole query."""
     words = _IDENTIFIER.findall(query)
     found: list[list[str]] = []
     for word in words:
         parts = re.split(r"\.|::|#", word)
-        looks = (
-            len(parts) > 1 or "_" in word or any(c.isupper() for c in word[1:]) or len(words) == 1
-        )
+        camel = any(c.isupper() for c in word[1:]) and any(c.islower() for c in word)
+        looks = len(parts) > 1 or "_" in word or camel or len(words) == 1
         if looks:
             found.append(parts)
     return found
@@ -140,7 +142,7 @@ def fuse(
             continue
         if candidate.kind not in asked:
             scores[chunk_id] *= KIND_WEIGHTS.get(candidate.kind, 1.0)
-        if any(
+        if candidate.kind != "docs" and any(
             names_definition(candidate.symbol, parts) or defines(candidate.text, parts)
             for parts in named
         ):
