@@ -9,6 +9,10 @@ responsible for something) and a gold definition: its path relative to the unpac
 sdist's top folder, its symbol (``Class.method`` or ``function``) and its line span,
 1-based and inclusive, decorators included.
 
+``retrieval_heldout.json`` holds 36 more questions (12 a corpus) on other definitions,
+written from the sources without running a search; no ranking rule is chosen on them, so
+their figures say how the rules chosen on the development set carry over.
+
 First, :func:`check`: every gold's file exists, its symbol is defined there exactly once
 (found with ``ast``) with the recorded span, no question repeats 5 words in a row of its
 gold's docstring, and no behaviour question spells out its gold's name. Then each corpus
@@ -19,6 +23,7 @@ the gold's file (its first rank), symbol-hit@10 on the gold's lines.
 
     .venv/bin/python bench/retrieval.py [--corpus NAME ...] [--mode MODE ...] [--json PATH]
         [--store DIR] [--lanes cpu,...]
+    .venv/bin/python bench/retrieval.py --questions bench/retrieval_heldout.json
     .venv/bin/python bench/retrieval.py --check          # the question set only
     .venv/bin/python bench/retrieval.py --fix-spans      # rewrite the gold spans from ast
 
@@ -289,7 +294,13 @@ def main() -> None:
     parser.add_argument("--corpus", action="append", choices=list(SDISTS), help="(repeatable)")
     parser.add_argument("--mode", action="append", choices=MODES, help="(repeatable)")
     parser.add_argument("--json", type=Path, help="where to write the JSON record")
-    parser.add_argument("--questions", type=Path, default=QUESTIONS, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--questions",
+        type=Path,
+        default=QUESTIONS,
+        help="the question set (default: the development set; retrieval_heldout.json: the "
+        "held-out set, never used to choose a ranking rule)",
+    )
     parser.add_argument(
         "--store", type=Path, help="keep the indexes under this folder (default: a temporary one)"
     )
