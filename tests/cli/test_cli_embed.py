@@ -42,13 +42,15 @@ class RecordingScheduler:
 
     def stream(
         self, token_ids: Sequence[Sequence[int]]
-    ) -> Iterator[tuple[int, np.ndarray | None, str | None]]:
-        """Row i's vector is the i-th unit vector, so each output names its text."""
+    ) -> Iterator[tuple[int, np.ndarray | None, str | None, str]]:
+        """Row i's vector is the i-th unit vector, so each output names its text; the
+        lane that made it is the first asked for (as Scheduler.stream says)."""
         self.embedded += [list(ids) for ids in token_ids]
         self.summary = RunSummary(chunks=len(token_ids), embedded=len(token_ids))
         if self.progress is not None:
             self.progress(len(token_ids), len(token_ids))
-        yield from ((index, row, None) for index, row in enumerate(self.embed(token_ids)))
+        lane = self.lanes[0] if self.lanes else "cpu"
+        yield from ((index, row, None, lane) for index, row in enumerate(self.embed(token_ids)))
 
     def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
         return np.eye(len(token_ids), DIMENSION, dtype=np.float32)

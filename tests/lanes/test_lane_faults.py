@@ -60,6 +60,16 @@ def test_two_healthy_lanes_share_the_work(work: Any) -> None:
         assert status["cpu"]["min_cosine"] >= 0.98 and status["numpy"]["min_cosine"] >= 0.999
         assert status["cpu"]["rate_tokens_per_s"] > 0
         _check(scheduler.embed(token_ids), reference, 0.98)
+        # Each row says which lane made it; its numerics show it (numpy is fp32, the
+        # reference's own path; cpu is int8).
+        rows = list(scheduler.stream(token_ids))
+        assert [index for index, *_ in rows] == list(range(len(token_ids)))
+        made_by = {lane for *_, lane in rows}
+        assert made_by and made_by <= {"cpu", "numpy"}
+        for index, vector, why, lane in rows:
+            assert why is None and vector is not None
+            cosine = float(vector @ reference[index]) / float(np.linalg.norm(reference[index]))
+            assert cosine >= (0.99999 if lane == "numpy" else 0.98)
 
 
 def _kill_once(scheduler: Scheduler, lane_name: str, killed: list[int]) -> None:
@@ -192,6 +202,8 @@ def test_a_lane_that_keeps_failing_spends_its_restarts_and_the_run_finishes(
     assert status["state"] == "failed" and status["restarts"] == lane_module.RESTARTS
     assert status["reason"].endswith("(its 3 restarts in 60 s are spent)")
     assert scheduler.summary.fallback == "in process: CPU (ONNX Runtime int8)"
+    with Scheduler(["cpu"]) as again:  # the in-process engine's rows: the CPU lane's model
+        assert {lane for *_, lane in again.stream(token_ids[:4])} == {"cpu"}
     _check(vectors, reference[:16], 0.98)
 
 
@@ -242,6 +254,8 @@ def test_when_every_worker_start_fails_the_run_finishes_in_process(work: Any, fa
         vectors = scheduler.embed(token_ids[:12])
         assert _states(scheduler)["cpu"] == ("failed", "worker exited (3)")
     assert scheduler.summary.fallback == "in process: CPU (ONNX Runtime int8)"
+    with Scheduler(["cpu"]) as again:  # the in-process engine's rows: the CPU lane's model
+        assert {lane for *_, lane in again.stream(token_ids[:4])} == {"cpu"}
     assert notes[-1] == (
         "no lane can embed (cpu: worker exited (3)); finishing in this process on the CPU"
     )

@@ -321,7 +321,7 @@ def _embed(
             scheduler = embedder.scheduler
             scheduler.progress = lambda done, total: progress.update(task, completed=done)
             scheduler.notify = lambda line: stderr.print(f"note: {esc(line)}")
-            for index, vector, why in scheduler.stream(token_ids):
+            for index, vector, why, _ in scheduler.stream(token_ids):
                 number = read.texts[index][0]
                 if why is not None:
                     failed_lines.append(number)

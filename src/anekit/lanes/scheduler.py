@@ -157,6 +157,8 @@ class _Work:
         self.again: deque[int] = deque()
         self.batches: dict[int, _Batch] = {}
         self.results: dict[int, np.ndarray] = {}
+        #: The lane whose engine made each result (FALLBACK for the in-process engine).
+        self.made_by: dict[int, str] = {}
         self.failed: dict[int, str] = {}
         self.sends: defaultdict[int, int] = defaultdict(int)
         #: Deaths of workers while embedding this row alone, per lane.
@@ -329,7 +331,7 @@ class Scheduler:
         (with every vector, NaN in the failed rows) when some rows failed."""
         rows: list[np.ndarray | None] = []
         failed: dict[int, str] = {}
-        for index, vector, why in self.stream(token_ids):
+        for index, vector, why, _ in self.stream(token_ids):
             rows.append(vector)
             if why is not None:
                 failed[index] = why
@@ -344,9 +346,12 @@ class Scheduler:
 
     def stream(
         self, token_ids: Sequence[Sequence[int]]
-    ) -> Iterator[tuple[int, np.ndarray | None, str | None]]:
-        """``(index, vector, None)`` or ``(index, None, why)`` for every row, in input
-        order, each as soon as it and all rows before it are done."""
+    ) -> Iterator[tuple[int, np.ndarray | None, str | None, str]]:
+        """``(index, vector, None, lane)`` or ``(index, None, why, "")`` for every row, in
+        input order, each as soon as it and all rows before it are done. ``lane`` names
+        the lane that embedded the row (``cpu`` for the in-process engine, which runs the
+        CPU lane's model): a row another lane took over may differ in numerics (int8 on
+        the CPU, fp16 on the ANE)."""
         work = _Work(token_ids, self.buckets)
         restarts = {name: lane.restarts for name, lane in self.lanes.items()}
         self.summary = RunSummary(chunks=work.count)
@@ -358,7 +363,7 @@ class Scheduler:
                     self._step(work)
                 while emitted < work.count and (emitted in work.results or emitted in work.failed):
                     vector = work.results.get(emitted)
-                    yield emitted, vector, work.failed.get(emitted)
+                    yield emitted, vector, work.failed.get(emitted), work.made_by.get(emitted, "")
                     emitted += 1
         finally:
             self.summary.embedded = len(work.results)
@@ -633,19 +638,20 @@ class Scheduler:
         lane.served += 1
         if batch.probe:
             return
-        self._record(work, batch.rows, vectors, on_cpu=lane.name == FALLBACK)
+        self._record(work, batch.rows, vectors, lane.name)
         elapsed = max(self.clock() - batch.sent, 1e-6)
         observed = batch.padded_tokens / elapsed * min(len(lane.in_flight) + 1, IN_FLIGHT)
         lane.rate = 0.7 * lane.rate + 0.3 * observed if lane.rate else observed
 
-    def _record(self, work: _Work, rows: Sequence[int], vectors: np.ndarray, on_cpu: bool) -> None:
-        """Keep ``rows``' vectors; a NaN or zero vector is embedded again on the CPU
-        lane, or (``on_cpu``: it came from the CPU's engine) fails."""
+    def _record(self, work: _Work, rows: Sequence[int], vectors: np.ndarray, lane: str) -> None:
+        """Keep ``rows``' vectors, made by ``lane``; a NaN or zero vector is embedded
+        again on the CPU lane, or (it came from the CPU's engine) fails."""
         bad = ~np.isfinite(vectors).all(axis=1) | (np.abs(vectors).sum(axis=1) == 0)
         for row, vector, wrong in zip(rows, vectors, bad, strict=True):
             if not wrong:
                 work.results[row] = vector
-            elif on_cpu:
+                work.made_by[row] = lane
+            elif lane == FALLBACK:
                 self._give_up(row, f"the {FALLBACK} engine returned NaN or zero", work)
             else:
                 work.again.append(row)
@@ -746,7 +752,7 @@ class Scheduler:
         if not again_only:
             self.summary.fallback = f"in process: {engine.device}"
         try:
-            self._record(work, rows, engine.embed([work.token_ids[r] for r in rows]), on_cpu=True)
+            self._record(work, rows, engine.embed([work.token_ids[r] for r in rows]), FALLBACK)
         except Exception as error:  # one bad row must not end the run: try each alone
             if len(rows) == 1:
                 self._give_up(rows[0], f"in-process engine: {type(error).__name__}: {error}", work)
@@ -757,7 +763,7 @@ class Scheduler:
                 except Exception as alone:
                     self._give_up(row, f"in-process engine: {type(alone).__name__}: {alone}", work)
                 else:
-                    self._record(work, [row], vector, on_cpu=True)
+                    self._record(work, [row], vector, FALLBACK)
 
 
 def _killed(deaths: dict[str, int]) -> str:
