@@ -294,3 +294,62 @@ def test_the_cli_prints_the_documented_json(
     monkeypatch.chdir(built.root.parent)
     missing = CliRunner().invoke(cli, ["search", "x", "--json"])
     assert missing.exit_code == 2 and json.loads(missing.output)["error"] == "SearchError"
+
+
+def test_vectors_a_fallback_lane_made_are_marked_then_replaced(
+    indexed: tuple[Index, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chunk embedded by a lane of other numerics than the store's (the ANE's fp16
+    standing in for an int8 store's CPU lane) is kept, marked, cached as what it is,
+    and embedded again by the next update; the rest of its file is not."""
+    from dataclasses import replace
+
+    from anekit.search.cache import cache_key
+
+    private = VectorCache(tmp_path / "private.db")
+    copy = _copy(indexed[0], tmp_path / "repo", private)
+    real_lanes = Index._lanes
+
+    def lanes_with_a_stand_in(self: Index) -> object:
+        embedder = real_lanes(self)
+        stream = embedder.scheduler.stream
+        if not getattr(stream, "patched", False):
+
+            def relabelled(token_ids: object) -> object:
+                for index, vector, why, lane in stream(token_ids):
+                    yield index, vector, why, "ane" if index == 0 and why is None else lane
+
+            relabelled.patched = True  # type: ignore[attr-defined]
+            embedder.scheduler.stream = relabelled
+        return embedder
+
+    monkeypatch.setattr(Index, "_lanes", lanes_with_a_stand_in)
+    first = copy.update()
+    assert first.stand_ins == 1 and first.as_dict()["stand_ins"] == 1
+    assert copy.store.stats()["stand_ins"] == {"fp16": 1}
+    (marked,) = copy.store.stand_in_files()
+    identity = copy.store.identity
+    assert identity is not None and identity.variant == "int8"
+    db = sqlite3.connect(copy.directory / "store.db")
+    (text_hash,) = db.execute(
+        "SELECT c.text_hash FROM vectors v JOIN chunks c ON c.id = v.chunk_id "
+        "WHERE v.variant = 'fp16'"
+    ).fetchone()
+    db.close()
+    as_fp16 = cache_key(replace(identity, variant="fp16").key(), text_hash)
+    as_int8 = cache_key(identity.key(), text_hash)
+    assert set(private.get([as_fp16, as_int8], identity.dimension)) == {as_fp16}
+    copy.close()
+
+    monkeypatch.setattr(Index, "_lanes", real_lanes)
+    again = Index(copy.root, lanes=["cpu"], cache=private)
+    second = again.update()
+    assert (second.indexed, second.embedded, second.stand_ins) == (1, 1, 0)
+    assert second.unchanged == 3  # the other files; only `marked` was read again
+    assert again.store.stand_in_files() == [] and again.store.stats()["stand_ins"] == {}
+    assert set(private.get([as_fp16, as_int8], identity.dimension)) == {as_fp16, as_int8}
+    third = again.update()
+    assert (third.indexed, third.embedded) == (0, 0)
+    assert marked in again.store.files()
+    again.close()
+    private.close()

@@ -387,6 +387,52 @@ def test_known_vectors(store: Store) -> None:
     np.testing.assert_array_equal(known[chunk("two").text_hash], v[1].astype(np.float16))
 
 
+def test_stand_in_vectors_are_marked_and_not_reused(store: Store) -> None:
+    assert IDENTITY.variant != "fp16"
+    v = vectors(3, seed=4)
+    with store.write():
+        store.put_file(
+            record("a.py"),
+            [chunk("one"), chunk("two"), chunk("three")],
+            v,
+            [None, "fp16", IDENTITY.variant],  # the store's own variant is not a mark
+        )
+        store.put_file(record("b.py"), [chunk("four")], vectors(1, seed=5))
+    assert store.stand_in_files() == ["a.py"]
+    assert store.stats()["stand_ins"] == {"fp16": 1}
+    hashes = [chunk(text).text_hash for text in ("one", "two", "three")]
+    assert sorted(store.known_vectors(hashes)) == sorted([hashes[0], hashes[2]])
+    with pytest.raises(ValueError, match="2 variants for 3 chunk"), store.write():
+        store.put_file(record("a.py"), [chunk("x"), chunk("y"), chunk("z")], v, [None, None])
+    with store.write():  # embedded again: the mark goes with the old vector
+        store.put_file(record("a.py"), [chunk("one"), chunk("two"), chunk("three")], v)
+    assert store.stand_in_files() == [] and store.stats()["stand_ins"] == {}
+
+
+def test_a_schema_1_store_gains_the_variant_column(tmp_path: Path) -> None:
+    directory = store_dir(tmp_path)
+    with Store(directory) as s:
+        s.ensure_identity(IDENTITY)
+        put(s, "a.py", ["one", "two"])
+    conn = sqlite3.connect(directory / DB_FILE)  # back to schema 1: no variant column
+    conn.executescript(
+        "CREATE TABLE old AS SELECT chunk_id, vector FROM vectors; DROP TABLE vectors;"
+        "CREATE TABLE vectors (chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) "
+        "ON DELETE CASCADE, vector BLOB NOT NULL);"
+        "INSERT INTO vectors SELECT * FROM old; DROP TABLE old; PRAGMA user_version = 1;"
+    )
+    conn.close()
+    with Store(directory) as s:
+        assert s.stand_in_files() == []
+        assert sorted(s.known_vectors([chunk("one").text_hash, chunk("two").text_hash]))
+        assert s.chunk_count() == 2
+    conn = sqlite3.connect(directory / DB_FILE)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    columns = [row[1] for row in conn.execute("PRAGMA table_info(vectors)")]
+    assert columns == ["chunk_id", "vector", "variant"]
+    conn.close()
+
+
 def test_stats(store: Store) -> None:
     put(store, "a.py", ["one", "two"])
     stats = store.stats()

@@ -146,6 +146,11 @@ def _summary_line(root: Path, summary: Any) -> str:
         + (f" on {summary.lane}" if summary.lane else "")
         + f", {summary.cached} from the cache)"
     )
+    if summary.stand_ins:
+        parts.append(
+            f"{summary.stand_ins} chunk(s) embedded by a fallback lane of other numerics: "
+            "the next run embeds them again"
+        )
     if summary.reset:
         parts.append("the index was made by another model or chunker: embedded afresh")
     return "; ".join(parts) + f"; {summary.seconds:.1f} s"
@@ -227,6 +232,11 @@ def status(store: Path | None, as_json: bool) -> None:
         stdout.print(
             f"model:  {esc(identity.get('model'))} ({esc(identity.get('variant'))}), "
             f"chunker {esc(identity.get('chunker'))}, max length {identity.get('max_length')}"
+        )
+    for variant, count in (stats.get("stand_ins") or {}).items():
+        stdout.print(
+            f"note:   {count} chunk(s) embedded by a {esc(variant)} lane standing in for the "
+            "store's; the next `anekit index` embeds them again"
         )
     if stats.get("bytes") is not None:
         stdout.print(f"size:   {format_bytes(int(stats['bytes']))}")

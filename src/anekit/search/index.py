@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +84,9 @@ class IndexSummary:
     #: Chunks given vectors in this run: by the lanes, and from the caches.
     embedded: int = 0
     cached: int = 0
+    #: Chunks embedded by a lane of another variant than the store's (a fallback stood
+    #: in): kept and marked, and embedded again by the next update.
+    stand_ins: int = 0
     chunks: int = 0
     seconds: float = 0.0
     lane: str = ""
@@ -107,6 +110,7 @@ class IndexSummary:
             "failed": [{"path": path, "reason": why} for path, why in self.failed.items()],
             "embedded": self.embedded,
             "cached": self.cached,
+            "stand_ins": self.stand_ins,
             "chunks": self.chunks,
             "seconds": round(self.seconds, 3),
             "lane": self.lane,
@@ -123,6 +127,8 @@ class _File:
     #: What the model is given for each chunk (:func:`~anekit.search.chunk.model_text`).
     texts: list[str]
     vectors: list[np.ndarray | None]
+    #: Per chunk: None, or the variant of the lane that stood in for the store's.
+    variants: list[str | None] = field(default_factory=list)
     failed: str | None = None
 
     def ready(self) -> bool:
@@ -349,6 +355,7 @@ class Index:
         walked = walk(self.root, scope)
         summary.files, summary.skipped = len(walked.files), list(walked.skipped)
         known = store.files()
+        stand_ins = set(store.stand_in_files())  # embedded again, whatever their mtime
         present = {entry.relpath for entry in walked.files}
         prefixes = _relative_prefixes(self.root, scope)
         gone = [
@@ -357,14 +364,18 @@ class Index:
         changed: list[FileEntry] = []
         for entry in walked.files:
             old = known.get(entry.relpath)
-            if old is not None and (old.size, old.mtime_ns) == (entry.size, entry.mtime_ns):
+            same = old is not None and (old.size, old.mtime_ns) == (entry.size, entry.mtime_ns)
+            if same and entry.relpath not in stand_ins:
                 summary.unchanged += 1
             else:
                 changed.append(entry)
         touched: list[tuple[str, int, int]] = []
         files: list[_File] = []
         for entry in changed:
-            item = self._prepare(entry, known.get(entry.relpath), summary, touched)
+            old = known.get(entry.relpath)
+            if entry.relpath in stand_ins:
+                old = None  # chunk it again: its stand-in vectors are to be replaced
+            item = self._prepare(entry, old, summary, touched)
             if isinstance(item, _File):
                 files.append(item)
             elif isinstance(item, Skipped) and entry.relpath in known:
@@ -417,7 +428,7 @@ class Index:
             sha256=digest,
             language=language_for(entry.relpath),
         )
-        return _File(record, records, texts, [None] * len(records))
+        return _File(record, records, texts, [None] * len(records), [None] * len(records))
 
     def _fill_from_caches(
         self, files: list[_File], identity: StoreIdentity, summary: IndexSummary
@@ -463,8 +474,10 @@ class Index:
             writer.flush()
             summary.indexed = writer.written
             return
+        from anekit.lanes.engines import lane_variant
+
         embedder = self._lanes()
-        namespace = identity.key()
+        namespaces = {identity.variant: identity.key()}
         total = len(wanted)
         lane = ""
         done = 0
@@ -472,7 +485,7 @@ class Index:
             part = wanted[start : start + ROUND_CHUNKS]
             token_ids = embedder.tokenize([item.texts[index] for item, index in part])
             fresh: list[tuple[bytes, np.ndarray]] = []
-            for position, vector, why in embedder.scheduler.stream(token_ids):
+            for position, vector, why, made_by in embedder.scheduler.stream(token_ids):
                 item, index = part[position]
                 done += 1
                 if why is not None or vector is None:
@@ -481,7 +494,14 @@ class Index:
                     continue
                 vector16 = np.asarray(vector, np.float16)
                 item.vectors[index] = vector16
-                fresh.append((cache_key(namespace, item.chunks[index].text_hash), vector16))
+                variant = lane_variant(made_by)
+                if variant != identity.variant:
+                    item.variants[index] = variant
+                    summary.stand_ins += 1
+                if variant not in namespaces:  # cached as what it is, not as the store's
+                    namespaces[variant] = replace(identity, variant=variant).key()
+                key = cache_key(namespaces[variant], item.chunks[index].text_hash)
+                fresh.append((key, vector16))
                 summary.embedded += 1
                 if item.ready() or len(fresh) >= 256:
                     self._cache_put(fresh)  # before the file can reach a checkpoint
@@ -541,7 +561,7 @@ class _Writer:
                 for item in self.pending:
                     rows = [vector for vector in item.vectors if vector is not None]
                     vectors = np.stack(rows) if rows else np.zeros((0, self.dimension), np.float16)
-                    self.store.put_file(item.record, item.chunks, vectors)
+                    self.store.put_file(item.record, item.chunks, vectors, item.variants)
             self.written += len(self.pending)
             self.pending = []
         self.last = time.monotonic()

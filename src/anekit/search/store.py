@@ -57,7 +57,8 @@ __all__ = [
     "store_dir",
 ]
 
-SCHEMA_VERSION = 1
+#: 2: vectors.variant (a vector made by a lane of another variant than the store's).
+SCHEMA_VERSION = 2
 STORE_DIR = ".anekit"
 DB_FILE = "store.db"
 CHUNK_KINDS = ("code", "docs", "tests", "config")
@@ -104,7 +105,10 @@ CREATE INDEX chunks_file ON chunks(file_id);
 CREATE INDEX chunks_text_hash ON chunks(text_hash);
 CREATE TABLE vectors (
     chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
-    vector BLOB NOT NULL  -- fp16, little-endian, the store identity's dimension
+    vector BLOB NOT NULL,  -- fp16, little-endian, the store identity's dimension
+    -- NULL: made with the store identity's variant, else the variant of the lane that
+    -- stood in for it (a fallback), replaced by the next update that can
+    variant TEXT
 );
 -- Contentless: the text is in `chunks`. Rows are removed with the 'delete' command and the
 -- values they were indexed with (_fts_values), which terms.TERMS_VERSION keeps reproducible.
@@ -271,6 +275,11 @@ class Store:
             with self.write():
                 if conn.execute("PRAGMA user_version").fetchone()[0] == 0:  # not made meanwhile
                     self._create_schema()
+        elif version == 1:
+            with self.write():
+                if conn.execute("PRAGMA user_version").fetchone()[0] == 1:
+                    conn.execute("ALTER TABLE vectors ADD COLUMN variant TEXT")
+                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         if self._meta("terms_version") != TERMS_VERSION:
             with self.write():
                 if self._meta("terms_version") != TERMS_VERSION:
@@ -417,14 +426,25 @@ class Store:
     # -- writes -------------------------------------------------------------------------------
 
     def put_file(
-        self, file: FileRecord, chunks: Sequence[ChunkRecord], vectors: np.ndarray
+        self,
+        file: FileRecord,
+        chunks: Sequence[ChunkRecord],
+        vectors: np.ndarray,
+        variants: Sequence[str | None] | None = None,
     ) -> None:
         """Store ``file`` with ``chunks`` and their ``vectors`` (``(len(chunks), dimension)``,
         kept as fp16), replacing its old chunks, vectors and FTS rows in the current
-        :meth:`write` transaction. Raises ``ValueError`` for a count or dimension that does
-        not match, a vector that is not finite (also once in fp16) or zero, a bad kind or span.
+        :meth:`write` transaction. ``variants``: per chunk, ``None`` for a vector of the
+        store identity's variant, else the variant of the lane that made it instead.
+        Raises ``ValueError`` for a count or dimension that does not match, a vector that
+        is not finite (also once in fp16) or zero, a bad kind or span.
         """
         self._require_write("put_file")
+        identity = self.identity
+        marks = list(variants) if variants is not None else [None] * len(chunks)
+        if len(marks) != len(chunks):
+            raise ValueError(f"{file.relpath}: {len(marks)} variants for {len(chunks)} chunk(s)")
+        marks = [None if identity is not None and m == identity.variant else m for m in marks]
         dimension = self._dimension()
         array = np.asarray(vectors)
         if array.size == 0 and not chunks:
@@ -462,7 +482,7 @@ class Store:
             "SELECT id FROM files WHERE relpath = ?", (file.relpath,)
         ).fetchone()[0]
         self._drop_chunks(file_id, file.relpath)
-        for chunk, vector in zip(chunks, half, strict=True):
+        for chunk, vector, variant in zip(chunks, half, marks, strict=True):
             cursor = conn.execute(
                 "INSERT INTO chunks(file_id, start_line, end_line, symbol, kind, text, text_hash)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -478,7 +498,8 @@ class Store:
             )
             chunk_id = cursor.lastrowid
             conn.execute(
-                "INSERT INTO vectors(chunk_id, vector) VALUES (?, ?)", (chunk_id, vector.tobytes())
+                "INSERT INTO vectors(chunk_id, vector, variant) VALUES (?, ?, ?)",
+                (chunk_id, vector.tobytes(), variant),
             )
             conn.execute(
                 "INSERT INTO chunks_fts(rowid, text, path, symbol) VALUES (?, ?, ?, ?)",
@@ -553,12 +574,30 @@ class Store:
         """How many chunks the store holds."""
         return int(self._conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
+    def stand_in_files(self) -> list[str]:
+        """Files holding a vector made by a lane of another variant than the store's (a
+        fallback stood in for the store's lane): the next update embeds them again."""
+        with self.read():
+            rows = self._conn.execute(
+                "SELECT DISTINCT f.relpath FROM vectors v JOIN chunks c ON c.id = v.chunk_id "
+                "JOIN files f ON f.id = c.file_id WHERE v.variant IS NOT NULL ORDER BY f.relpath"
+            )
+            return [relpath for (relpath,) in rows]
+
     def stats(self) -> dict[str, Any]:
-        """Files, chunks, bytes on disk (everything in the store directory), identity,
-        generation and the time of the last write (seconds since the epoch, or ``None``)."""
+        """Files, chunks, vectors by the variant that made them when a lane of another
+        variant stood in (``stand_ins``), bytes on disk (everything in the store
+        directory), identity, generation and the time of the last write (seconds since
+        the epoch, or ``None``)."""
         with self.read():
             files = self._conn.execute("SELECT count(*) FROM files").fetchone()[0]
             chunks = self.chunk_count()
+            stand_ins = dict(
+                self._conn.execute(
+                    "SELECT variant, count(*) FROM vectors WHERE variant IS NOT NULL "
+                    "GROUP BY variant ORDER BY variant"
+                ).fetchall()
+            )
             identity = self.identity
             generation = self.generation
             last_write = self._meta("last_write")
@@ -572,6 +611,7 @@ class Store:
         return {
             "files": int(files),
             "chunks": chunks,
+            "stand_ins": stand_ins,
             "bytes": size,
             "identity": None if identity is None else asdict(identity),
             "generation": generation,
@@ -597,7 +637,8 @@ class Store:
 
     def known_vectors(self, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored vectors by the ``text_hash`` of their chunk's text, for the hashes given that
-        the store holds: an edited file's unchanged chunks need no embedding again."""
+        the store holds: an edited file's unchanged chunks need no embedding again. Vectors
+        a lane of another variant stood in for are left out (they are to be replaced)."""
         found: dict[str, np.ndarray] = {}
         unique = sorted(set(text_hashes))
         for start in range(0, len(unique), 500):
@@ -605,7 +646,7 @@ class Store:
             marks = ",".join("?" * len(batch))
             rows = self._conn.execute(
                 "SELECT c.text_hash, v.vector FROM chunks c JOIN vectors v ON v.chunk_id = c.id "
-                f"WHERE c.text_hash IN ({marks})",
+                f"WHERE c.text_hash IN ({marks}) AND v.variant IS NULL",
                 batch,
             )
             for text_hash, blob in rows:
