@@ -199,7 +199,7 @@ class Clean:
 
     source: Path
     snapshot: Snapshot
-    top: dict[str, tuple[str, int]]
+    top: dict[str, str]
 
 
 def _store_path(root: Path) -> Path:
@@ -270,9 +270,13 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
     return unit
 
 
-def _top_hits(index: Index) -> dict[str, tuple[str, int]]:
-    hits = {query: index.search(query, k=3) for query in QUERIES}
-    return {query: (found[0].path, found[0].start_line) for query, found in hits.items()}
+def _top_hits(index: Index) -> dict[str, str]:
+    """Each query's first hit's file. Not its chunk: each generated module holds four
+    near-identical functions, and int8 vectors move a little with the rows they were
+    embedded beside (ONNX Runtime scales a batch's activations at once; cosine about
+    0.995), so which sibling comes first may differ between two clean runs that group
+    chunks differently (the vectors themselves are checked by _assert_like_clean)."""
+    return {query: index.search(query, k=3)[0].path for query in QUERIES}
 
 
 @pytest.fixture(scope="module")
