@@ -38,6 +38,31 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
 
 
+def redacted(value: Any) -> Any:
+    """``value`` (a JSON-ready record) with this machine's paths in its strings replaced
+    by stand-ins: the checkout by ``<checkout>``, the home folder by ``~``, the
+    temporary folder by ``$TMPDIR``, so that a committed record names no local path."""
+    import tempfile
+
+    checkout = str(Path(__file__).resolve().parent.parent)
+    prefixes = [
+        (checkout, "<checkout>"),
+        (str(Path.home()), "~"),
+        (tempfile.gettempdir(), "$TMPDIR"),
+    ]
+    prefixes.sort(key=lambda pair: -len(pair[0]))
+    if isinstance(value, str):
+        for prefix, stand_in in prefixes:
+            if prefix and prefix != "/":
+                value = value.replace(prefix, stand_in)
+        return value
+    if isinstance(value, dict):
+        return {redacted(key): redacted(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [redacted(item) for item in value]
+    return value
+
+
 def source_state() -> dict[str, Any]:
     """Where the anekit that runs comes from, and its git commit and whether its
     ``src`` differs from it (a tree edited during a run mixes versions)."""

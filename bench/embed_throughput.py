@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
-from benchmachine import machine, peak_memory_mb, source_state
+from benchmachine import machine, peak_memory_mb, redacted, source_state
 
 THREADS = 2
 MAX_LENGTH = 256
@@ -436,7 +436,7 @@ def main() -> None:
     }
     output = args.json or RESULTS / f"embed_throughput-{today}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(record, indent=2) + "\n")
+    output.write_text(json.dumps(redacted(record), indent=2) + "\n")
 
     print(f"{args.chunks} code chunks from the Python {platform.python_version()} standard library")
     print(

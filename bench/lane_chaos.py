@@ -86,7 +86,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from benchmachine import machine, source_state
+from benchmachine import machine, redacted, source_state
 from embed_throughput import code_chunks
 
 from anekit.lanes.lane import WORKER_MODULE
@@ -793,7 +793,7 @@ def main() -> None:
     }
     output = args.json or RESULTS / f"lane_chaos-{today}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(record, indent=2) + "\n")
+    output.write_text(json.dumps(redacted(record), indent=2) + "\n")
 
     def met(value: bool) -> str:
         return "met" if value else "**not met**"

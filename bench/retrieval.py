@@ -51,7 +51,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmachine import machine, source_state
+from benchmachine import machine, redacted, source_state
 from retrieval_corpora import SDISTS, corpus_root
 
 from anekit.search.evaluate import Gold, Hit, K, file_rank, metrics, symbol_rank
@@ -400,7 +400,7 @@ def main() -> None:
     }
     output = args.json or RESULTS / f"retrieval-{today}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(record, indent=2) + "\n")
+    output.write_text(json.dumps(redacted(record), indent=2) + "\n")
 
     print(f"{today}; machine: {machine()}")
     print(f"command: {command}")

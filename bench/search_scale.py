@@ -91,7 +91,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmachine import machine, peak_memory_mb, source_state
+from benchmachine import machine, peak_memory_mb, redacted, source_state
 
 RESULTS = Path(__file__).resolve().parent / "results"
 QUESTIONS = Path(__file__).resolve().parent / "retrieval_questions.json"
@@ -1048,7 +1048,7 @@ def main() -> None:
     record["targets"] = targets(record)
     output = args.json or RESULTS / f"search_scale-{today}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(record, indent=2) + "\n")
+    output.write_text(json.dumps(redacted(record), indent=2) + "\n")
     print_report(record)
     print(f"\nwall time {record['seconds'] / 60:.1f} min; JSON: {output}")
 
