@@ -41,6 +41,16 @@ def _root_for(paths: tuple[Path, ...]) -> Path:
         return start.resolve()
 
 
+wait_option = click.option(
+    "--wait",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long to wait for another process writing the same index (one writer at a time).",
+)
+
+
 def _open(store: Path | None, **options: Any) -> Any:
     """The index that search, status and forget act on: the store given, else the one
     found at or above the current folder."""
@@ -59,6 +69,7 @@ def _open(store: Path | None, **options: Any) -> Any:
 )
 @click.option("--model", default=None, help="Model name or Hugging Face folder.")
 @click.option("--verbose", "list_skipped", is_flag=True, help="List the skipped files and why.")
+@wait_option
 @json_option
 @handles_errors
 def index(
@@ -67,6 +78,7 @@ def index(
     lanes: tuple[str, ...],
     model: str | None,
     list_skipped: bool,
+    wait: float,
     as_json: bool,
 ) -> None:
     """Index PATHS (default: the current folder) for code search.
@@ -101,7 +113,7 @@ def index(
         disable=not stderr.is_terminal or as_json,
     )
     started = time.monotonic()
-    with Index(root, store, lanes=names or None, model=model) as built, bar:
+    with Index(root, store, lanes=names or None, model=model, wait=wait) as built, bar:
         task = bar.add_task("index", total=None, files="0/0", rate="-", lane="")
 
         def show(step: IndexProgress) -> None:
@@ -248,12 +260,13 @@ def status(store: Path | None, as_json: bool) -> None:
 @click.command()
 @click.argument("path", type=click.Path(path_type=Path))
 @store_option
+@wait_option
 @json_option
 @handles_errors
-def forget(path: Path, store: Path | None, as_json: bool) -> None:
+def forget(path: Path, store: Path | None, wait: float, as_json: bool) -> None:
     """Drop PATH (a file or folder) from the index; it comes back on the next index
     unless it is ignored (.anekitignore)."""
-    with _open(store) as opened:
+    with _open(store, wait=wait) as opened:
         removed = opened.forget(path)
     if as_json:
         emit_json({"path": str(path), "removed": removed})

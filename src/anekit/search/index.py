@@ -28,6 +28,7 @@ from anekit import config
 from anekit.errors import SearchError
 from anekit.search.cache import VectorCache, cache_key
 from anekit.search.chunk import CHUNKER_VERSION, chunk_file, language_for, model_text
+from anekit.search.lock import WriterLock
 from anekit.search.store import ChunkRecord, FileRecord, Store, StoreIdentity, store_dir
 from anekit.search.walk import FileEntry, Skipped, read_file, walk
 
@@ -161,6 +162,7 @@ class Index:
         lanes: Sequence[str] | None = None,
         model: str | Path | None = None,
         cache: VectorCache | bool | None = True,
+        wait: float | None = 0.0,
     ) -> None:
         self.root = Path(root).resolve()
         if not self.root.is_dir():
@@ -170,6 +172,9 @@ class Index:
         self.lanes = list(lanes) if lanes else None
         self.model = model
         self.cache = VectorCache() if cache is True else (cache or None)
+        #: How long a write (update, forget) waits for another writer of the store
+        #: (seconds; None: as long as it takes) before :class:`StoreBusy` names it.
+        self.wait = wait
         self._store: Store | None = None
         self._embedder: Any = None
         self._searcher: Any = None
@@ -230,11 +235,13 @@ class Index:
     def forget(self, path: Path | str) -> list[str]:
         """Drop the files at or under ``path`` from the store; their relative paths."""
         prefixes = _relative_prefixes(self.root, [Path(path).resolve()])
-        store = self.store
-        gone = [relpath for relpath in store.files() if _in_scope(relpath, prefixes)]
-        with store.write():
-            for relpath in gone:
-                store.remove_file(relpath)
+        with WriterLock(self.directory) as lock:
+            lock.acquire(self.wait)
+            store = self.store
+            gone = [relpath for relpath in store.files() if _in_scope(relpath, prefixes)]
+            with store.write():
+                for relpath in gone:
+                    store.remove_file(relpath)
         return gone
 
     # -- searching -------------------------------------------------------------------
@@ -346,7 +353,18 @@ class Index:
         paths: Sequence[Path | str] | None = None,
         progress: Callable[[Progress], None] | None = None,
     ) -> IndexSummary:
-        """Bring the store up to date with the files under ``paths`` (default: the root)."""
+        """Bring the store up to date with the files under ``paths`` (default: the root).
+        Holds the store's writer lock throughout (:class:`StoreBusy` when another writer
+        holds it past :attr:`wait`)."""
+        with WriterLock(self.directory) as lock:
+            lock.acquire(self.wait)
+            return self._update(paths, progress)
+
+    def _update(
+        self,
+        paths: Sequence[Path | str] | None,
+        progress: Callable[[Progress], None] | None,
+    ) -> IndexSummary:
         started = time.monotonic()
         identity = self.identity()
         store = self.store
