@@ -80,7 +80,7 @@ def test_a_waiting_writer_gets_the_lock_when_the_first_lets_go(tmp_path: Path) -
             assert lock.held
             assert lock.holder()["pid"] == os.getpid()
             assert not os.get_inheritable(lock._fd or -1)  # lane workers do not inherit it
-        assert not lock.held and lock.holder() == {}  # released, the file emptied
+        assert lock._fd is None and lock.holder() == {}  # released, the file emptied
     finally:
         process.kill()
         process.wait()
