@@ -19,6 +19,7 @@ from anekit.cli.placement import doctor, ops
 from anekit.cli.search import forget, index, search, status
 from anekit.cli.simulate import simulate
 from anekit.cli.version import version
+from anekit.cli.watch import watch
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -32,7 +33,7 @@ def cli(verbose: bool) -> None:
 
 for command in (
     demo, embed, lanes, convert, build_model, models, simulate, doctor, ops, version,
-    index, search, status, forget,
+    index, search, status, forget, watch,
 ):  # fmt: skip
     cli.add_command(command)
 

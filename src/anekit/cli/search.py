@@ -26,7 +26,7 @@ store_option = click.option(
 )
 
 
-def _root_for(paths: tuple[Path, ...]) -> Path:
+def root_for(paths: tuple[Path, ...]) -> Path:
     """The root to index: the index holding the first path (or the current folder)
     when there is one, else that folder itself."""
     from anekit.errors import SearchError
@@ -98,7 +98,7 @@ def index(
     from anekit.search.index import Index
     from anekit.search.index import Progress as IndexProgress
 
-    root = _root_for(paths)
+    root = root_for(paths)
     names = [name.strip() for item in lanes for name in item.split(",") if name.strip()]
     bar = Progress(
         TextColumn("indexing"),

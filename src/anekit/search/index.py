@@ -14,6 +14,7 @@ checkpoint's files, which the next run finds in the cache.
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -353,9 +354,10 @@ class Index:
         paths: Sequence[Path | str] | None = None,
         progress: Callable[[Progress], None] | None = None,
     ) -> IndexSummary:
-        """Bring the store up to date with the files under ``paths`` (default: the root).
-        Holds the store's writer lock throughout (:class:`StoreBusy` when another writer
-        holds it past :attr:`wait`)."""
+        """Bring the store up to date with the files under ``paths`` (default: the root;
+        a path that no longer exists drops what the store holds under it). Holds the
+        store's writer lock throughout (:class:`StoreBusy` when another writer holds it
+        past :attr:`wait`)."""
         with WriterLock(self.directory) as lock:
             lock.acquire(self.wait)
             return self._update(paths, progress)
@@ -370,7 +372,8 @@ class Index:
         store = self.store
         summary = IndexSummary(reset=store.ensure_identity(identity))
         scope = [Path(path).resolve() for path in paths] if paths else None
-        walked = walk(self.root, scope)
+        # A named path that no longer exists is walked as nothing: its files are dropped.
+        walked = walk(self.root, scope and [path for path in scope if os.path.lexists(path)])
         summary.files, summary.skipped = len(walked.files), list(walked.skipped)
         known = store.files()
         stand_ins = set(store.stand_in_files())  # embedded again, whatever their mtime

@@ -1,0 +1,82 @@
+"""``anekit watch``: keep a code-search index current as files are saved."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from anekit.cli._common import esc, handles_errors, stderr
+from anekit.cli.search import root_for, store_option
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@store_option
+@click.option(
+    "--lane", "lanes", multiple=True, help="Lanes to embed with (default: this machine's)."
+)
+@click.option("--model", default=None, help="Model name or Hugging Face folder.")
+@click.option(
+    "--quiet",
+    "quiet_ms",
+    type=click.IntRange(min=1),
+    default=500,
+    show_default=True,
+    metavar="MS",
+    help="Index once no file has changed for this long (milliseconds).",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per round on stdout.")
+@handles_errors
+def watch(
+    paths: tuple[Path, ...],
+    store: Path | None,
+    lanes: tuple[str, ...],
+    model: str | None,
+    quiet_ms: int,
+    as_json: bool,
+) -> None:
+    """Index PATHS (default: the current folder's index) now, then again as files
+    change, until interrupted (Ctrl-C).
+
+    File events come from the OS (no polling). A burst of changes (a git checkout) is
+    one incremental run; a round that fails (another writer, a lane error) is tried
+    again. Another `anekit index` on the same index waits for the round in progress.
+    """
+    from anekit.search.index import Index
+    from anekit.search.watch import Round, Watcher
+
+    root = root_for(paths)
+    names = [name.strip() for item in lanes for name in item.split(",") if name.strip()]
+
+    def report(done: Round) -> None:
+        if as_json:
+            sys.stdout.write(json.dumps({"root": str(root), **done.as_dict()}) + "\n")
+            sys.stdout.flush()
+            return
+        stderr.print(esc(_round_line(done)))
+
+    with Index(root, store, lanes=names or None, model=model, wait=None) as index:
+        watcher = Watcher(index, list(paths) or None, quiet_ms=quiet_ms, on_round=report)
+        if not as_json:
+            stderr.print(f"watching {esc(root)} (Ctrl-C stops)")
+        watcher.run()
+
+
+def _round_line(done: Any) -> str:
+    if done.error is not None:
+        return f"error: {done.error} (tried again with the next change)"
+    summary = done.summary
+    what = (
+        "caught up"
+        if not done.paths and done.first_event is None
+        else ("whole tree" if done.whole else f"{len(done.paths)} changed path(s)")
+    )
+    return (
+        f"{what}: {summary.indexed} indexed, {summary.removed} removed, "
+        f"{summary.embedded} chunk(s) embedded, {summary.chunks} in the index; "
+        f"{done.seconds:.2f} s"
+    )

@@ -1,0 +1,161 @@
+"""Keep an index current as files change: OS file events through ``watchfiles``.
+
+:class:`Watcher` brings the index up to date once (what changed while nothing watched),
+then waits for file events (inotify, FSEvents, ReadDirectoryChangesW through
+``watchfiles``' Rust core: no polling, near-zero CPU while idle). Events are grouped
+until :attr:`Watcher.quiet_ms` pass without a new one (at most :attr:`Watcher.max_ms`),
+then the changed paths are indexed in one :meth:`Index.update` (a deleted or renamed-away
+path drops its files; an editor's save through a temporary file and a rename is the
+final file changed). More than :data:`BURST` paths at once (a ``git checkout``), or a
+change to an ignore file, is one incremental update of the whole root instead. Events
+inside the store, in hidden folders and in the walk's default-ignored folders are
+dropped before they wake anything. A failed update (another writer, a lane error) is
+reported and its paths are tried again with the next round, never dropped.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from anekit.search.index import Index, IndexSummary
+from anekit.search.walk import DEFAULT_IGNORE_SUFFIXES, DEFAULT_IGNORES, IGNORE_FILES
+
+__all__ = ["BURST", "RETRY_MS", "Round", "Watcher"]
+
+#: More changed paths than this in one round are indexed as one update of the whole root.
+BURST = 200
+#: A round that failed is tried again after this long without events (milliseconds).
+RETRY_MS = 5000
+# The ignore rules git keeps inside .git (a change re-reads every rule: a whole update).
+_GIT_EXCLUDE = ".git/info/exclude"
+
+
+@dataclass
+class Round:
+    """One round of the watcher: the paths it saw change and what indexing them did."""
+
+    paths: list[str]  # relative to the root, sorted; empty for the first catch-up
+    whole: bool  # indexed as an update of the whole root
+    summary: IndexSummary | None = None
+    error: str | None = None
+    seconds: float = 0.0
+    #: When the round's events were handed over (time.monotonic()); None for catch-up.
+    first_event: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "paths": self.paths,
+            "whole": self.whole,
+            "seconds": round(self.seconds, 3),
+            "error": self.error,
+            "summary": None if self.summary is None else self.summary.as_dict(),
+        }
+
+
+class Watcher:
+    """Watches ``paths`` (default: the index's root) and keeps ``index`` current."""
+
+    def __init__(
+        self,
+        index: Index,
+        paths: Sequence[Path | str] | None = None,
+        *,
+        quiet_ms: int = 500,
+        max_ms: int | None = None,
+        on_round: Callable[[Round], None] | None = None,
+    ) -> None:
+        if quiet_ms < 1:
+            raise ValueError(f"quiet_ms must be at least 1, got {quiet_ms}")
+        self.index = index
+        self.root = index.root
+        self.paths = [Path(path).resolve() for path in paths] if paths else [self.root]
+        self.quiet_ms = quiet_ms
+        self.max_ms = max_ms if max_ms is not None else max(4 * quiet_ms, 2000)
+        self.on_round = on_round
+        self.stop_event = threading.Event()
+        self._store = index.directory.resolve()
+
+    def stop(self) -> None:
+        """Make :meth:`run` return after the round in progress (from any thread)."""
+        self.stop_event.set()
+
+    def run(self) -> None:
+        """Catch up, then index each round of changes until :meth:`stop`."""
+        import watchfiles
+
+        self._index(set(), whole=self.paths == [self.root], first_event=None)
+        pending: set[str] = set()
+        whole = False
+        for changes in watchfiles.watch(
+            *self.paths,
+            watch_filter=self._wanted,
+            debounce=self.max_ms,
+            step=self.quiet_ms,
+            stop_event=self.stop_event,
+            rust_timeout=RETRY_MS,  # an empty round then: a failed round is tried again
+            yield_on_timeout=True,
+            raise_interrupt=False,
+        ):
+            arrived = time.monotonic()
+            for _, path in changes:
+                relpath = self._relpath(path)
+                if relpath is None:
+                    continue
+                if Path(relpath).name in IGNORE_FILES or relpath == _GIT_EXCLUDE:
+                    whole = True
+                pending.add(relpath)
+            if not pending and not whole:
+                continue
+            whole = whole or len(pending) > BURST
+            if self._index(pending, whole=whole, first_event=arrived):
+                pending, whole = set(), False
+
+    def _index(self, relpaths: set[str], *, whole: bool, first_event: float | None) -> bool:
+        """Index one round; whether it succeeded (else its paths wait for the next)."""
+        started = time.monotonic()
+        done = Round(sorted(relpaths), whole, first_event=first_event)
+        try:
+            scope = None if whole else [self.root / relpath for relpath in done.paths]
+            if scope is None and self.paths != [self.root]:
+                scope = list(self.paths)
+            done.summary = self.index.update(paths=scope)
+        except Exception as error:  # reported; its paths are tried again next round
+            done.error = f"{type(error).__name__}: {error}"
+        done.seconds = time.monotonic() - started
+        if self.on_round is not None:
+            self.on_round(done)
+        return done.error is None
+
+    def _relpath(self, path: str) -> str | None:
+        """``path`` relative to the root, or None when it is outside it or in the store."""
+        full = Path(path)
+        try:
+            if full.is_relative_to(self._store):
+                return None
+            return full.relative_to(self.root).as_posix()
+        except ValueError:
+            return None
+
+    def _wanted(self, change: Any, path: str) -> bool:
+        """Whether an event can matter: not in the store, a hidden or default-ignored
+        folder (but ignore files and .git/info/exclude do)."""
+        relpath = self._relpath(path)
+        if relpath is None or relpath in ("", "."):
+            return False
+        if relpath == _GIT_EXCLUDE:
+            return True
+        parts = relpath.split("/")
+        for part in parts[:-1]:
+            if part.startswith(".") or part in DEFAULT_IGNORES:
+                return False
+            if part.endswith(DEFAULT_IGNORE_SUFFIXES):
+                return False
+        name = parts[-1]
+        if name in IGNORE_FILES:
+            return True
+        return not (name.startswith(".") or name in DEFAULT_IGNORES)

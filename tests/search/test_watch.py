@@ -1,0 +1,182 @@
+"""``Watcher``: OS file events keep the index current, through the real CPU lane.
+
+Each change is made, the watcher's round for it awaited, and at the end the watched
+store must hold exactly what a clean index of the final tree holds.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from anekit.search.cache import VectorCache
+from anekit.search.index import Index
+from anekit.search.watch import BURST, Round, Watcher
+
+
+def _module(name: str, body: str = "return 1") -> str:
+    return f'def {name}(value):\n    """Does {name.replace("_", " ")}."""\n    {body}\n'
+
+
+class Watched:
+    """A watcher on its own thread, its rounds in a queue."""
+
+    def __init__(self, root: Path, cache: VectorCache) -> None:
+        self.root = root
+        self.rounds: queue.Queue[Round] = queue.Queue()
+        self.index = Index(root, lanes=["cpu"], cache=cache, wait=None)
+        self.watcher = Watcher(self.index, quiet_ms=200, on_round=self.rounds.put)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        first = self.next_round()
+        assert first.error is None and first.whole and first.first_event is None
+
+    def _run(self) -> None:
+        try:
+            self.watcher.run()
+        finally:
+            self.index.close()  # its connections belong to this thread
+
+    def next_round(self, timeout: float = 60.0) -> Round:
+        return self.rounds.get(timeout=timeout)
+
+    def round_for(self, *relpaths: str, whole: bool = False, timeout: float = 60.0) -> Round:
+        """The first round (skipping others) that indexed all of ``relpaths``."""
+        deadline = time.monotonic() + timeout
+        seen: set[str] = set()
+        while True:
+            done = self.next_round(max(deadline - time.monotonic(), 0.01))
+            assert done.error is None, done.error
+            if done.whole:
+                return done
+            assert not whole, f"expected a whole-tree round, got {done.paths}"
+            seen.update(done.paths)
+            if seen >= set(relpaths):
+                return done
+
+    def stop(self) -> None:
+        self.watcher.stop()
+        self.thread.join(30)
+        assert not self.thread.is_alive()
+
+
+def _contents(root: Path, store: Path | None = None) -> set[tuple[str, int, int, str]]:
+    db = sqlite3.connect((store or root / ".anekit") / "store.db")
+    try:
+        rows = db.execute(
+            "SELECT f.relpath, c.start_line, c.end_line, c.text_hash "
+            "FROM chunks c JOIN files f ON f.id = c.file_id"
+        ).fetchall()
+    finally:
+        db.close()
+    return {tuple(row) for row in rows}
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Iterator[VectorCache]:
+    shared = VectorCache(tmp_path / "vectors.db")
+    yield shared
+    shared.close()
+
+
+@pytest.fixture
+def watched(tmp_path: Path, cache: VectorCache) -> Iterator[Watched]:
+    root = tmp_path / "repo"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "alpha.py").write_text(_module("compute_alpha"))
+    (root / "pkg" / "beta.py").write_text(_module("compute_beta"))
+    (root / "README.md").write_text("# repo\n\nIt computes alpha and beta.\n")
+    running = Watched(root, cache)
+    yield running
+    running.stop()
+
+
+def _assert_like_a_clean_index(root: Path, tmp_path: Path, cache: VectorCache) -> None:
+    copy = tmp_path / "clean"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".anekit"))
+    with Index(copy, lanes=["cpu"], cache=cache) as clean:
+        clean.update()
+    assert _contents(root) == _contents(copy)
+
+
+@pytest.mark.slow
+def test_edits_deletes_renames_and_editor_saves_are_indexed(
+    watched: Watched, tmp_path: Path, cache: VectorCache
+) -> None:
+    root = watched.root
+    (root / "pkg" / "alpha.py").write_text(_module("compute_alpha", "return 2"))  # edit
+    watched.round_for("pkg/alpha.py")
+    (root / "pkg" / "gamma.py").write_text(_module("compute_gamma"))  # new
+    watched.round_for("pkg/gamma.py")
+    (root / "pkg" / "beta.py").unlink()  # delete
+    watched.round_for("pkg/beta.py")
+    os.rename(root / "pkg" / "gamma.py", root / "pkg" / "delta.py")  # rename
+    watched.round_for("pkg/gamma.py", "pkg/delta.py")
+    # An editor's save: write a hidden temporary file, then rename it over the original.
+    temporary = root / "pkg" / ".alpha.py.swp~"
+    temporary.write_text(_module("compute_alpha_saved"))
+    os.replace(temporary, root / "pkg" / "alpha.py")
+    done = watched.round_for("pkg/alpha.py")
+    assert done.summary is not None and done.summary.indexed == 1
+    os.rename(root / "pkg", root / "lib")  # a folder renamed: its files move
+    watched.round_for("pkg", "lib")
+    assert {relpath for relpath, *_ in _contents(root)} == {
+        "README.md",
+        "lib/alpha.py",
+        "lib/delta.py",
+    }
+    with Index(root, cache=False) as reader:
+        (hit,) = reader.search("compute_alpha_saved", k=1, mode="keyword")
+        assert hit.path == "lib/alpha.py"
+    _assert_like_a_clean_index(root, tmp_path, cache)
+
+
+@pytest.mark.slow
+def test_a_burst_of_files_is_one_run_of_the_whole_tree(
+    watched: Watched, tmp_path: Path, cache: VectorCache
+) -> None:
+    root = watched.root
+    burst = root / "generated"
+    burst.mkdir()
+    count = 500
+    assert count > BURST
+    for n in range(count):
+        (burst / f"mod_{n:03}.py").write_text(_module(f"handler_{n:03}"))
+    done = watched.round_for(whole=True, timeout=300)
+    assert done.summary is not None
+    indexed = done.summary.indexed
+    while indexed < count:  # events that came late make a second round
+        more = watched.round_for(timeout=300)
+        assert more.summary is not None
+        indexed += more.summary.indexed
+    _assert_like_a_clean_index(root, tmp_path, cache)
+
+
+def test_events_in_the_store_hidden_and_ignored_folders_wake_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    with Index(root, cache=False) as index:
+        watcher = Watcher(index)
+        wanted = [
+            ("src/app.py", True),
+            (".gitignore", True),
+            ("src/.anekitignore", True),
+            (".git/info/exclude", True),
+            (".anekit/store.db-wal", False),
+            (".git/objects/ab/cdef", False),
+            ("node_modules/x/index.js", False),
+            ("pkg.egg-info/PKG-INFO", False),
+            ("src/.app.py.swp", False),
+            (".hidden/app.py", False),
+        ]
+        for relpath, expected in wanted:
+            assert watcher._wanted(None, str(root / relpath)) is expected, relpath
+        assert not watcher._wanted(None, str(tmp_path / "elsewhere.py"))
