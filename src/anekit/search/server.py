@@ -1,0 +1,306 @@
+"""Code search for agents: the MCP tools over one or more indexed roots.
+
+:class:`SearchService` is what the tools do: ``search``, ``read`` (lines of a file inside
+an indexed root, nothing else), ``files``, ``status`` and ``index`` (runs an update in the
+background and waits for it up to a time budget; the next call picks it up where it
+is). Searches run on one reader thread of their own (SQLite connections stay on the
+thread that made them); an update runs on a writer thread with its own :class:`Index`,
+under the store's writer lock, so searches never wait for it and see each file before
+or after its update, never half. :func:`mcp_server` puts the service behind the official
+MCP SDK (``mcp.server.mcpserver.MCPServer``); ``anekit mcp`` serves it over stdio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from anekit.errors import AnekitError, SearchError
+from anekit.search.index import Index, IndexSummary, Progress
+
+__all__ = ["READ_MAX_LINES", "SearchService", "mcp_server"]
+
+#: The most lines one ``read`` returns.
+READ_MAX_LINES = 400
+#: The most paths one ``files`` returns.
+FILES_MAX = 1000
+#: The longest an ``index`` call waits (seconds).
+INDEX_BUDGET_MAX = 300.0
+
+T = TypeVar("T")
+
+
+@dataclass
+class _Run:
+    """An update running (or done) on a writer thread."""
+
+    thread: threading.Thread
+    started: float
+    progress: Progress | None = None
+    summary: IndexSummary | None = None
+    error: str | None = None
+    finished: threading.Event = field(default_factory=threading.Event)
+
+
+class SearchService:
+    """The tools' work over the indexed ``roots`` (each a folder with an index, or to
+    be indexed by the ``index`` tool)."""
+
+    def __init__(
+        self,
+        roots: Sequence[Path | str],
+        *,
+        lanes: Sequence[str] | None = None,
+        model: str | None = None,
+    ) -> None:
+        if not roots:
+            raise SearchError("no root to serve: name at least one indexed folder")
+        self.roots = [Path(root).resolve() for root in roots]
+        for root in self.roots:
+            if not root.is_dir():
+                raise SearchError(f"{root}: not a folder")
+        self.lanes = list(lanes) if lanes else None
+        self.model = model
+        self._reader = ThreadPoolExecutor(1, thread_name_prefix="anekit-search")
+        self._readers: dict[Path, Index] = {}  # used on the reader thread only
+        self._runs: dict[Path, _Run] = {}
+        self._lock = threading.Lock()
+
+    # -- running on the reader thread -----------------------------------------------
+
+    async def call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run ``function`` on the reader thread (from the event loop)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._reader, lambda: function(*args, **kwargs))
+
+    def close(self) -> None:
+        def close_readers() -> None:
+            for index in self._readers.values():
+                index.close()
+            self._readers.clear()
+
+        self._reader.submit(close_readers).result()
+        self._reader.shutdown()
+        for run in list(self._runs.values()):
+            run.thread.join()
+
+    def _root(self, root: str | None) -> Path:
+        """The served root named by ``root`` (its path, or its folder's name), or the only
+        one; a SearchError names the choices otherwise."""
+        if root is None:
+            if len(self.roots) == 1:
+                return self.roots[0]
+            raise SearchError(f"name a root: one of {', '.join(map(str, self.roots))}")
+        for candidate in self.roots:
+            if root in (str(candidate), candidate.name):
+                return candidate
+        raise SearchError(f"{root}: not a served root ({', '.join(map(str, self.roots))})")
+
+    def _reader_for(self, root: Path) -> Index:
+        index = self._readers.get(root)
+        if index is None:
+            index = self._readers[root] = Index(root, lanes=self.lanes, model=self.model)
+        return index
+
+    # -- the tools ---------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        mode: str = "hybrid",
+        path: Sequence[str] = (),
+        ext: Sequence[str] = (),
+        lang: Sequence[str] = (),
+        root: str | None = None,
+    ) -> dict[str, Any]:
+        where = self._root(root)
+        started = time.perf_counter()
+        hits = self._reader_for(where).search(
+            query, k=min(max(k, 1), 100), mode=mode, paths=path, exts=ext, langs=lang
+        )
+        return {
+            "root": str(where),
+            "query": query,
+            "mode": mode,
+            "milliseconds": round((time.perf_counter() - started) * 1000, 1),
+            "hits": [hit.as_dict() for hit in hits],
+        }
+
+    def read(self, path: str, start_line: int = 1, end_line: int | None = None) -> dict[str, Any]:
+        """Lines ``start_line..end_line`` (1-based, inclusive; at most READ_MAX_LINES) of a
+        file inside a served root: a relative path is taken from the first root holding
+        it; anything that resolves outside every root (``..``, a symlink) is refused."""
+        candidate = Path(path)
+        choices = [candidate] if candidate.is_absolute() else [r / candidate for r in self.roots]
+        for choice in choices:
+            resolved = choice.resolve()
+            root = next((r for r in self.roots if resolved.is_relative_to(r)), None)
+            if root is None:
+                continue
+            if resolved.is_relative_to(self._reader_for(root).directory):
+                raise SearchError(f"{path}: inside the index's own store, not a source file")
+            if not resolved.is_file():
+                continue
+            lines = resolved.read_text(encoding="utf-8", errors="replace").splitlines()
+            first = max(start_line, 1)
+            last = min(end_line if end_line is not None else len(lines), len(lines))
+            last = min(last, first + READ_MAX_LINES - 1)
+            return {
+                "root": str(root),
+                "path": resolved.relative_to(root).as_posix(),
+                "start_line": first,
+                "end_line": max(last, first - 1),
+                "total_lines": len(lines),
+                "text": "\n".join(lines[first - 1 : last]),
+            }
+        if not any(choice.resolve().is_relative_to(r) for choice in choices for r in self.roots):
+            raise SearchError(f"{path}: outside the served roots; read only reads indexed code")
+        raise SearchError(f"{path}: no such file in the served roots")
+
+    def files(self, prefix: str = "", root: str | None = None) -> dict[str, Any]:
+        where = self._root(root)
+        known = sorted(self._reader_for(where).store.files())
+        chosen = [relpath for relpath in known if relpath.startswith(prefix)]
+        return {
+            "root": str(where),
+            "count": len(chosen),
+            "files": chosen[:FILES_MAX],
+            "truncated": len(chosen) > FILES_MAX,
+        }
+
+    def status(self) -> dict[str, Any]:
+        roots = []
+        for root in self.roots:
+            index = self._reader_for(root)
+            stats = index.store.stats() if (index.directory / "store.db").exists() else {}
+            with self._lock:
+                run = self._runs.get(root)
+            roots.append({"root": str(root), **stats, "indexing": _run_state(run)})
+        return {"roots": roots}
+
+    def index(self, budget_seconds: float = 10.0, root: str | None = None) -> dict[str, Any]:
+        """Bring a root's index up to date, waiting at most ``budget_seconds``: a run not
+        done by then goes on in the background, and the next call reports (or waits) on it."""
+        where = self._root(root)
+        budget = min(max(budget_seconds, 0.0), INDEX_BUDGET_MAX)
+        with self._lock:
+            run = self._runs.get(where)
+            if run is None or run.finished.is_set():
+                run = self._start(where)
+        run.finished.wait(budget)
+        return {"root": str(where), **_run_state(run)}
+
+    def _start(self, root: Path) -> _Run:
+        def work() -> None:
+            try:
+                with Index(root, lanes=self.lanes, model=self.model, wait=None) as writer:
+                    run.summary = writer.update(
+                        progress=lambda step: setattr(run, "progress", step)
+                    )
+            except Exception as error:  # reported by the next call
+                run.error = f"{type(error).__name__}: {error}"
+            finally:
+                run.finished.set()
+
+        thread = threading.Thread(target=work, name=f"anekit-index-{root.name}", daemon=True)
+        run = _Run(thread, time.monotonic())
+        self._runs[root] = run
+        thread.start()
+        return run
+
+
+def _run_state(run: _Run | None) -> dict[str, Any]:
+    if run is None:
+        return {"state": "idle"}
+    elapsed = round(time.monotonic() - run.started, 1)
+    if not run.finished.is_set():
+        step = run.progress
+        done = (
+            {}
+            if step is None
+            else {
+                "files_done": step.files_done,
+                "files_total": step.files_total,
+                "chunks_done": step.chunks_done,
+                "chunks_total": step.chunks_total,
+            }
+        )
+        return {"state": "running", "seconds": elapsed, **done}
+    if run.error is not None:
+        return {"state": "failed", "error": run.error, "seconds": elapsed}
+    summary = run.summary.as_dict() if run.summary is not None else {}
+    summary.pop("skipped_files", None)  # the counts by reason stay; the list can be long
+    return {"state": "done", "summary": summary}
+
+
+def mcp_server(service: SearchService) -> Any:
+    """The MCP server of ``service``: five small tools."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from anekit._version import __version__
+
+    server = MCPServer(
+        "anekit",
+        version=__version__,
+        instructions=(
+            "Code search over local repositories: search by meaning or identifier, "
+            "then read the lines a hit names."
+        ),
+    )
+
+    async def run(function: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+        """``function`` on the reader thread; a refusal (a path outside the roots, a bad
+        mode, no index yet) becomes the tool's error message for the agent."""
+        try:
+            return await service.call(function, *args)
+        except (AnekitError, ValueError) as error:
+            raise ToolError(str(error)) from error
+
+    @server.tool()
+    async def search(
+        query: str,
+        k: int = 10,
+        mode: Literal["hybrid", "vector", "keyword"] = "hybrid",
+        path: list[str] | None = None,
+        ext: list[str] | None = None,
+        lang: list[str] | None = None,
+        root: str | None = None,
+    ) -> dict[str, Any]:
+        """Find code by meaning or name. path: gitignore-style globs; ext, lang: filters;
+        a leading ! excludes. Hits: path, lines, symbol, kind, score, snippet."""
+        return await run(service.search, query, k, mode, path or (), ext or (), lang or (), root)
+
+    @server.tool()
+    async def read(path: str, start_line: int = 1, end_line: int | None = None) -> dict[str, Any]:
+        """Lines of a file in an indexed root (1-based, inclusive; 400 at most)."""
+        return await run(service.read, path, start_line, end_line)
+
+    @server.tool()
+    async def files(prefix: str = "", root: str | None = None) -> dict[str, Any]:
+        """Indexed files whose path starts with prefix."""
+        return await run(service.files, prefix, root)
+
+    @server.tool()
+    async def status() -> dict[str, Any]:
+        """Each root: files, chunks, model, last update, indexing state."""
+        return await run(service.status)
+
+    @server.tool()
+    async def index(budget_seconds: float = 10.0, root: str | None = None) -> dict[str, Any]:
+        """Update the index; waits up to budget_seconds, then continues in the background
+        (call again to follow it)."""
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(None, service.index, budget_seconds, root)
+        except (AnekitError, ValueError) as error:
+            raise ToolError(str(error)) from error
+
+    return server

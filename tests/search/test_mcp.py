@@ -1,0 +1,101 @@
+"""``anekit mcp``: the MCP tools over stdio, driven by the official SDK's own client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SESSION = '''"""HTTP sessions."""
+
+
+class Session:
+    """Keeps cookies across requests."""
+
+    def request(self, method: str, url: str) -> bytes:
+        """Send one request, retrying on a dropped connection."""
+        return f"{method} {url}".encode()
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a duration such as 1h30m."""
+    return 0.0
+'''
+
+
+def _repo(root: Path) -> Path:
+    (root / "app").mkdir(parents=True)
+    (root / "app" / "session.py").write_text(SESSION)
+    (root / "README.md").write_text("# app\n\nSessions and durations.\n")
+    return root
+
+
+async def _session(root: Path, home: Path) -> dict[str, Any]:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "anekit", "mcp", str(root), "--lane", "cpu"],
+        env={"ANEKIT_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+    )
+    seen: dict[str, Any] = {}
+    async with Client(params, read_timeout_seconds=120) as client:
+        listed = await client.list_tools()
+        seen["tools"] = [tool.model_dump(exclude_none=True) for tool in listed.tools]
+
+        async def call(name: str, arguments: dict[str, Any]) -> Any:
+            result = await client.call_tool(name, arguments)
+            if result.is_error:
+                return {"error": result.content[0].text}  # type: ignore[union-attr]
+            return result.structured_content
+
+        seen["before"] = await call("search", {"query": "parse_duration"})
+        index = await call("index", {"budget_seconds": 120})
+        while index.get("state") == "running":
+            index = await call("index", {"budget_seconds": 60})
+        seen["index"] = index
+        seen["search"] = await call("search", {"query": "parse_duration", "k": 3})
+        seen["keyword"] = await call(
+            "search", {"query": "retrying", "mode": "keyword", "path": ["app/"]}
+        )
+        seen["read"] = await call("read", {"path": "app/session.py", "start_line": 4})
+        seen["outside"] = await call("read", {"path": "../secrets.txt"})
+        seen["absolute_outside"] = await call("read", {"path": str(root.parent / "secrets.txt")})
+        seen["store"] = await call("read", {"path": ".anekit/store.db"})
+        seen["files"] = await call("files", {"prefix": "app/"})
+        seen["status"] = await call("status", {})
+        seen["bad_mode"] = await call("search", {"query": "x", "mode": "fuzzy"})
+    return seen
+
+
+@pytest.mark.slow
+def test_mcp_over_stdio_with_the_sdk_client(tmp_path: Path) -> None:
+    root = _repo(tmp_path / "repo")
+    (tmp_path / "secrets.txt").write_text("not for agents\n")
+    seen = asyncio.run(_session(root, tmp_path / "home"))
+
+    names = [tool["name"] for tool in seen["tools"]]
+    assert names == ["search", "read", "files", "status", "index"]
+    # tools/list stays small: well under 1,000 tokens (about 4 characters a token).
+    assert len(json.dumps(seen["tools"])) < 3400
+
+    assert "the index is empty" in seen["before"]["error"]  # a refusal, not a crash
+    assert seen["index"]["state"] == "done"
+    assert seen["index"]["summary"]["indexed"] == 2
+    first = seen["search"]["hits"][0]
+    assert (first["path"], first["symbol"]) == ("app/session.py", "parse_duration")
+    assert [hit["path"] for hit in seen["keyword"]["hits"]] == ["app/session.py"]
+    assert seen["read"]["start_line"] == 4 and seen["read"]["text"].startswith("class Session:")
+    assert seen["read"]["total_lines"] == SESSION.count("\n")
+    for refused in ("outside", "absolute_outside"):
+        assert "outside the served roots" in seen[refused]["error"], seen[refused]
+    assert "inside the index's own store" in seen["store"]["error"]
+    assert seen["files"]["files"] == ["app/session.py"]
+    (status,) = seen["status"]["roots"]
+    assert status["files"] == 2 and status["indexing"]["state"] == "done"
+    assert "Input should be 'hybrid', 'vector' or 'keyword'" in seen["bad_mode"]["error"]
