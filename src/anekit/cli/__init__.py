@@ -17,7 +17,7 @@ from anekit.cli.lanes import embed, lanes
 from anekit.cli.models import build_model, models
 from anekit.cli.placement import doctor, ops
 from anekit.cli.search import forget, index, search, status
-from anekit.cli.serve import mcp
+from anekit.cli.serve import mcp, serve
 from anekit.cli.simulate import simulate
 from anekit.cli.version import version
 from anekit.cli.watch import watch
@@ -34,7 +34,7 @@ def cli(verbose: bool) -> None:
 
 for command in (
     demo, embed, lanes, convert, build_model, models, simulate, doctor, ops, version,
-    index, search, status, forget, watch, mcp,
+    index, search, status, forget, watch, mcp, serve,
 ):  # fmt: skip
     cli.add_command(command)
 

@@ -1,4 +1,5 @@
-"""``anekit mcp``: code search for agents over MCP (stdio, for clients that spawn it)."""
+"""``anekit mcp`` (MCP over stdio, for clients that spawn it) and ``anekit serve`` (a
+long-lived server: MCP over streamable HTTP on 127.0.0.1, the roots watched)."""
 
 from __future__ import annotations
 
@@ -32,4 +33,93 @@ def mcp(roots: tuple[Path, ...], lanes: tuple[str, ...], model: str | None) -> N
     try:
         mcp_server(service).run("stdio")
     finally:
+        service.close()
+
+
+@click.command()
+@click.argument("roots", nargs=-1, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Port on 127.0.0.1 (default 7433; a taken port is an error naming its holder).",
+)
+@click.option("--watch/--no-watch", default=True, show_default=True, help="Keep the roots current.")
+@click.option(
+    "--lane", "lanes", multiple=True, help="Lanes to embed with (default: this machine's)."
+)
+@click.option("--model", default=None, help="Model name or Hugging Face folder.")
+@click.option("--rotate-token", is_flag=True, help="Write a new bearer token and exit.")
+@click.option("--show-token", is_flag=True, help="Print the bearer token and exit.")
+@handles_errors
+def serve(
+    roots: tuple[Path, ...],
+    port: int | None,
+    watch: bool,
+    lanes: tuple[str, ...],
+    model: str | None,
+    rotate_token: bool,
+    show_token: bool,
+) -> None:
+    """Serve code search for ROOTS (default: the index holding the current folder) to
+    agents and scripts: MCP over streamable HTTP at http://127.0.0.1:PORT/mcp, behind
+    the bearer token in ANEKIT_HOME/serve/token (GET /health is open), and each root
+    watched and kept current. Ctrl-C stops it. See docs/agents.md.
+    """
+    import threading
+
+    import uvicorn
+
+    from anekit.cli._common import esc, stderr
+    from anekit.search import http
+    from anekit.search.index import Index
+    from anekit.search.server import SearchService, mcp_server
+    from anekit.search.watch import Round, Watcher
+
+    if rotate_token or show_token:
+        token = http.rotate_token() if rotate_token else http.read_token()
+        click.echo(token)
+        return
+    chosen = [root_for((root,)) for root in roots] or [root_for(())]
+    names = [name.strip() for item in lanes for name in item.split(",") if name.strip()]
+    port = port or http.DEFAULT_PORT
+    http.check_port(port)
+    token = http.read_token()
+    service = SearchService(chosen, lanes=names or None, model=model)
+    watchers: list[tuple[Watcher, threading.Thread]] = []
+
+    def report(done: Round) -> None:
+        if done.error is not None:
+            stderr.print(f"watch: {esc(done.error)} (tried again)")
+
+    def watch_root(root: Path) -> tuple[Watcher, threading.Thread]:
+        index = Index(root, lanes=names or None, model=model, wait=None)
+        watcher = Watcher(index, on_round=report)
+
+        def run() -> None:
+            try:
+                watcher.run()
+            finally:
+                index.close()
+
+        thread = threading.Thread(target=run, name=f"anekit-watch-{root.name}", daemon=True)
+        thread.start()
+        return watcher, thread
+
+    try:
+        if watch:
+            watchers = [watch_root(root) for root in chosen]
+        app = http.http_app(mcp_server(service), token)
+        stderr.print(
+            f"serving {', '.join(esc(root) for root in chosen)} at "
+            f"http://{http.HOST}:{port}/mcp (token: {esc(http.token_path())})"
+        )
+        uvicorn.Server(
+            uvicorn.Config(app, host=http.HOST, port=port, log_level="warning", lifespan="on")
+        ).run()
+    finally:
+        for watcher, _ in watchers:
+            watcher.stop()
+        for _, thread in watchers:
+            thread.join(30)
         service.close()

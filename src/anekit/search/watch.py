@@ -2,7 +2,9 @@
 
 :class:`Watcher` brings the index up to date once (what changed while nothing watched),
 then waits for file events (inotify, FSEvents, ReadDirectoryChangesW through
-``watchfiles``' Rust core: no polling, near-zero CPU while idle). Events are grouped
+``watchfiles``' Rust core: no polling, near-zero CPU while idle); its first round (the
+first event, or :data:`RETRY_MS` without one) runs over everything once more, for what
+changed while the catch-up ran and the watch had not begun. Events are grouped
 until :attr:`Watcher.quiet_ms` pass without a new one (at most :attr:`Watcher.max_ms`),
 then the changed paths are indexed in one :meth:`Index.update` (a deleted or renamed-away
 path drops its files; an editor's save through a temporary file and a rename is the
@@ -90,7 +92,9 @@ class Watcher:
 
         self._index(set(), whole=self.paths == [self.root], first_event=None)
         pending: set[str] = set()
-        whole = False
+        # Events start to flow only once the watch below has begun: what changed during
+        # the catch-up above is found by one more run over everything, at the first round.
+        whole = True
         for changes in watchfiles.watch(
             *self.paths,
             watch_filter=self._wanted,
@@ -110,7 +114,7 @@ class Watcher:
                     whole = True
                 pending.add(relpath)
             if not pending and not whole:
-                continue
+                continue  # a timeout with nothing to do
             whole = whole or len(pending) > BURST
             if self._index(pending, whole=whole, first_event=arrived):
                 pending, whole = set(), False
