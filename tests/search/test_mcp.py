@@ -99,3 +99,31 @@ def test_mcp_over_stdio_with_the_sdk_client(tmp_path: Path) -> None:
     (status,) = seen["status"]["roots"]
     assert status["files"] == 2 and status["indexing"]["state"] == "done"
     assert "Input should be 'hybrid', 'vector' or 'keyword'" in seen["bad_mode"]["error"]
+
+
+def test_read_never_leaves_the_served_roots(tmp_path: Path) -> None:
+    """A symbolic link inside a root that leads out, ``..`` and absolute paths are
+    refused; a link that stays inside reads its target."""
+    from anekit.errors import SearchError
+    from anekit.search.server import READ_MAX_LINES, SearchService
+
+    root = _repo(tmp_path / "repo")
+    outside = tmp_path / "secrets.txt"
+    outside.write_text("not for agents\n")
+    (root / "app" / "leak.py").symlink_to(outside)
+    (root / "app" / "alias.py").symlink_to(root / "app" / "session.py")
+    (root / "long.txt").write_text("".join(f"line {n}\n" for n in range(1, 1001)))
+    service = SearchService([root])
+    try:
+        for path in ("app/leak.py", "../secrets.txt", str(outside), "app/../../secrets.txt"):
+            with pytest.raises(SearchError, match="outside the served roots"):
+                service.read(path)
+        with pytest.raises(SearchError, match="no such file"):
+            service.read("app/missing.py")
+        alias = service.read("app/alias.py", 1, 1)
+        assert (alias["path"], alias["text"]) == ("app/session.py", '"""HTTP sessions."""')
+        capped = service.read("long.txt", 10)
+        assert (capped["start_line"], capped["end_line"]) == (10, 10 + READ_MAX_LINES - 1)
+        assert capped["text"].splitlines()[0] == "line 10"
+    finally:
+        service.close()
