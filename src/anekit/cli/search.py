@@ -41,6 +41,18 @@ def root_for(paths: tuple[Path, ...]) -> Path:
         return start.resolve()
 
 
+lanes_option = click.option(
+    "--lane", "lanes", multiple=True, help="Lanes to embed with (default: this machine's)."
+)
+model_option = click.option("--model", default=None, help="Model name or Hugging Face folder.")
+
+
+def lane_names(lanes: tuple[str, ...]) -> list[str] | None:
+    """``--lane`` values (repeated or comma-separated) as a list, None for the default."""
+    names = [name.strip() for item in lanes for name in item.split(",") if name.strip()]
+    return names or None
+
+
 wait_option = click.option(
     "--wait",
     type=click.FloatRange(min=0),
@@ -64,10 +76,8 @@ def _open(store: Path | None, **options: Any) -> Any:
 @click.command()
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @store_option
-@click.option(
-    "--lane", "lanes", multiple=True, help="Lanes to embed with (default: this machine's)."
-)
-@click.option("--model", default=None, help="Model name or Hugging Face folder.")
+@lanes_option
+@model_option
 @click.option("--verbose", "list_skipped", is_flag=True, help="List the skipped files and why.")
 @wait_option
 @json_option
@@ -99,7 +109,7 @@ def index(
     from anekit.search.index import Progress as IndexProgress
 
     root = root_for(paths)
-    names = [name.strip() for item in lanes for name in item.split(",") if name.strip()]
+    names = lane_names(lanes)
     bar = Progress(
         TextColumn("indexing"),
         BarColumn(),
@@ -113,7 +123,7 @@ def index(
         disable=not stderr.is_terminal or as_json,
     )
     started = time.monotonic()
-    with Index(root, store, lanes=names or None, model=model, wait=wait) as built, bar:
+    with Index(root, store, lanes=names, model=model, wait=wait) as built, bar:
         task = bar.add_task("index", total=None, files="0/0", rate="-", lane="")
 
         def show(step: IndexProgress) -> None:

@@ -8,15 +8,13 @@ from pathlib import Path
 import click
 
 from anekit.cli._common import handles_errors
-from anekit.cli.search import root_for
+from anekit.cli.search import lane_names, lanes_option, model_option, root_for
 
 
 @click.command()
 @click.argument("roots", nargs=-1, type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option(
-    "--lane", "lanes", multiple=True, help="Lanes to embed with (default: this machine's)."
-)
-@click.option("--model", default=None, help="Model name or Hugging Face folder.")
+@lanes_option
+@model_option
 @handles_errors
 def mcp(roots: tuple[Path, ...], lanes: tuple[str, ...], model: str | None) -> None:
     """Serve code search over MCP on stdin/stdout for ROOTS (default: the index holding
@@ -28,8 +26,8 @@ def mcp(roots: tuple[Path, ...], lanes: tuple[str, ...], model: str | None) -> N
     from anekit.search.server import SearchService, mcp_server
 
     chosen = [root_for((root,)) for root in roots] or [root_for(())]
-    names = [name.strip() for item in lanes for name in item.split(",") if name.strip()]
-    service = SearchService(chosen, lanes=names or None, model=model)
+    names = lane_names(lanes)
+    service = SearchService(chosen, lanes=names, model=model)
     try:
         mcp_server(service).run("stdio")
     finally:
@@ -45,10 +43,8 @@ def mcp(roots: tuple[Path, ...], lanes: tuple[str, ...], model: str | None) -> N
     help="Port on 127.0.0.1 (default 7433; a taken port is an error naming its holder).",
 )
 @click.option("--watch/--no-watch", default=True, show_default=True, help="Keep the roots current.")
-@click.option(
-    "--lane", "lanes", multiple=True, help="Lanes to embed with (default: this machine's)."
-)
-@click.option("--model", default=None, help="Model name or Hugging Face folder.")
+@lanes_option
+@model_option
 @click.option("--rotate-token", is_flag=True, help="Write a new bearer token and exit.")
 @click.option("--show-token", is_flag=True, help="Print the bearer token and exit.")
 @handles_errors
@@ -81,11 +77,11 @@ def serve(
         click.echo(token)
         return
     chosen = [root_for((root,)) for root in roots] or [root_for(())]
-    names = [name.strip() for item in lanes for name in item.split(",") if name.strip()]
+    names = lane_names(lanes)
     port = port or http.DEFAULT_PORT
     http.check_port(port)
     token = http.read_token()
-    service = SearchService(chosen, lanes=names or None, model=model)
+    service = SearchService(chosen, lanes=names, model=model)
     watchers: list[tuple[Watcher, threading.Thread]] = []
 
     def report(done: Round) -> None:
@@ -93,7 +89,7 @@ def serve(
             stderr.print(f"watch: {esc(done.error)} (tried again)")
 
     def watch_root(root: Path) -> tuple[Watcher, threading.Thread]:
-        index = Index(root, lanes=names or None, model=model, wait=None)
+        index = Index(root, lanes=names, model=model, wait=None)
         watcher = Watcher(index, on_round=report)
 
         def run() -> None:

@@ -10,16 +10,14 @@ from typing import Any
 import click
 
 from anekit.cli._common import esc, handles_errors, stderr
-from anekit.cli.search import root_for, store_option
+from anekit.cli.search import lane_names, lanes_option, model_option, root_for, store_option
 
 
 @click.command()
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @store_option
-@click.option(
-    "--lane", "lanes", multiple=True, help="Lanes to embed with (default: this machine's)."
-)
-@click.option("--model", default=None, help="Model name or Hugging Face folder.")
+@lanes_option
+@model_option
 @click.option(
     "--quiet",
     "quiet_ms",
@@ -50,7 +48,7 @@ def watch(
     from anekit.search.watch import Round, Watcher
 
     root = root_for(paths)
-    names = [name.strip() for item in lanes for name in item.split(",") if name.strip()]
+    names = lane_names(lanes)
 
     def report(done: Round) -> None:
         if as_json:
@@ -59,7 +57,7 @@ def watch(
             return
         stderr.print(esc(_round_line(done)))
 
-    with Index(root, store, lanes=names or None, model=model, wait=None) as index:
+    with Index(root, store, lanes=names, model=model, wait=None) as index:
         watcher = Watcher(index, list(paths) or None, quiet_ms=quiet_ms, on_round=report)
         if not as_json:
             stderr.print(f"watching {esc(root)} (Ctrl-C stops)")
