@@ -430,7 +430,14 @@ def test_a_schema_1_store_gains_the_variant_column(tmp_path: Path) -> None:
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
     columns = [row[1] for row in conn.execute("PRAGMA table_info(vectors)")]
     assert columns == ["chunk_id", "vector", "variant"]
+    indexes = {row[1] for row in conn.execute("PRAGMA index_list(vectors)")}
+    assert "vectors_stand_ins" in indexes  # stand_in_files needs no scan of every vector
     conn.close()
+    with Store(store_dir(tmp_path / "fresh")) as fresh:
+        plan = fresh._conn.execute(
+            "EXPLAIN QUERY PLAN SELECT chunk_id FROM vectors WHERE variant IS NOT NULL"
+        ).fetchall()
+        assert "vectors_stand_ins" in str(plan)
 
 
 def test_stats(store: Store) -> None:
