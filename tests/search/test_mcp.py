@@ -55,6 +55,8 @@ async def _session(root: Path, home: Path) -> dict[str, Any]:
             return result.structured_content
 
         seen["before"] = await call("search", {"query": "parse_duration"})
+        seen["files_before"] = await call("files", {})
+        seen["store_before"] = (root / ".anekit" / "store.db").exists()
         index = await call("index", {"budget_seconds": 120})
         while index.get("state") == "running":
             index = await call("index", {"budget_seconds": 60})
@@ -85,6 +87,9 @@ def test_mcp_over_stdio_with_the_sdk_client(tmp_path: Path) -> None:
     assert len(json.dumps(seen["tools"])) < 3400
 
     assert "the index is empty" in seen["before"]["error"]  # a refusal, not a crash
+    assert "call the index tool" in seen["before"]["error"]
+    assert "call the index tool" in seen["files_before"]["error"]
+    assert not seen["store_before"]  # asking did not make an empty store
     assert seen["index"]["state"] == "done"
     assert seen["index"]["summary"]["indexed"] == 2
     first = seen["search"]["hits"][0]

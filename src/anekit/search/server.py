@@ -108,6 +108,17 @@ class SearchService:
             index = self._readers[root] = Index(root, lanes=self.lanes, model=self.model)
         return index
 
+    def _indexed(self, root: Path) -> Index:
+        """The reader of a root that has been indexed; a SearchError saying what to do
+        otherwise (an agent cannot run ``anekit index``, but it can call the tool)."""
+        index = self._reader_for(root)
+        stored = (index.directory / "store.db").exists()
+        if not stored or index.store.identity is None:
+            raise SearchError(
+                f"{root}: the index is empty: call the index tool (or run `anekit index {root}`)"
+            )
+        return index
+
     # -- the tools ---------------------------------------------------------------------
 
     def search(
@@ -122,7 +133,7 @@ class SearchService:
     ) -> dict[str, Any]:
         where = self._root(root)
         started = time.perf_counter()
-        hits = self._reader_for(where).search(
+        hits = self._indexed(where).search(
             query, k=min(max(k, 1), 100), mode=mode, paths=path, exts=ext, langs=lang
         )
         return {
@@ -166,7 +177,7 @@ class SearchService:
 
     def files(self, prefix: str = "", root: str | None = None) -> dict[str, Any]:
         where = self._root(root)
-        known = sorted(self._reader_for(where).store.files())
+        known = sorted(self._indexed(where).store.files())
         chosen = [relpath for relpath in known if relpath.startswith(prefix)]
         return {
             "root": str(where),
