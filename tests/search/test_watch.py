@@ -160,6 +160,43 @@ def test_a_burst_of_files_is_one_run_of_the_whole_tree(
     _assert_like_a_clean_index(root, tmp_path, cache)
 
 
+@pytest.mark.slow
+def test_lane_workers_start_on_demand_leave_when_idle_and_a_crash_costs_a_retry(
+    tmp_path: Path, cache: VectorCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANEKIT_LANE_IDLE", "1")  # a worker idle for 1 s leaves
+    root = tmp_path / "repo"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "alpha.py").write_text(_module("compute_alpha"))
+    watched = Watched(root, cache)  # its catch-up round started the CPU lane's worker
+    try:
+        lane = watched.index._embedder.scheduler.lanes["cpu"]
+        first = lane.process
+        assert first is not None
+        assert first.wait(60) == 0  # it left on its own, idle
+        # The next save starts a worker on demand; each worker from now on dies (as with
+        # kill -9) on its second batch.
+        monkeypatch.setenv("ANEKIT_LANE_IDLE", "300")
+        monkeypatch.setenv("ANEKIT_FAULT", "cpu:batch:2")
+        (root / "pkg" / "gamma.py").write_text(_module("compute_gamma"))
+        done = watched.round_for("pkg/gamma.py")
+        assert done.summary is not None and done.summary.embedded == 1
+        second = lane.process
+        assert second is not None and second.pid != first.pid and second.poll() is None
+        (root / "pkg" / "delta.py").write_text(_module("compute_delta"))
+        done = watched.round_for("pkg/delta.py")  # its batch killed the worker: retried
+        assert done.summary is not None and done.summary.embedded == 1
+        assert done.summary.failed == {} and done.summary.stand_ins == 0
+        assert second.wait(10) == 137  # the fault's abrupt exit (anekit.lanes.worker)
+        # Each new worker proves itself with one batch, so the retry may cost another.
+        assert 1 <= lane.restarts <= 3 and lane.state == "ready"
+        assert lane.process is not None and lane.process.pid != second.pid
+        assert watched.thread.is_alive()
+    finally:
+        watched.stop()
+    _assert_like_a_clean_index(root, tmp_path, cache)
+
+
 def test_events_in_the_store_hidden_and_ignored_folders_wake_nothing(tmp_path: Path) -> None:
     root = tmp_path / "repo"
     root.mkdir()

@@ -23,15 +23,19 @@ def mcp(roots: tuple[Path, ...], lanes: tuple[str, ...], model: str | None) -> N
     Register it with a client as the command `anekit mcp /path/to/repo`; see
     docs/agents.md. Nothing but MCP messages goes to stdout.
     """
+    from anekit.search.priority import Priority
     from anekit.search.server import SearchService, mcp_server
 
     chosen = [root_for((root,)) for root in roots] or [root_for(())]
     names = lane_names(lanes)
-    service = SearchService(chosen, lanes=names, model=model)
+    priority = Priority()
+    service = SearchService(chosen, lanes=names, model=model, priority=priority)
     try:
+        priority.background()  # until the first tool call
         mcp_server(service).run("stdio")
     finally:
         service.close()
+        priority.restore()
 
 
 @click.command()
@@ -69,6 +73,7 @@ def serve(
     from anekit.cli._common import esc, stderr
     from anekit.search import http
     from anekit.search.index import Index
+    from anekit.search.priority import Priority
     from anekit.search.server import SearchService, mcp_server
     from anekit.search.watch import Round, Watcher
 
@@ -81,7 +86,8 @@ def serve(
     port = port or http.DEFAULT_PORT
     http.check_port(port)
     token = http.read_token()
-    service = SearchService(chosen, lanes=names, model=model)
+    priority = Priority()
+    service = SearchService(chosen, lanes=names, model=model, priority=priority)
     watchers: list[tuple[Watcher, threading.Thread]] = []
 
     def report(done: Round) -> None:
@@ -90,7 +96,7 @@ def serve(
 
     def watch_root(root: Path) -> tuple[Watcher, threading.Thread]:
         index = Index(root, lanes=names, model=model, wait=None)
-        watcher = Watcher(index, on_round=report)
+        watcher = Watcher(index, on_round=report, priority=priority)
 
         def run() -> None:
             try:
@@ -106,6 +112,7 @@ def serve(
         if watch:
             watchers = [watch_root(root) for root in chosen]
         app = http.http_app(mcp_server(service), token)
+        priority.background()  # out of it for each watcher round and tool call
         stderr.print(
             f"serving {', '.join(esc(root) for root in chosen)} at "
             f"http://{http.HOST}:{port}/mcp (token: {esc(http.token_path())})"
@@ -119,3 +126,4 @@ def serve(
         for _, thread in watchers:
             thread.join(30)
         service.close()
+        priority.restore()

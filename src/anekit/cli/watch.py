@@ -45,6 +45,7 @@ def watch(
     again. Another `anekit index` on the same index waits for the round in progress.
     """
     from anekit.search.index import Index
+    from anekit.search.priority import Priority
     from anekit.search.watch import Round, Watcher
 
     root = root_for(paths)
@@ -58,7 +59,11 @@ def watch(
         stderr.print(esc(_round_line(done)))
 
     with Index(root, store, lanes=names, model=model, wait=None) as index:
-        watcher = Watcher(index, list(paths) or None, quiet_ms=quiet_ms, on_round=report)
+        priority = Priority()  # in the background between rounds
+        priority.background()
+        watcher = Watcher(
+            index, list(paths) or None, quiet_ms=quiet_ms, on_round=report, priority=priority
+        )
         if not as_json:
             stderr.print(f"watching {esc(root)} (Ctrl-C stops)")
         watcher.run()

@@ -13,6 +13,7 @@ MCP SDK (``mcp.server.mcpserver.MCPServer``); ``anekit mcp`` serves it over stdi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +24,7 @@ from typing import Any, Literal, TypeVar
 
 from anekit.errors import AnekitError, SearchError
 from anekit.search.index import Index, IndexSummary, Progress
+from anekit.search.priority import Priority
 
 __all__ = ["READ_MAX_LINES", "SearchService", "mcp_server"]
 
@@ -58,6 +60,7 @@ class SearchService:
         *,
         lanes: Sequence[str] | None = None,
         model: str | None = None,
+        priority: Priority | None = None,
     ) -> None:
         if not roots:
             raise SearchError("no root to serve: name at least one indexed folder")
@@ -67,6 +70,8 @@ class SearchService:
                 raise SearchError(f"{root}: not a folder")
         self.lanes = list(lanes) if lanes else None
         self.model = model
+        #: Held busy for each tool call and index run (None: the priority is left alone).
+        self.priority = priority
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="anekit-search")
         self._readers: dict[Path, Index] = {}  # used on the reader thread only
         self._runs: dict[Path, _Run] = {}
@@ -77,7 +82,15 @@ class SearchService:
     async def call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``function`` on the reader thread (from the event loop)."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._reader, lambda: function(*args, **kwargs))
+
+        def work() -> T:
+            with self._busy():
+                return function(*args, **kwargs)
+
+        return await loop.run_in_executor(self._reader, work)
+
+    def _busy(self) -> contextlib.AbstractContextManager[None]:
+        return self.priority.busy() if self.priority else contextlib.nullcontext()
 
     def close(self) -> None:
         def close_readers() -> None:
@@ -194,7 +207,8 @@ class SearchService:
             with self._lock:
                 run = self._runs.get(root)
             roots.append({"root": str(root), **stats, "indexing": _run_state(run)})
-        return {"roots": roots}
+        daemon = {"priority": self.priority.describe()} if self.priority else {}
+        return {"roots": roots, **daemon}
 
     def index(self, budget_seconds: float = 10.0, root: str | None = None) -> dict[str, Any]:
         """Bring a root's index up to date, waiting at most ``budget_seconds``: a run not
@@ -211,7 +225,10 @@ class SearchService:
     def _start(self, root: Path) -> _Run:
         def work() -> None:
             try:
-                with Index(root, lanes=self.lanes, model=self.model, wait=None) as writer:
+                with (
+                    self._busy(),
+                    Index(root, lanes=self.lanes, model=self.model, wait=None) as writer,
+                ):
                     run.summary = writer.update(
                         progress=lambda step: setattr(run, "progress", step)
                     )

@@ -17,6 +17,7 @@ reported and its paths are tried again with the next round, never dropped.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from anekit.search.index import Index, IndexSummary
+from anekit.search.priority import Priority
 from anekit.search.walk import DEFAULT_IGNORE_SUFFIXES, DEFAULT_IGNORES, IGNORE_FILES
 
 __all__ = ["BURST", "RETRY_MS", "Round", "Watcher"]
@@ -70,6 +72,7 @@ class Watcher:
         quiet_ms: int = 500,
         max_ms: int | None = None,
         on_round: Callable[[Round], None] | None = None,
+        priority: Priority | None = None,
     ) -> None:
         if quiet_ms < 1:
             raise ValueError(f"quiet_ms must be at least 1, got {quiet_ms}")
@@ -79,6 +82,8 @@ class Watcher:
         self.quiet_ms = quiet_ms
         self.max_ms = max_ms if max_ms is not None else max(4 * quiet_ms, 2000)
         self.on_round = on_round
+        #: Held busy for each round (a daemon is in the background between rounds).
+        self.priority = priority
         self.stop_event = threading.Event()
         self._store = index.directory.resolve()
 
@@ -127,7 +132,8 @@ class Watcher:
             scope = None if whole else [self.root / relpath for relpath in done.paths]
             if scope is None and self.paths != [self.root]:
                 scope = list(self.paths)
-            done.summary = self.index.update(paths=scope)
+            with self.priority.busy() if self.priority else contextlib.nullcontext():
+                done.summary = self.index.update(paths=scope)
         except Exception as error:  # reported; its paths are tried again next round
             done.error = f"{type(error).__name__}: {error}"
         done.seconds = time.monotonic() - started

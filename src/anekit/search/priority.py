@@ -1,0 +1,193 @@
+"""The search daemon's process priority: background while idle, normal while it works.
+
+A long-lived server (``anekit serve``, ``anekit mcp``) spends most of its life waiting.
+:class:`Priority` puts it in the background while nothing runs and takes it out for
+each piece of work (a watcher round, a tool call), counting overlapping work, so that
+the housekeeping of an idle daemon never competes with the user's editor or build,
+and an index run or a search gets the machine's ordinary share. Lane workers started
+during work inherit the ordinary priority.
+
+Only changes the process can undo without privilege are made:
+
+- **macOS**: ``setpriority(PRIO_DARWIN_PROCESS, 0, PRIO_DARWIN_BG)`` puts the process in
+  the background state (lowest scheduling priority, disk and network I/O throttled);
+  ``setpriority(PRIO_DARWIN_PROCESS, 0, 0)`` takes it out (getpriority(2), macOS).
+  Unverified on hardware: written against the manual page, tested with a stand-in
+  that enforces its arguments.
+- **Linux**: the I/O class of every thread goes to *idle* and back to what it was
+  (ioprio_set(2): the idle and best-effort classes need no privilege). The CPU policy
+  goes to ``SCHED_IDLE`` only where ``RLIMIT_NICE`` lets the process come back to
+  ``SCHED_OTHER`` (sched(7)); with the usual limit of 0 it is left alone, because a
+  lowered CPU priority could not be raised again (raising ``nice`` is one-way too).
+- Elsewhere nothing changes, and :meth:`Priority.describe` says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import platform
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = ["Priority"]
+
+# <sys/resource.h> on macOS (xnu bsd/sys/resource.h).
+PRIO_DARWIN_PROCESS = 4
+PRIO_DARWIN_BG = 0x1000
+
+# <linux/ioprio.h>: the class sits above IOPRIO_CLASS_SHIFT bits of level.
+IOPRIO_WHO_PROCESS = 1
+IOPRIO_CLASS_SHIFT = 13
+IOPRIO_CLASS_IDLE = 3
+# System call numbers (ioprio_set, ioprio_get) by machine (arch/*/syscall tables).
+_IOPRIO_SYSCALLS = {"x86_64": (251, 252), "aarch64": (30, 31), "arm64": (30, 31)}
+
+
+class Priority:
+    """Background while idle, the process's starting priority while :meth:`busy`.
+
+    ``system``: ``"darwin"``, ``"linux"`` or anything else (default: this machine's);
+    ``setpriority``: the macOS call (default: :func:`os.setpriority`), replaceable in tests.
+    """
+
+    def __init__(
+        self,
+        *,
+        system: str | None = None,
+        setpriority: Callable[[int, int, int], None] | None = None,
+    ) -> None:
+        self.system = system or sys.platform
+        self._setpriority = setpriority or getattr(os, "setpriority", None)
+        self._lock = threading.Lock()
+        self._working = 0
+        self.state = "normal"
+        #: Why a side (cpu, io) is left alone, when it is.
+        self.unchanged: dict[str, str] = {}
+        self._io = _LinuxIo() if self.system.startswith("linux") else None
+        self._cpu_idle = self.system.startswith("linux") and _cpu_can_return()
+        if self.system.startswith("linux"):
+            if self._io is not None and self._io.unavailable:
+                self.unchanged["io"] = self._io.unavailable
+            if not self._cpu_idle:
+                self.unchanged["cpu"] = (
+                    "RLIMIT_NICE does not let the process return from SCHED_IDLE, "
+                    "so the CPU priority stays as it is"
+                )
+        elif self.system != "darwin":
+            missing = f"no background state known on {self.system}"
+            self.unchanged = {"cpu": missing, "io": missing}
+
+    def background(self) -> None:
+        """Enter the background state (if no work is running)."""
+        with self._lock:
+            if self._working == 0:
+                self._apply(background=True)
+
+    def restore(self) -> None:
+        """Back to the starting priority (when the serving is over)."""
+        with self._lock:
+            self._apply(background=False)
+
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """Ordinary priority for the block (nested and concurrent blocks count), the
+        background state again when the last one ends."""
+        with self._lock:
+            self._working += 1
+            if self._working == 1:
+                self._apply(background=False)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._working -= 1
+                if self._working == 0:
+                    self._apply(background=True)
+
+    def describe(self) -> dict[str, Any]:
+        """The state and what it changes, for the status tool."""
+        if self.system == "darwin":
+            how = "setpriority(PRIO_DARWIN_PROCESS, PRIO_DARWIN_BG) while idle"
+        elif self.system.startswith("linux"):
+            changed = ["I/O class idle"] if "io" not in self.unchanged else []
+            changed += ["SCHED_IDLE"] if self._cpu_idle else []
+            how = " and ".join(changed) + " while idle" if changed else "nothing"
+        else:
+            how = "nothing"
+        return {"state": self.state, "idle_policy": how, "unchanged": dict(self.unchanged)}
+
+    def _apply(self, *, background: bool) -> None:
+        state = "background" if background else "normal"
+        if state == self.state:
+            return
+        if self.system == "darwin":
+            if self._setpriority is None:
+                return
+            self._setpriority(PRIO_DARWIN_PROCESS, 0, PRIO_DARWIN_BG if background else 0)
+        elif self.system.startswith("linux"):
+            if self._io is not None and not self._io.unavailable:
+                self._io.apply(background)
+            if self._cpu_idle:
+                _apply_cpu(background)
+        self.state = state
+
+
+def _threads() -> list[int]:
+    """This process's thread ids (Linux)."""
+    try:
+        return [int(name) for name in os.listdir("/proc/self/task")]
+    except OSError:
+        return [0]
+
+
+class _LinuxIo:
+    """The I/O class of every thread: idle, or back to what each had."""
+
+    def __init__(self) -> None:
+        self.unavailable = ""
+        calls = _IOPRIO_SYSCALLS.get(platform.machine())
+        if calls is None:
+            self.unavailable = f"no ioprio system call number known for {platform.machine()}"
+            return
+        self._set, self._get = calls
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self._libc.syscall.restype = ctypes.c_long
+        #: The process's I/O priority before the first change (the value threads return to).
+        self.original = self.get(0)
+        if self.original < 0:
+            self.unavailable = f"ioprio_get failed: {os.strerror(ctypes.get_errno())}"
+
+    def get(self, tid: int) -> int:
+        return int(self._libc.syscall(self._get, IOPRIO_WHO_PROCESS, tid))
+
+    def set(self, tid: int, value: int) -> bool:
+        return int(self._libc.syscall(self._set, IOPRIO_WHO_PROCESS, tid, value)) == 0
+
+    def apply(self, background: bool) -> None:
+        value = IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT if background else self.original
+        for tid in _threads():
+            self.set(tid, value)  # a thread that just ended is no loss
+
+
+def _cpu_can_return() -> bool:
+    """Whether a thread may go back from SCHED_IDLE to SCHED_OTHER: the kernel allows it
+    when the nice value is within RLIMIT_NICE (its soft limit ``r`` permits nice
+    ``20 - r``; sched(7), setrlimit(2))."""
+    import resource
+
+    if not hasattr(os, "SCHED_IDLE"):
+        return False
+    soft, _ = resource.getrlimit(resource.RLIMIT_NICE)
+    nice = os.getpriority(os.PRIO_PROCESS, 0)
+    return soft == resource.RLIM_INFINITY or 20 - nice <= soft
+
+
+def _apply_cpu(background: bool) -> None:
+    policy = os.SCHED_IDLE if background else os.SCHED_OTHER
+    for tid in _threads():
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(tid, policy, os.sched_param(0))
