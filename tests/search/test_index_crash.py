@@ -518,3 +518,98 @@ def test_files_waiting_for_a_checkpoint_have_their_vectors_in_the_machine_cache(
         summary = index.update()
     assert summary.indexed == len(list((root / "pkg0").iterdir())) > 1
     assert uncached == []
+
+
+def _cached_count(path: Path) -> int:
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)
+    except sqlite3.Error:
+        return 0
+    try:
+        return int(db.execute("SELECT count(*) FROM vectors").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+    finally:
+        db.close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _serve(root: Path, home: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+    """``anekit serve ROOT`` with the CPU lane: its watcher indexes the root at once."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("ANEKIT_STORE", "ANEKIT_FAULT", "ANEKIT_LANES")
+    }
+    env.update(ANEKIT_HOME=str(home), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    command = [sys.executable, "-m", "anekit", "serve", str(root), "--port", str(port)]
+    with log.open("ab") as output:
+        return subprocess.Popen([*command, "--lane", "cpu"], env=env, stderr=output)
+
+
+def test_a_daemon_killed_mid_index_resumes_when_restarted(clean: Clean, tmp_path: Path) -> None:
+    """kill -9 of ``anekit serve`` (the daemon alone, as a user would) while its watcher's
+    first round embeds: its lane workers leave on their own, the store is whole, and the
+    restarted daemon (same port) embeds only what neither the store nor the machine cache
+    holds and ends with the clean index."""
+    root, home = tmp_path / "repo", tmp_path / "home"
+    shutil.copytree(clean.source, root)
+    home.mkdir()
+    cache_path, log = home / "search" / "vectors.db", tmp_path / "serve.log"
+    port = _free_port()
+    daemon = _serve(root, home, port, log)
+    workers: set[int] = set()
+    try:
+        deadline = time.monotonic() + 180
+        # Mid-index: vectors are reaching the machine cache, the round is not written.
+        while _cached_count(cache_path) < 40 or _file_count(_store_path(root)) >= FILES:
+            assert daemon.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            workers |= _descendants(daemon.pid)
+            time.sleep(0.02)
+        workers |= _descendants(daemon.pid)
+        daemon.kill()
+        daemon.wait(30)
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+    assert workers, "no lane worker was seen"
+    for pid in workers:  # their stdin closed with the daemon: they leave
+        deadline = time.monotonic() + 15
+        while _running(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(pid), f"worker {pid} outlived the killed daemon"
+    killed = _checked(_store_path(root))
+    _assert_like_clean(killed, clean.snapshot)
+    assert len(killed.files) < FILES
+    missing = {d for span, d in clean.snapshot.chunks.items() if span[0] not in killed.files}
+    cached = _cached_hashes(cache_path, killed.namespace, missing)
+    assert cached and len(cached) < len(missing)
+
+    restarted = _serve(root, home, port, log)
+    try:
+        deadline = time.monotonic() + 180
+        while "caught up" not in log.read_text():
+            assert restarted.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.05)
+    finally:
+        restarted.terminate()
+        restarted.wait(60)
+    line = next(text for text in log.read_text().splitlines() if "caught up" in text)
+    assert f"{FILES - len(killed.files)} indexed" in line, line
+    assert f" {len(missing) - len(cached)} chunk(s) embedded" in line, line
+    resumed = _checked(_store_path(root))
+    _assert_like_clean(resumed, clean.snapshot)
+    assert resumed.files == clean.snapshot.files
+    assert resumed.chunks == clean.snapshot.chunks
+    with Index(root, lanes=["cpu"], cache=False) as index:
+        assert _top_hits(index) == clean.top

@@ -71,6 +71,7 @@ def serve(
     import uvicorn
 
     from anekit.cli._common import esc, stderr
+    from anekit.cli.watch import round_line
     from anekit.search import http
     from anekit.search.index import Index
     from anekit.search.priority import Priority
@@ -90,13 +91,12 @@ def serve(
     service = SearchService(chosen, lanes=names, model=model, priority=priority)
     watchers: list[tuple[Watcher, threading.Thread]] = []
 
-    def report(done: Round) -> None:
-        if done.error is not None:
-            stderr.print(f"watch: {esc(done.error)} (tried again)")
+    def report(root: Path, done: Round) -> None:
+        stderr.print(f"watch {esc(root)}: {esc(round_line(done))}")
 
     def watch_root(root: Path) -> tuple[Watcher, threading.Thread]:
         index = Index(root, lanes=names, model=model, wait=None)
-        watcher = Watcher(index, on_round=report, priority=priority)
+        watcher = Watcher(index, on_round=lambda done: report(root, done), priority=priority)
 
         def run() -> None:
             try:

@@ -56,7 +56,7 @@ def watch(
             sys.stdout.write(json.dumps({"root": str(root), **done.as_dict()}) + "\n")
             sys.stdout.flush()
             return
-        stderr.print(esc(_round_line(done)))
+        stderr.print(esc(round_line(done)))
 
     with Index(root, store, lanes=names, model=model, wait=None) as index:
         priority = Priority()  # in the background between rounds
@@ -69,7 +69,8 @@ def watch(
         watcher.run()
 
 
-def _round_line(done: Any) -> str:
+def round_line(done: Any) -> str:
+    """One line saying what a watcher round did (or why it failed)."""
     if done.error is not None:
         return f"error: {done.error} (tried again with the next change)"
     summary = done.summary

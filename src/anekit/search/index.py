@@ -288,6 +288,11 @@ class Index:
                 keyword = pending.result()
         ids = list(dict.fromkeys(vector + keyword))
         chunks = {chunk.id: chunk for chunk in store.chunks(ids)}
+        # The halves read the store at other moments (the keyword thread's connection,
+        # the vector index as last refreshed): a chunk that a writer replaced since is
+        # gone here, and each hit comes from this one read, so each file is seen whole.
+        vector = [chunk_id for chunk_id in vector if chunk_id in chunks]
+        keyword = [chunk_id for chunk_id in keyword if chunk_id in chunks]
         candidates = {
             chunk_id: Candidate(chunk_id, chunk.symbol, chunk.kind, chunk.text, chunk.relpath)
             for chunk_id, chunk in chunks.items()

@@ -628,17 +628,18 @@ class Store:
         """The chunks with these ids, in the order given; ids not in the store are left out."""
         wanted = [int(i) for i in ids]
         found: dict[int, StoredChunk] = {}
-        for start in range(0, len(wanted), 500):
-            batch = wanted[start : start + 500]
-            marks = ",".join("?" * len(batch))
-            rows = self._conn.execute(
-                "SELECT c.id, f.relpath, c.start_line, c.end_line, c.text, c.symbol, c.kind, "
-                "f.language FROM chunks c JOIN files f ON f.id = c.file_id "
-                f"WHERE c.id IN ({marks})",
-                batch,
-            )
-            for row in rows:
-                found[row[0]] = StoredChunk(*row)
+        with self.read():  # one snapshot, however many batches
+            for start in range(0, len(wanted), 500):
+                batch = wanted[start : start + 500]
+                marks = ",".join("?" * len(batch))
+                rows = self._conn.execute(
+                    "SELECT c.id, f.relpath, c.start_line, c.end_line, c.text, c.symbol, "
+                    "c.kind, f.language FROM chunks c JOIN files f ON f.id = c.file_id "
+                    f"WHERE c.id IN ({marks})",
+                    batch,
+                )
+                for row in rows:
+                    found[row[0]] = StoredChunk(*row)
         return [found[i] for i in wanted if i in found]
 
     def known_vectors(self, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
