@@ -7,6 +7,8 @@ under ``ANEKIT_PACKAGES``, which tests/conftest.py points at a shared folder.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -265,3 +267,63 @@ def test_unknown_variant_is_refused(fp32: Embedder) -> None:
     assert VARIANTS == ("fp32", "int8")
     with pytest.raises(errors.ModelError, match="onnx variant must be one of fp32, int8"):
         OnnxEncoder(fp32.model_id, fp32.config, fp32.weights, variant="fp16")
+
+
+def test_a_missing_model_is_built_in_a_child_process_one_builder_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The build runs in a fresh process (a daemon keeps none of its memory), under the
+    folder's lock; what it builds is what an in-process build makes."""
+    from anekit.models import onnx_models
+    from tinybert import tiny_bert
+
+    source = tiny_bert(tmp_path / "tiny-bert")
+    monkeypatch.setenv("ANEKIT_PACKAGES", str(tmp_path / "packages"))
+    here = tmp_path / "built-here"
+    first = Embedder(source, backend="onnx", variant="fp32")
+    onnx_models.build_model(first.config, first.weights, "fp32", here)  # no source: here
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("the model was built in this process")
+
+    monkeypatch.setattr(onnx_models, "_build", refuse)
+    texts = ["def parse(text):\n    return text.split()", "the ledger's totals"]
+    vectors = first.encode(texts)  # builds, in a child process
+    folder = folder_for(first.model_id, first.weights, "fp32")
+    assert (folder / MODEL_FILE).read_bytes() == (here / MODEL_FILE).read_bytes()
+    assert not list(folder.glob("*partial*"))
+    np.testing.assert_allclose(vectors, Embedder(source, backend="numpy").encode(texts), atol=1e-5)
+
+    # A second builder waits for the lock, then finds the model built by the first.
+    import fcntl
+    import threading
+
+    waiting = tmp_path / "waiting"
+    waiting.mkdir()
+    with (waiting / onnx_models.BUILD_LOCK).open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        built: list[Path] = []
+        thread = threading.Thread(
+            target=lambda: built.append(
+                onnx_models.build_model(first.config, first.weights, "fp32", waiting, source)
+            )
+        )
+        thread.start()
+        thread.join(0.5)
+        assert thread.is_alive() and not built  # it waits for the holder
+        (waiting / MODEL_FILE).write_bytes((here / MODEL_FILE).read_bytes())  # "its" build
+        fcntl.flock(held, fcntl.LOCK_UN)
+    thread.join(30)
+    assert built == [waiting / MODEL_FILE]
+
+
+def test_a_failed_child_build_names_the_model_and_why(tmp_path: Path) -> None:
+    from anekit.models import onnx_models
+    from tinybert import tiny_bert
+
+    source = tiny_bert(tmp_path / "tiny-bert")
+    embedder = Embedder(source, backend="numpy")
+    with pytest.raises(errors.ModelError, match="weights changed") as raised:
+        onnx_models._build_in_child(source, "0" * 64, "int8", tmp_path / "out")
+    assert str(source) in str(raised.value) and "int8" in str(raised.value)
+    assert embedder.weights.digest != "0" * 64

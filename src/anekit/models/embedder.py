@@ -137,6 +137,7 @@ class Embedder:
                 variant=self.variant,
                 threads=threads,
                 device=device or "auto",
+                source=self.folder,
             )
         #: Texts per program call: 4 for the packages, 8 for ONNX Runtime.
         self.batch = ONNX_BATCH if chosen == "onnx" else BATCH

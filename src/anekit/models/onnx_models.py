@@ -16,7 +16,11 @@ they really run on, from ONNX Runtime's own list of the providers each one uses.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +46,9 @@ TRACE_LENGTHS = (97, 101, 103, 107, 109, 113, 127)
 #: Batches the encoder may be traced at before the batch is made symbolic (as above).
 TRACE_BATCHES = (5, 7, 11, 13)
 MODEL_FILE = "encoder.onnx"
+BUILD_LOCK = "build.lock"
+#: What the child process that builds a model runs (``python -c``).
+_CHILD = "import sys; from anekit.models.onnx_models import _main; sys.exit(_main(sys.argv[1:]))"
 #: The cached model's format: 2 takes any batch (1 was traced at a fixed batch of 8).
 MODEL_FORMAT = 2
 
@@ -138,11 +145,62 @@ def symbolic_batch(model: Any, batch: int) -> None:
         axis.dim_param = "batch"
 
 
-def build_model(config: EncoderConfig, weights: Weights, variant: str, folder: Path) -> Path:
-    """The ONNX model (any batch, any length), built if missing."""
+def build_model(
+    config: EncoderConfig,
+    weights: Weights,
+    variant: str,
+    folder: Path,
+    source: Path | None = None,
+) -> Path:
+    """The ONNX model (any batch, any length), built if missing, one builder at a time
+    (a lock file in ``folder``: a search daemon and its lane worker may both need it).
+
+    With ``source`` (the model's folder) the build runs in a fresh process: tracing,
+    emitting and quantizing MiniLM leaves about 700 MB of freed memory that a long-lived
+    process (``anekit serve``) would otherwise keep (815 MB resident after building the
+    query model in process, 105 MB when it was already built); its output never
+    reaches this process's stdout (an MCP stdio channel)."""
     target = folder / MODEL_FILE
     if target.exists():
         return target  # cached: no tracer, no coremltools in this process
+    folder.mkdir(parents=True, exist_ok=True)
+    with _build_lock(folder):
+        if not target.exists():  # another process may have built it meanwhile
+            if source is not None:
+                _build_in_child(source, weights.digest, variant, folder)
+            else:
+                _build(config, weights, variant, folder)
+    return target
+
+
+@contextlib.contextmanager
+def _build_lock(folder: Path) -> Iterator[None]:
+    """An exclusive lock on ``folder/build.lock`` (released when its holder dies)."""
+    import fcntl
+
+    with (folder / BUILD_LOCK).open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build_in_child(source: Path, digest: str, variant: str, folder: Path) -> None:
+    command = [sys.executable, "-c", _CHILD, str(source), digest, variant, str(folder)]
+    _log.info("building the %s ONNX model of %s in a child process", variant, source)
+    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0 or not (folder / MODEL_FILE).exists():
+        tail = "\n".join(done.stderr.strip().splitlines()[-8:])
+        raise ModelError(
+            f"building the {variant} ONNX model of {source} failed (exit {done.returncode})"
+            + (f": {tail}" if tail else "")
+        )
+
+
+def _build(config: EncoderConfig, weights: Weights, variant: str, folder: Path) -> None:
+    """Trace, emit and (int8) quantize the encoder into ``folder`` (this process)."""
+    target = folder / MODEL_FILE
     import anekit
     from anekit.models.bert import make_row_encoder
     from anekit.package.onnx_emitter import quantize_int8, save_onnx, to_onnx
@@ -174,7 +232,23 @@ def build_model(config: EncoderConfig, weights: Weights, variant: str, folder: P
         partial.unlink()
         partial = quantized
     partial.replace(target)
-    return target
+
+
+def _main(argv: list[str]) -> int:
+    """The child's work (arguments ``SOURCE DIGEST VARIANT FOLDER``): build the
+    model of the folder ``SOURCE`` (whose weights must have ``DIGEST``) into ``FOLDER``
+    (:func:`build_model` runs it, holding the build lock)."""
+    from anekit.models.config import load_config
+    from anekit.models.weights import load_weights
+
+    source, digest, variant, folder = Path(argv[0]), argv[1], argv[2], Path(argv[3])
+    config = load_config(source)
+    weights = load_weights(source, config)
+    if weights.digest != digest:
+        print(f"{source}: its weights changed (digest {weights.digest[:12]})", file=sys.stderr)
+        return 2
+    _build(config, weights, variant, folder)
+    return 0
 
 
 class OnnxEncoder:
@@ -189,6 +263,7 @@ class OnnxEncoder:
         variant: str = "int8",
         threads: int | None = None,
         device: str = "auto",
+        source: Path | None = None,
     ) -> None:
         from anekit.backends.onnx import DEVICES
 
@@ -201,6 +276,8 @@ class OnnxEncoder:
         #: ``auto``, ``cpu`` or ``cuda`` (anekit.backends.onnx.DEVICES): ``cuda``
         #: sessions that land on another provider raise ProviderMismatch.
         self.threads, self.device_choice = threads, device
+        #: The model's folder: a missing model is then built in a child process.
+        self.source = source
         self._loaded: Any = None  # the session, once loaded
 
     def prepare(self) -> None:
@@ -212,7 +289,7 @@ class OnnxEncoder:
             from anekit.backends.onnx import session_for
 
             self.folder.mkdir(parents=True, exist_ok=True)
-            path = build_model(self.config, self.weights, self.variant, self.folder)
+            path = build_model(self.config, self.weights, self.variant, self.folder, self.source)
             self._loaded = session_for(path, threads=self.threads, device=self.device_choice)
         return self._loaded
 
