@@ -177,3 +177,30 @@ def test_simulated_embeddings_never_return_garbage_silently(
     monkeypatch.setenv("ANEKIT_STRICT_NUMERICS", "1")
     with pytest.raises(errors.NumericsError):
         embedder.encode(["an exploding model"])
+
+
+def _resident_kb(path: Path) -> int:
+    """This process's resident kB of mappings of ``path`` (Linux /proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        fields = line.split()
+        if fields and "-" in fields[0] and len(fields) >= 5 and ":" in fields[3]:
+            inside = len(fields) > 5 and fields[5] == str(path)
+        elif inside and line.startswith("Rss:"):
+            total += int(fields[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="Linux /proc")
+def test_the_mapped_word_table_gives_its_pages_back(tmp_path: Path) -> None:
+    from anekit.models.weights import load_weights
+
+    folder = _tiny_bert(tmp_path / "tiny")
+    weights = load_weights(folder, load_config(folder))
+    path = (folder / "model.safetensors").resolve()
+    rows = np.arange(0, weights.word.shape[0], 97)
+    assert float(np.abs(weights.word[rows]).sum()) > 0  # the lookups map pages
+    assert _resident_kb(path) >= 64
+    weights.release_pages()
+    assert _resident_kb(path) == 0
+    np.testing.assert_array_equal(weights.word[rows], weights.word[rows].copy())  # readable

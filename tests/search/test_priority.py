@@ -183,3 +183,15 @@ def test_a_watcher_round_runs_at_normal_priority(tmp_path: Path) -> None:
     watcher.run()
     assert index.seen == ["normal"]
     assert states == ["background"]
+
+
+def test_memory_is_given_back_each_time_the_work_ends() -> None:
+    priority = Priority(system="plan9")
+    released: list[str] = []
+    priority.on_idle.append(lambda: released.append(priority.state))
+    priority.background()
+    with priority.busy():
+        with priority.busy():
+            pass
+        assert released == ["background"]  # from background(); nested work: nothing yet
+    assert released == ["background", "background"]

@@ -30,6 +30,7 @@ def mcp(roots: tuple[Path, ...], lanes: tuple[str, ...], model: str | None) -> N
     names = lane_names(lanes)
     priority = Priority()
     service = SearchService(chosen, lanes=names, model=model, priority=priority)
+    priority.on_idle.append(service.release_memory)
     try:
         priority.background()  # until the first tool call
         mcp_server(service).run("stdio")
@@ -89,6 +90,7 @@ def serve(
     token = http.read_token()
     priority = Priority()
     service = SearchService(chosen, lanes=names, model=model, priority=priority)
+    priority.on_idle.append(service.release_memory)
     watchers: list[tuple[Watcher, threading.Thread]] = []
 
     def report(root: Path, done: Round) -> None:

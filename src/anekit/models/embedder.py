@@ -180,6 +180,12 @@ class Embedder:
         if self._scheduler is not None:
             self._scheduler.close()
 
+    def release_memory(self) -> None:
+        """Give back the word table's pages that lookups mapped (a long-lived process,
+        between requests); they come back on use."""
+        if self._weights is not None:
+            self._weights.release_pages()
+
     def __enter__(self) -> Embedder:
         return self
 

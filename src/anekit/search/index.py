@@ -227,6 +227,13 @@ class Index:
         if self.cache is not None:
             self.cache.close()
 
+    def release_memory(self) -> None:
+        """Give back what searching holds and can get again (the query model's mapped
+        word-table pages); for a long-lived server between requests, from any thread."""
+        embedder = self._query_embedder
+        if embedder is not None:
+            embedder.release_memory()
+
     def __enter__(self) -> Index:
         return self
 

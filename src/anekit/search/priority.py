@@ -5,7 +5,8 @@ A long-lived server (``anekit serve``, ``anekit mcp``) spends most of its life w
 each piece of work (a watcher round, a tool call), counting overlapping work, so that
 the housekeeping of an idle daemon never competes with the user's editor or build,
 and an index run or a search gets the machine's ordinary share. Lane workers started
-during work inherit the ordinary priority.
+during work inherit the ordinary priority. Each time the work ends, memory that can be
+had again is given back (:attr:`Priority.on_idle`, then :func:`trim_heap`).
 
 Only changes the process can undo without privilege are made:
 
@@ -65,6 +66,9 @@ class Priority:
         self._lock = threading.Lock()
         self._working = 0
         self.state = "normal"
+        #: Called each time the work ends (from the thread that ended it): things to
+        #: give back while idle, such as :meth:`SearchService.release_memory`.
+        self.on_idle: list[Callable[[], None]] = []
         #: Why a side (cpu, io) is left alone, when it is.
         self.unchanged: dict[str, str] = {}
         self._io = _LinuxIo() if self.system.startswith("linux") else None
@@ -84,8 +88,11 @@ class Priority:
     def background(self) -> None:
         """Enter the background state (if no work is running)."""
         with self._lock:
-            if self._working == 0:
+            idle = self._working == 0
+            if idle:
                 self._apply(background=True)
+        if idle:
+            self._idle()
 
     def restore(self) -> None:
         """Back to the starting priority (when the serving is over)."""
@@ -105,8 +112,17 @@ class Priority:
         finally:
             with self._lock:
                 self._working -= 1
-                if self._working == 0:
+                idle = self._working == 0
+                if idle:
                     self._apply(background=True)
+            if idle:
+                self._idle()
+
+    def _idle(self) -> None:
+        """Idle now: give memory back (the hooks, then the C heap's free pages)."""
+        for hook in self.on_idle:
+            hook()
+        trim_heap()
 
     def describe(self) -> dict[str, Any]:
         """The state and what it changes, for the status tool."""
@@ -134,6 +150,21 @@ class Priority:
             if self._cpu_idle:
                 _apply_cpu(background)
         self.state = state
+
+
+def trim_heap() -> None:
+    """Return the C heap's free pages to the OS (glibc's ``malloc_trim``; elsewhere
+    nothing). After an index round or a search the heap keeps freed memory: 20 MB of a
+    searching process's 167 MB came back this way."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return  # not glibc (musl has no malloc_trim)
+    trim = getattr(libc, "malloc_trim", None)
+    if trim is not None:
+        trim(0)
 
 
 def _threads() -> list[int]:

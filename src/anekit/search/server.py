@@ -103,6 +103,12 @@ class SearchService:
         for run in list(self._runs.values()):
             run.thread.join()
 
+    def release_memory(self) -> None:
+        """Give back what the readers hold and can get again (between requests; from any
+        thread: it only drops mapped pages)."""
+        for index in list(self._readers.values()):
+            index.release_memory()
+
     def _root(self, root: str | None) -> Path:
         """The served root named by ``root`` (its path, or its folder's name), or the only
         one; a SearchError names the choices otherwise."""
