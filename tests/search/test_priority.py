@@ -12,6 +12,7 @@ import errno
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -185,13 +186,21 @@ def test_a_watcher_round_runs_at_normal_priority(tmp_path: Path) -> None:
     assert states == ["background"]
 
 
-def test_memory_is_given_back_each_time_the_work_ends() -> None:
-    priority = Priority(system="plan9")
-    released: list[str] = []
-    priority.on_idle.append(lambda: released.append(priority.state))
-    priority.background()
+def test_memory_is_given_back_once_idle_for_a_moment() -> None:
+    priority = Priority(system="plan9", release_after=0.2)
+    released = threading.Event()
+    states: list[str] = []
+
+    def hook() -> None:
+        states.append(priority.state)
+        released.set()
+
+    priority.on_idle.append(hook)
     with priority.busy():
-        with priority.busy():
-            pass
-        assert released == ["background"]  # from background(); nested work: nothing yet
-    assert released == ["background", "background"]
+        pass
+    with priority.busy():  # work again before the moment passed: nothing given back
+        time.sleep(0.4)
+        assert not released.is_set()
+    assert released.wait(5)
+    time.sleep(0.3)
+    assert states == ["background"]  # once, after the last work
