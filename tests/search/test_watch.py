@@ -174,6 +174,12 @@ def test_lane_workers_start_on_demand_leave_when_idle_and_a_crash_costs_a_retry(
         first = lane.process
         assert first is not None
         assert first.wait(60) == 0  # it left on its own, idle
+        deadline = time.monotonic() + 30  # the watcher drops the lanes at its next timeout
+        while watched.index._embedder is not None:
+            assert time.monotonic() < deadline, "the idle lanes were kept"
+            time.sleep(0.1)
+        while not watched.rounds.empty():  # the catch-up's second, whole round
+            assert watched.next_round().error is None
         # The next save starts a worker on demand; each worker from now on dies (as with
         # kill -9) on its second batch.
         monkeypatch.setenv("ANEKIT_LANE_IDLE", "300")
@@ -181,6 +187,7 @@ def test_lane_workers_start_on_demand_leave_when_idle_and_a_crash_costs_a_retry(
         (root / "pkg" / "gamma.py").write_text(_module("compute_gamma"))
         done = watched.round_for("pkg/gamma.py")
         assert done.summary is not None and done.summary.embedded == 1
+        lane = watched.index._embedder.scheduler.lanes["cpu"]  # started again
         second = lane.process
         assert second is not None and second.pid != first.pid and second.poll() is None
         (root / "pkg" / "delta.py").write_text(_module("compute_delta"))

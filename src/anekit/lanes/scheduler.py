@@ -321,6 +321,13 @@ class Scheduler:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def workers_gone_idle(self) -> bool:
+        """True when no lane has a worker left but ones that exited on their own, idle,
+        owing nothing (and at least one did): the lanes hold nothing worth keeping."""
+        lanes = list(self.lanes.values())
+        left = [lane for lane in lanes if lane.process is not None]
+        return bool(left) and all(lane.exited_idle() for lane in left)
+
     def status(self) -> list[dict[str, Any]]:
         return [lane.describe() for lane in self.lanes.values()]
 

@@ -227,6 +227,17 @@ class Index:
         if self.cache is not None:
             self.cache.close()
 
+    def release_idle_lanes(self) -> bool:
+        """Drop the lanes (their embedder and tokenizer) once every lane worker has left
+        on its own, idle (``ANEKIT_LANE_IDLE``); the next update that needs them starts
+        them again. Whether they were dropped. From the thread that updates."""
+        embedder = self._embedder
+        if embedder is None or not embedder.scheduler.workers_gone_idle():
+            return False
+        embedder.close()
+        self._embedder = None
+        return True
+
     def release_memory(self) -> None:
         """Give back what searching holds and can get again (the query model's mapped
         word-table pages); for a long-lived server between requests, from any thread."""

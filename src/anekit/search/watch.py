@@ -119,7 +119,8 @@ class Watcher:
                     whole = True
                 pending.add(relpath)
             if not pending and not whole:
-                continue  # a timeout with nothing to do
+                self.index.release_idle_lanes()  # a timeout with nothing to do
+                continue
             whole = whole or len(pending) > BURST
             if self._index(pending, whole=whole, first_event=arrived):
                 pending, whole = set(), False
