@@ -227,6 +227,11 @@ class Index:
         if self.cache is not None:
             self.cache.close()
 
+    @property
+    def has_lanes(self) -> bool:
+        """Whether this index holds its embedding lanes (started by an update)."""
+        return self._embedder is not None
+
     def release_idle_lanes(self) -> bool:
         """Drop the lanes (their embedder and tokenizer) once every lane worker has left
         on its own, idle (``ANEKIT_LANE_IDLE``); the next update that needs them starts

@@ -118,8 +118,11 @@ class Watcher:
                 if Path(relpath).name in IGNORE_FILES or relpath == _GIT_EXCLUDE:
                     whole = True
                 pending.add(relpath)
-            if not pending and not whole:
-                self.index.release_idle_lanes()  # a timeout with nothing to do
+            if not pending and not whole:  # a timeout with nothing to do
+                if self.index.has_lanes:
+                    # In a busy block: the daemon then gives the memory back.
+                    with self._busy():
+                        self.index.release_idle_lanes()
                 continue
             whole = whole or len(pending) > BURST
             if self._index(pending, whole=whole, first_event=arrived):
@@ -133,7 +136,7 @@ class Watcher:
             scope = None if whole else [self.root / relpath for relpath in done.paths]
             if scope is None and self.paths != [self.root]:
                 scope = list(self.paths)
-            with self.priority.busy() if self.priority else contextlib.nullcontext():
+            with self._busy():
                 done.summary = self.index.update(paths=scope)
         except Exception as error:  # reported; its paths are tried again next round
             done.error = f"{type(error).__name__}: {error}"
@@ -141,6 +144,9 @@ class Watcher:
         if self.on_round is not None:
             self.on_round(done)
         return done.error is None
+
+    def _busy(self) -> contextlib.AbstractContextManager[None]:
+        return self.priority.busy() if self.priority else contextlib.nullcontext()
 
     def _relpath(self, path: str) -> str | None:
         """``path`` relative to the root, or None when it is outside it or in the store."""
