@@ -30,8 +30,9 @@ one session each, in this process.
 3. **Idle memory.** Each daemon's VmRSS (and VmHWM) from ``/proc``: at start (before any
    search), and idle after the searches and saves (the query model and vector matrix
    loaded), once its lane worker has left (``ANEKIT_LANE_IDLE=15`` for the daemons; the
-   default is 300 s) and 5 s have passed without a request; the worker's memory while
-   it was up is given apart.
+   default is 300 s) and 10 s more have passed without a request (the watcher drops its
+   lanes and the daemon gives memory back, ``anekit.search.priority``); the worker's
+   memory while it was up is given apart, and each daemon's VmHWM (its peak).
 
     .venv/bin/python bench/daemon.py [--chunks 10000] [--passes 3] [--saves 20]
         [--workdir DIR] [--json PATH]
@@ -71,6 +72,9 @@ RESULTS = Path(__file__).resolve().parent / "results"
 K = 10
 LANE_IDLE_SECONDS = 15
 POLL_SECONDS = 0.025
+#: After the worker left: the watcher's next timeout drops its lanes (within 5 s), and
+#: the daemon gives memory back 2 s after that.
+SETTLE_SECONDS = 10
 #: The issue's targets.
 SEARCH_P50_MS = 30.0
 SAVE_P50_S = 1.5
@@ -236,11 +240,11 @@ def _round_seconds(log: Path) -> list[float]:
 
 
 async def _idle_memory(pid: int, worker_pids: set[int]) -> dict[str, Any]:
-    """Wait for the lane worker to leave and 5 quiet seconds; the daemon's memory."""
+    """Wait for the lane worker to leave, then :data:`SETTLE_SECONDS`; the daemon's memory."""
     deadline = time.monotonic() + LANE_IDLE_SECONDS + 60
     while _children(pid) and time.monotonic() < deadline:
         await asyncio.sleep(0.5)
-    await asyncio.sleep(5)
+    await asyncio.sleep(SETTLE_SECONDS)
     return {**_memory(pid), "children": len(_children(pid)), "workers_seen": len(worker_pids)}
 
 
