@@ -23,9 +23,10 @@ def mcp(roots: tuple[Path, ...], lanes: tuple[str, ...], model: str | None) -> N
     Register it with a client as the command `anekit mcp /path/to/repo`; see
     docs/agents.md. Nothing but MCP messages goes to stdout.
     """
-    from anekit.search.priority import Priority
+    from anekit.search.priority import Priority, tune_heap
     from anekit.search.server import SearchService, mcp_server
 
+    tune_heap()
     chosen = [root_for((root,)) for root in roots] or [root_for(())]
     names = lane_names(lanes)
     priority = Priority()
@@ -75,7 +76,7 @@ def serve(
     from anekit.cli.watch import round_line
     from anekit.search import http
     from anekit.search.index import Index
-    from anekit.search.priority import Priority
+    from anekit.search.priority import Priority, tune_heap
     from anekit.search.server import SearchService, mcp_server
     from anekit.search.watch import Round, Watcher
 
@@ -83,6 +84,7 @@ def serve(
         token = http.rotate_token() if rotate_token else http.read_token()
         click.echo(token)
         return
+    tune_heap()
     chosen = [root_for((root,)) for root in roots] or [root_for(())]
     names = lane_names(lanes)
     port = port or http.DEFAULT_PORT

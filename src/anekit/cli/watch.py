@@ -45,9 +45,10 @@ def watch(
     again. Another `anekit index` on the same index waits for the round in progress.
     """
     from anekit.search.index import Index
-    from anekit.search.priority import Priority
+    from anekit.search.priority import Priority, tune_heap
     from anekit.search.watch import Round, Watcher
 
+    tune_heap()  # a long-lived process
     root = root_for(paths)
     names = lane_names(lanes)
 
