@@ -97,12 +97,7 @@ class Priority:
 
     def background(self) -> None:
         """Enter the background state (if no work is running)."""
-        with self._lock:
-            idle = self._working == 0
-            if idle:
-                self._apply(background=True)
-        if idle:
-            self._idle()
+        self._finish(0)
 
     def restore(self) -> None:
         """Back to the starting priority (when the serving is over)."""
@@ -120,13 +115,18 @@ class Priority:
         try:
             yield
         finally:
-            with self._lock:
-                self._working -= 1
-                idle = self._working == 0
-                if idle:
-                    self._apply(background=True)
+            self._finish(1)
+
+    def _finish(self, work: int) -> None:
+        """``work`` pieces of work ended: idle (the background state, memory given back
+        soon) when none is left."""
+        with self._lock:
+            self._working -= work
+            idle = self._working == 0
             if idle:
-                self._idle()
+                self._apply(background=True)
+        if idle:
+            self._idle()
 
     def _idle(self) -> None:
         """Idle now: give memory back once :attr:`release_after` seconds pass with no
