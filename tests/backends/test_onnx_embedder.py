@@ -280,7 +280,7 @@ def test_a_missing_model_is_built_in_a_child_process_one_builder_at_a_time(
     source = tiny_bert(tmp_path / "tiny-bert")
     monkeypatch.setenv("ANEKIT_PACKAGES", str(tmp_path / "packages"))
     here = tmp_path / "built-here"
-    first = Embedder(source, backend="onnx", variant="fp32")
+    first = Embedder(source, backend="onnx", variant="fp32", isolated_build=True)
     onnx_models.build_model(first.config, first.weights, "fp32", here)  # no source: here
 
     def refuse(*args: object) -> None:

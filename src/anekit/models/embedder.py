@@ -67,7 +67,9 @@ class Embedder:
     ONNX model's (``int8``, ``fp32``). ``package``: a package ``anekit build-model``
     wrote (default: built and cached). ``threads``: ONNX Runtime's intra-op threads
     (in the lane workers too). ``device``: the onnx backend's ``auto`` (default),
-    ``cpu`` or ``cuda`` (:func:`anekit.backends.onnx.session_for`).
+    ``cpu`` or ``cuda`` (:func:`anekit.backends.onnx.session_for`). ``isolated_build``:
+    an ONNX model not built yet is built in a child process (for a long-lived process:
+    the build's memory leaves with the child; it costs a Python start and imports).
 
     ``lanes`` (e.g. ``["ane"]``, ``["cpu"]``, ``["ane", "cpu"]``) embeds through worker
     processes instead (:mod:`anekit.lanes`): each lane proves itself on the known
@@ -89,6 +91,7 @@ class Embedder:
         lanes: Sequence[str] | None = None,
         deadline: float = 30.0,
         device: str | None = None,
+        isolated_build: bool = False,
     ) -> None:
         if lanes is not None and backend is not None:
             raise ModelError("give backend or lanes, not both")
@@ -137,7 +140,7 @@ class Embedder:
                 variant=self.variant,
                 threads=threads,
                 device=device or "auto",
-                source=self.folder,
+                source=self.folder if isolated_build else None,
             )
         #: Texts per program call: 4 for the packages, 8 for ONNX Runtime.
         self.batch = ONNX_BATCH if chosen == "onnx" else BATCH

@@ -155,11 +155,13 @@ def build_model(
     """The ONNX model (any batch, any length), built if missing, one builder at a time
     (a lock file in ``folder``: a search daemon and its lane worker may both need it).
 
-    With ``source`` (the model's folder) the build runs in a fresh process: tracing,
-    emitting and quantizing MiniLM leaves about 700 MB of freed memory that a long-lived
-    process (``anekit serve``) would otherwise keep (815 MB resident after building the
-    query model in process, 105 MB when it was already built); its output never
-    reaches this process's stdout (an MCP stdio channel)."""
+    With ``source`` (the model's folder; ``Embedder(isolated_build=True)``, as the
+    search index's query model is) the build runs in a fresh process: tracing, emitting
+    and quantizing MiniLM leaves about 700 MB of freed memory that a long-lived process
+    (``anekit serve``) would otherwise keep (815 MB resident after building the query
+    model in process, 105 MB when it was already built), and its output never reaches
+    this process's stdout (an MCP stdio channel). Short-lived processes (lane workers,
+    which leave when idle) build in process and skip the child's start and imports."""
     target = folder / MODEL_FILE
     if target.exists():
         return target  # cached: no tracer, no coremltools in this process

@@ -372,7 +372,9 @@ class Index:
 
             identity = self.store.identity
             variant = "int8" if identity is not None and identity.variant == "int8" else "fp32"
-            self._query_embedder = Embedder(self.model, backend="onnx", variant=variant, threads=1)
+            self._query_embedder = Embedder(
+                self.model, backend="onnx", variant=variant, threads=1, isolated_build=True
+            )
         return np.asarray(self._query_embedder.encode([query])[0], np.float32)
 
     # -- indexing --------------------------------------------------------------------
