@@ -165,7 +165,11 @@ class Priority:
         if self.system == "darwin":
             if self._setpriority is None:
                 return
-            self._setpriority(PRIO_DARWIN_PROCESS, 0, PRIO_DARWIN_BG if background else 0)
+            try:
+                self._setpriority(PRIO_DARWIN_PROCESS, 0, PRIO_DARWIN_BG if background else 0)
+            except OSError as error:  # never fail a tool call over its priority
+                self.unchanged["cpu"] = self.unchanged["io"] = f"setpriority refused: {error}"
+                return
         elif self.system.startswith("linux"):
             if self._io is not None and not self._io.unavailable:
                 self._io.apply(background)
