@@ -30,6 +30,7 @@ demo: install
 lint: install
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/ruff format --check src tests bench examples
+	$(BIN)/lint-imports
 
 typecheck: install
 	$(BIN)/mypy

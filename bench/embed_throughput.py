@@ -185,7 +185,7 @@ class AnekitOnnx(Side):
         import onnxruntime
 
         import anekit
-        from anekit.models import Embedder
+        from anekit.embedder import Embedder
 
         embedder = Embedder(
             backend="onnx", variant=variant, threads=THREADS, max_length=MAX_LENGTH, device="cpu"
@@ -199,7 +199,7 @@ class CpuLane(Side):
         import onnxruntime
 
         import anekit
-        from anekit.models import Embedder
+        from anekit.embedder import Embedder
 
         self.embedder = Embedder(lanes=["cpu"], max_length=MAX_LENGTH, threads=THREADS)
         scheduler = self.embedder.scheduler
@@ -340,7 +340,7 @@ def main() -> None:
     if chosen - set(SIDES):
         parser.error(f"unknown rows: {', '.join(sorted(chosen - set(SIDES)))}")
 
-    from anekit.models import Embedder
+    from anekit.embedder import Embedder
 
     texts = code_chunks(args.chunks)
     tokens = [len(ids) for ids in Embedder(backend="numpy", max_length=MAX_LENGTH).tokenize(texts)]

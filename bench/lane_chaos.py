@@ -199,7 +199,7 @@ def reference_vectors(chunks: list[str]) -> tuple[np.ndarray, str]:
     )
     if cache.is_file():
         return np.load(cache), str(cache)
-    from anekit.models import Embedder
+    from anekit.embedder import Embedder
 
     log(f"computing the fp32 reference of {len(chunks)} chunks (once; cached in {cache})...")
     started = time.perf_counter()
@@ -212,7 +212,7 @@ def reference_vectors(chunks: list[str]) -> tuple[np.ndarray, str]:
 
 def poison_token(chunks: list[str], rng: random.Random) -> tuple[int, int, int]:
     """(token id, chunk index, candidates): a token id found in exactly one chunk."""
-    from anekit.models import Embedder
+    from anekit.embedder import Embedder
 
     token_ids = Embedder(backend="numpy").tokenize(chunks)
     holders: dict[int, set[int]] = {}

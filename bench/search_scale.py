@@ -277,7 +277,7 @@ def _child_index(spec: dict[str, Any]) -> dict[str, Any]:
 def _child_raw(spec: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
-    from anekit.models import Embedder
+    from anekit.embedder import Embedder
     from anekit.search.chunk import model_text
 
     texts = [

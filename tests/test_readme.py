@@ -169,7 +169,7 @@ def _too_small(claim: Claim, ns: Namespace) -> None:
 
 def _default_backend(claim: Claim, ns: Namespace) -> None:
     # "coreml" on a Mac (the default there)
-    from anekit.models import default_backend
+    from anekit.embedder import default_backend
 
     assert default_backend() == ("coreml" if ON_MAC else "numpy")
 

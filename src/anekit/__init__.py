@@ -11,9 +11,9 @@ from anekit import _runtime as _runtime
 from anekit._version import __version__
 
 if TYPE_CHECKING:
-    from anekit.models import Embedder
+    from anekit.embedder import Embedder
     from anekit.program import CompiledProgram
-    from anekit.trace import TensorSpec
+    from anekit.specs import TensorSpec
 
 __all__ = [
     "CompiledProgram",
@@ -35,11 +35,11 @@ def __getattr__(name: str) -> Any:
 
         return CompiledProgram
     if name == "TensorSpec":
-        from anekit.trace import TensorSpec
+        from anekit.specs import TensorSpec
 
         return TensorSpec
     if name == "Embedder":
-        from anekit.models import Embedder
+        from anekit.embedder import Embedder
 
         return Embedder
     raise AttributeError(f"module 'anekit' has no attribute {name!r}")
@@ -74,22 +74,18 @@ def compile(
     >>> [spec.describe() for spec in prog.output_specs]
     ['output: float16[4, 32]']
     """
-    from anekit.program import CompiledProgram, deployment_target_from_name
-    from anekit.trace import trace_function
+    from anekit.frontends.numpy import compile_function
 
-    target = deployment_target_from_name(deployment_target)
-    traced = trace_function(
-        fn, example_args, input_names=input_names, output_names=output_names, target=target
-    )
-    report = None
-    if passes:
-        from anekit.passes import run_pipeline
-
-        report = run_pipeline(
-            traced.program, disable=skip_passes, enable=extra_passes, options=pass_options
-        )
-    return CompiledProgram.from_trace(
-        traced, deployment_target=deployment_target, pass_report=report
+    return compile_function(
+        fn,
+        *example_args,
+        input_names=input_names,
+        output_names=output_names,
+        deployment_target=deployment_target,
+        passes=passes,
+        skip_passes=skip_passes,
+        extra_passes=extra_passes,
+        pass_options=pass_options,
     )
 
 

@@ -12,10 +12,15 @@ from typing import Any
 
 import numpy as np
 from coremltools.converters.mil.mil import types
+from coremltools.converters.mil.mil.scope import ScopeSource
 from coremltools.converters.mil.mil.var import Var
 
 from anekit._coremltools import Program
-from anekit.trace.context import SOURCE_SCOPE
+
+#: The MIL scope source that carries the user's ``file:line`` on every traced op.
+#: coremltools defines it for Python source traces; graph passes copy it onto
+#: the ops they create, and it is not serialized into packages.
+SOURCE_SCOPE = ScopeSource.EXIR_STACK_TRACE
 
 #: Integer and bool constants (axes, shapes, flags) with at most this many
 #: elements are shown by value; float constants only when they are scalars.

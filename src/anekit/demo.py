@@ -153,7 +153,8 @@ def run_model(progress: Callable[[str], None] | None = None) -> ModelDemo:
     """Build (or reuse) the default model's fp16 package, report its placement, and
     simulate it on the known-answer chunks against the fp32 reference."""
     from anekit.analysis import analyze
-    from anekit.models import Embedder, known_answers
+    from anekit.embedder import Embedder
+    from anekit.models import known_answers
 
     started = time.perf_counter()
     answers = known_answers.load()

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from anekit import dtypes
 from anekit.errors import ShapeError, TraceError
-from anekit.trace import dtypes
 from anekit.trace import primitives as P
 from anekit.trace.source import user_location
 from anekit.trace.tracer import Tracer

@@ -7,19 +7,19 @@ import dataclasses
 import json
 import shutil
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from anekit import _miltext
+from anekit import _miltext, dtypes
 from anekit._coremltools import Program, core_ml_runtime_available, ct, quiet_passes
 from anekit._version import __version__
 from anekit.backends import RunReport
 from anekit.errors import ProgramError
-from anekit.trace import dtypes
-from anekit.trace.api import OutputTree, TensorSpec, TraceResult
+from anekit.specs import IOContract, OutputTree, TensorSpec, widened
 
 #: Deployment targets a traced program may name (ML programs need iOS 16 / macOS 13
 #: or later for the ops the tracer emits).
@@ -100,15 +100,47 @@ def io_specs(function: Any) -> tuple[TensorSpec, ...]:
     return inputs + tuple(_spec(var, var.name) for var in function.outputs)
 
 
-def widened_io(function: Any, before: tuple[TensorSpec, ...]) -> dict[str, int]:
-    """Inputs/outputs whose last axis a pass widened: name -> the width they had."""
-    now = {name: var.shape for name, var in function.inputs.items()}
-    now.update({var.name: var.shape for var in function.outputs})
-    return {
-        str(spec.name): spec.shape[-1]
-        for spec in before
-        if spec.shape and str(spec.name) in now and now[str(spec.name)][-1] != spec.shape[-1]
-    }
+def finalize(
+    program: Program,
+    *,
+    function_name: str = "main",
+    source: str,
+    deployment_target: str,
+    output_tree: OutputTree | None = None,
+    before: tuple[TensorSpec, ...] | None = None,
+    locations: dict[str, Any] | None = None,
+    passes: bool = True,
+    skip_passes: Sequence[str] = (),
+    extra_passes: Sequence[str] = (),
+    pass_options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> CompiledProgram:
+    """What every frontend ends with: run the ANE passes on ``program`` (unless
+    ``passes=False``), note the inputs and outputs they widened against ``before``
+    (default: the function's I/O as it is now) and wrap it as a :class:`CompiledProgram`.
+
+    ``output_tree`` defaults to one output as an array, several as a dict.
+    """
+    before = before if before is not None else io_specs(program.functions[function_name])
+    report = None
+    if passes:
+        from anekit.passes import run_pipeline
+
+        report = run_pipeline(
+            program, disable=skip_passes, enable=extra_passes, options=pass_options
+        )
+    function = program.functions[function_name]
+    if output_tree is None:
+        output_tree = "single" if len(function.outputs) == 1 else "dict"
+    return CompiledProgram(
+        program,
+        function_name=function_name,
+        output_tree=output_tree,
+        source=source,
+        deployment_target=deployment_target,
+        locations=locations,
+        io_widths=widened(before, io_specs(function)),
+        pass_report=report,
+    )
 
 
 class CompiledProgram:
@@ -160,43 +192,25 @@ class CompiledProgram:
         self.package_path = package_path
         #: What anekit's ANE passes changed (``anekit.passes.PassReport``), if they ran.
         self.pass_report = pass_report
-        #: Inputs and outputs whose last axis ``pad_io_width`` padded: name -> the
-        #: width callers see. Calls pad inputs with zeros and slice outputs back.
-        self.io_widths = dict(io_widths or {})
         function = program.functions[function_name]
-        self._package_inputs = tuple(_spec(var, name) for name, var in function.inputs.items())
-        self._package_outputs = tuple(_spec(var, var.name) for var in function.outputs)
-        self._input_specs = tuple(self._unpadded(spec) for spec in self._package_inputs)
-        self._output_specs = tuple(self._unpadded(spec) for spec in self._package_outputs)
+        #: The inputs and outputs as stored and as callers see them: a pass that
+        #: widened a last axis (``pad_io_width``) is undone here, inputs padded with
+        #: zeros and outputs sliced back.
+        self.io = IOContract(
+            tuple(_spec(var, name) for name, var in function.inputs.items()),
+            tuple(_spec(var, var.name) for var in function.outputs),
+            dict(io_widths or {}),
+        )
+        self._input_specs, self._output_specs = self.io.inputs, self.io.outputs
         self._sessions: dict[str, Any] = {}
         #: How the last call ran (backend, simulated or not, numerics report).
         self.last_run: RunReport | None = None
 
-    def _unpadded(self, spec: TensorSpec) -> TensorSpec:
-        width = self.io_widths.get(str(spec.name))
-        if width is None:
-            return spec
-        return TensorSpec((*spec.shape[:-1], width), spec.dtype, spec.name)
-
-    @classmethod
-    def from_trace(
-        cls, traced: TraceResult, *, deployment_target: str = "macOS15", pass_report: Any = None
-    ) -> CompiledProgram:
-        """The program a trace produced (after passes, which may have widened its I/O)."""
-        io_widths = widened_io(
-            traced.program.functions[traced.function_name],
-            (*traced.input_specs, *traced.output_specs),
-        )
-        return cls(
-            traced.program,
-            function_name=traced.function_name,
-            output_tree=traced.output_tree,
-            source=traced.source,
-            deployment_target=deployment_target,
-            locations=traced.locations,
-            io_widths=io_widths,
-            pass_report=pass_report,
-        )
+    @property
+    def io_widths(self) -> dict[str, int]:
+        """Inputs and outputs whose last axis ``pad_io_width`` padded: name -> the
+        width callers see."""
+        return self.io.widths
 
     # -- contract -------------------------------------------------------------------
 
@@ -376,7 +390,7 @@ class CompiledProgram:
                         f"input {spec.name!r} must be {spec.dtype}, got {array.dtype}"
                     )
                 array = _cast_input(spec, array, problems)
-            feeds[str(spec.name)] = self._pad(spec.name, array)
+            feeds[str(spec.name)] = self.io.pad(spec.name, array)
         return feeds
 
     def package_feeds(self, feeds: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -397,14 +411,6 @@ class CompiledProgram:
         }
         report = self.last_run.numerics if self.last_run is not None else None
         return report.output_problems(outputs) if report is not None else output_problems(outputs)
-
-    def _pad(self, name: Any, array: np.ndarray) -> np.ndarray:
-        """Zero-pad an input's last axis to the package's width (pad_io_width)."""
-        if str(name) not in self.io_widths:
-            return array
-        package = next(spec for spec in self._package_inputs if spec.name == name)
-        extra = package.shape[-1] - array.shape[-1]
-        return np.pad(array, [(0, 0)] * (array.ndim - 1) + [(0, extra)])
 
     def __call__(
         self,
@@ -441,10 +447,9 @@ class CompiledProgram:
         outputs = session.predict(feeds)
         self.last_run = session.last_run
         results = []
-        for package, spec in zip(self._package_outputs, self.output_specs, strict=True):
+        for package, spec in zip(self.io.package_outputs, self.output_specs, strict=True):
             value = np.asarray(outputs[str(package.name)]).reshape(package.shape)
-            if str(spec.name) in self.io_widths:
-                value = value[..., : spec.shape[-1]]  # drop pad_io_width's padding
+            value = self.io.unpad(spec.name, value)  # drop pad_io_width's padding
             results.append(value.astype(spec.dtype, copy=False))
         problems += self._output_problems(results)
         if self.last_run is not None and problems:

@@ -15,7 +15,9 @@ import pytest
 from onnx import numpy_helper
 
 from anekit import errors
-from anekit.models import Embedder, known_answers
+from anekit.embedder import Embedder
+from anekit.models import known_answers
+from anekit.models.encoders import ModelEncoder
 from anekit.models.onnx_models import (
     MODEL_FILE,
     ONNX_BATCH,
@@ -164,7 +166,8 @@ def test_rows_are_padded_to_their_group_not_to_a_bucket(
     fp32: Embedder, texts: list[str], reference: np.ndarray
 ) -> None:
     """One model runs every length: padded to 16, 32, ... tokens, the same vectors."""
-    assert fp32._lengths == (*range(16, 256, 16), 256)
+    assert isinstance(fp32.encoder, ModelEncoder)
+    assert fp32.encoder.lengths == (*range(16, 256, 16), 256)
     ran: list[int] = []
     encoder = fp32.onnx_encoder
     assert encoder is not None

@@ -22,14 +22,21 @@ from click.testing import CliRunner, Result
 
 import anekit.lanes
 from anekit.cli import cli
+from anekit.embedder import Embedder
 from anekit.lanes.scheduler import RunSummary
-from anekit.models import Embedder
 
 DIMENSION = 384  # all-MiniLM-L6-v2's
 
 
 class RecordingScheduler:
-    """Stands in for :class:`anekit.lanes.Scheduler`: records what it is asked to embed."""
+    """Stands in for :class:`anekit.lanes.Scheduler`, an Encoder to the Embedder (unit
+    vectors): records what it is asked to embed."""
+
+    normalized = True
+    batch = 1
+    dimension = DIMENSION
+    model_id = "all-MiniLM-L6-v2"
+    device = "recorded"
 
     def __init__(self, made: list[RecordingScheduler], lanes: Sequence[str] | None, **_: Any):
         self.lanes = list(lanes or [])
@@ -54,6 +61,15 @@ class RecordingScheduler:
 
     def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
         return np.eye(len(token_ids), DIMENSION, dtype=np.float32)
+
+    def encode(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
+        return self.embed(token_ids)
+
+    def providers(self) -> list[str]:
+        return []
+
+    def release_memory(self) -> None:
+        pass
 
     def start(self) -> None:
         pass

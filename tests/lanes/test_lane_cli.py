@@ -10,8 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from anekit.cli import cli
+from anekit.embedder import Embedder
 from anekit.lanes import LANES, unavailable_reason
-from anekit.models import Embedder, known_answers
+from anekit.models import known_answers
 
 
 def test_lanes_json_reports_state_rate_and_cosine(monkeypatch: pytest.MonkeyPatch) -> None:

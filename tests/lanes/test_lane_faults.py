@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from anekit.embedder import Embedder
 from anekit.errors import EmbeddingFailed, LaneError
 from anekit.lanes import Scheduler
 from anekit.lanes import lane as lane_module
 from anekit.lanes.protocol import Result
-from anekit.models import Embedder, known_answers
+from anekit.models import known_answers
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import json
 import subprocess
 import sys
 
-from anekit.models import Embedder
+from anekit.embedder import Embedder
 
 #: Modules neither process may import (heavy, and not needed to embed).
 HEAVY = ("torch", "coremltools", "transformers", "sympy", "onnx", "anekit.trace", "anekit.sim")
@@ -31,7 +31,7 @@ def _imported(code: str) -> list[str]:
 
 def test_the_parent_of_lanes_imports_no_tracer_coremltools_or_torch() -> None:
     code = (
-        "from anekit.models import Embedder\n"
+        "from anekit.embedder import Embedder\n"
         "embedder = Embedder(lanes=['cpu'])\n"
         "embedder.tokenize(['def f(): pass'])\n"
     )

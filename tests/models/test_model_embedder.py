@@ -8,7 +8,7 @@ import pytest
 
 import minilm
 from anekit import errors
-from anekit.models import Embedder
+from anekit.embedder import Embedder
 from anekit.models.batching import BATCH, batches, bucket_for, buckets_for
 
 

@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from anekit import errors
 from anekit.cli import cli
-from anekit.models import Embedder, registry
+from anekit.embedder import Embedder
+from anekit.models import registry
 from anekit.models.config import load_config
 from tinybert import HEADS, HIDDEN, LAYERS
 from tinybert import tiny_bert as _tiny_bert
@@ -49,9 +50,12 @@ def test_the_tiny_model_traces_all_on_the_ane(tmp_path: Path) -> None:
     x = np.random.default_rng(1).integers(1000, 2000, (4, 128)).astype(np.int32)
     keep = np.ones((4, 128), np.float32)
     from anekit.models.embeddings import embed
+    from anekit.models.encoders import ReferenceEncoder, load_model
 
     hidden = embed(embedder.weights, embedder.config, x)
-    want = np.asarray(embedder._reference(hidden, keep), np.float64)
+    want = np.asarray(
+        ReferenceEncoder(load_model(embedder.folder)).function(hidden, keep), np.float64
+    )
     got = np.asarray(
         program(hidden.astype(np.float16), keep.astype(np.float16), backend="sim"), np.float64
     )
@@ -169,7 +173,7 @@ def test_simulated_embeddings_never_return_garbage_silently(
 
     embedder = Embedder(_tiny_bert(tmp_path / "tiny"), backend="sim")
     monkeypatch.setattr(
-        "anekit.models.embedder.embed", lambda *args: np.asarray(embed(*args)) * 1e6
+        "anekit.models.encoders.embed", lambda *args: np.asarray(embed(*args)) * 1e6
     )
     with pytest.warns(errors.NumericsWarning, match=r"input 'hidden': \d+ value\(s\) beyond"):
         vectors = embedder.encode(["an exploding model"])

@@ -14,7 +14,8 @@ import pytest
 
 import anekit
 from anekit.analysis import analyze
-from anekit.models import BATCH, BUCKETS, Embedder, known_answers, read_package
+from anekit.embedder import Embedder
+from anekit.models import BATCH, BUCKETS, known_answers, read_package
 from anekit.models.batching import load_tokenizer
 from anekit.models.bert import make_encoder
 from anekit.models.embeddings import embed

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import minilm
-from anekit.models import Embedder, known_answers
+from anekit.embedder import Embedder
+from anekit.models import known_answers
 from anekit.models.batching import bucket_for, buckets_for
 
 pytest.importorskip("sentence_transformers")

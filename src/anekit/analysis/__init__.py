@@ -63,10 +63,8 @@ def analyze(
     at fp16 compute precision). ``families`` picks ANE families (default: all in the
     op table); ``function`` one function of a multifunction package.
     """
-    from anekit.program import CompiledProgram
-
     functions = [function] if function else None
-    if isinstance(target, CompiledProgram):
+    if callable(getattr(target, "lowered", None)):  # a CompiledProgram
         program = target.lowered()
         name = "main" if not target.converted else target.function_name
         return analyze_program(
@@ -77,7 +75,7 @@ def analyze(
             platform=platform,
         )
     if isinstance(target, str | os.PathLike):
-        from anekit.frontends.mlpackage import read_program
+        from anekit._mlpackage import read_program
 
         path = Path(target)
         program, spec = read_program(path)

@@ -296,7 +296,7 @@ def _embed(
     """Embed ``read``'s texts through the lanes, writing each vector as it is done,
     with a progress bar on stderr; the run's summary (:class:`RunSummary` as a dict,
     plus ``failed_lines``)."""
-    from anekit.models import Embedder
+    from anekit.embedder import Embedder
 
     texts = [text for _, text in read.texts]
     # Made even for no texts: a bad lane, model or ANEKIT_FAULT is named all the same.

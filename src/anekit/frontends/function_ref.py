@@ -16,7 +16,7 @@ import numpy as np
 
 from anekit.errors import ProgramError
 from anekit.program import CompiledProgram
-from anekit.trace.api import TensorSpec
+from anekit.specs import TensorSpec
 from anekit.trace.source import register_user_code
 
 DEFAULT_DTYPE = "float16"
@@ -124,7 +124,7 @@ def compile_reference(
 ) -> CompiledProgram:
     """Trace the function ``reference`` names on inputs of the given ``shapes`` (and run
     the ANE passes unless ``passes=False``)."""
-    import anekit
+    from anekit.frontends.numpy import compile_function
 
     function = resolve_function(reference)
     if not shapes:
@@ -132,4 +132,4 @@ def compile_reference(
             f"{reference}: give the example input shapes, e.g. --shape x=1,256,1,128:float16"
         )
     specs = _ordered(function, shapes)
-    return anekit.compile(function, *specs, deployment_target=deployment_target, passes=passes)
+    return compile_function(function, *specs, deployment_target=deployment_target, passes=passes)

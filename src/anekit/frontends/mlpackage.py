@@ -1,89 +1,15 @@
-"""Read ``.mlpackage`` / mlprogram ``.mlmodel`` files back into MIL programs, on any OS.
-
-coremltools' milproto loader (``coremltools.converters.mil.frontend.milproto``)
-turns the package's protobuf program and weight blob into a Python MIL
-``Program``; no Core ML runtime is involved.
-
-Packages are read, never written: coremltools' ``MLModel`` and ``load_spec`` open a
-package through libmodelpackage, which rewrites its ``Manifest.json`` when it lets
-go of it (new bytes when another tool wrote the manifest, a new mtime always). So
-the manifest is read here as the JSON it is, and the model spec and weights are
-read from the files it names.
-"""
+"""Load ``.mlpackage`` / mlprogram ``.mlmodel`` files as :class:`CompiledProgram`s
+(:mod:`anekit._mlpackage` reads them)."""
 
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
-from typing import Any
 
-from coremltools.converters.mil.frontend.milproto.load import load as milproto_load
-
-from anekit._coremltools import ct
+from anekit._mlpackage import read_program, read_spec
 from anekit.errors import ProgramError
 from anekit.program import CompiledProgram
-
-#: Where a package's manifest keeps the model spec and the weights (coremltools' names).
-_AUTHOR = "com.apple.CoreML"
-_WEIGHTS = "weights"
-
-
-def _package_files(location: Path) -> tuple[Path, Path | None]:
-    """The model spec file and the weights folder (if any) of the package at
-    ``location``, from its ``Manifest.json``, without writing to the package."""
-    try:
-        manifest = json.loads((location / "Manifest.json").read_text("utf-8"))
-        entries = manifest["itemInfoEntries"]
-        root = entries[manifest["rootModelIdentifier"]]["path"]
-    except FileNotFoundError:
-        raise ProgramError(f"{location}: not an .mlpackage (no Manifest.json)") from None
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ProgramError(f"{location}: unreadable Manifest.json: {error!r}") from error
-    data = location / "Data"
-    weights = [
-        data / str(entry.get("path"))
-        for entry in entries.values()
-        if isinstance(entry, dict)
-        and entry.get("name") == _WEIGHTS
-        and entry.get("author") == _AUTHOR
-    ]
-    return data / str(root), (weights[0] if weights else None)
-
-
-def read_spec(location: Path) -> tuple[Any, Path | None]:
-    """The model spec (protobuf) and the weights folder of a package or ``.mlmodel``,
-    read without writing to the package."""
-    spec_file, weights = _package_files(location) if location.is_dir() else (location, None)
-    spec = ct.proto.Model_pb2.Model()
-    try:
-        spec.ParseFromString(spec_file.read_bytes())
-    except Exception as error:
-        raise ProgramError(
-            f"{location}: coremltools could not read the package: {error}"
-        ) from error
-    return spec, weights
-
-
-def read_program(path: str | os.PathLike[str]) -> tuple[Any, Any]:
-    """The MIL program of the package at ``path`` and its model spec; the package is
-    only read (its files' bytes and modification times stay as they were)."""
-    location = Path(path)
-    if not location.exists():
-        raise ProgramError(f"{location}: no such file or directory")
-    if location.suffix not in (".mlpackage", ".mlmodel"):
-        raise ProgramError(f"{location}: expected an .mlpackage directory or an .mlmodel file")
-    spec, weights = read_spec(location)
-    kind = spec.WhichOneof("Type")
-    if kind != "mlProgram":
-        raise ProgramError(
-            f"{location}: is a {kind} model; only ML programs (mlprogram) can be loaded"
-        )
-    try:
-        program = milproto_load(spec, spec.specificationVersion, str(weights or ""))
-    except Exception as error:
-        raise ProgramError(f"{location}: could not read its MIL program: {error}") from error
-    return program, spec
 
 
 def load_package(path: str | os.PathLike[str], *, function: str | None = None) -> CompiledProgram:
@@ -115,3 +41,6 @@ def load_package(path: str | os.PathLike[str], *, function: str | None = None) -
         io_widths=io_widths,
         package_path=Path(path),
     )
+
+
+__all__ = ["load_package", "read_program", "read_spec"]

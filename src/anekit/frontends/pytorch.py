@@ -17,7 +17,7 @@ import numpy as np
 
 from anekit._coremltools import ct, quiet_passes
 from anekit.errors import ConversionError
-from anekit.program import CompiledProgram, deployment_target_from_name, io_specs, widened_io
+from anekit.program import CompiledProgram, deployment_target_from_name, finalize
 
 _log = logging.getLogger(__name__)
 
@@ -147,8 +147,16 @@ def convert(
             )
     except Exception as error:
         raise ConversionError(f"coremltools could not convert {source}: {error}") from error
-    return _finish(
-        program, source, deployment_target, passes, skip_passes, extra_passes, pass_options
+    name = "main" if "main" in program.functions else next(iter(program.functions))
+    return finalize(
+        program,
+        function_name=name,
+        source=source,
+        deployment_target=deployment_target,
+        passes=passes,
+        skip_passes=skip_passes,
+        extra_passes=extra_passes,
+        pass_options=pass_options,
     )
 
 
@@ -178,36 +186,6 @@ def _input_names(module: Any, count: int) -> list[str]:
     if len(parameters) >= count:
         return parameters[:count]
     return [f"input_{index}" for index in range(count)]
-
-
-def _finish(
-    program: Any,
-    source: str,
-    deployment_target: str,
-    passes: bool,
-    skip_passes: Sequence[str],
-    extra_passes: Sequence[str],
-    pass_options: Mapping[str, Mapping[str, Any]] | None,
-) -> CompiledProgram:
-    from anekit.passes import run_pipeline
-
-    name = "main" if "main" in program.functions else next(iter(program.functions))
-    before = io_specs(program.functions[name])
-    report = (
-        run_pipeline(program, disable=skip_passes, enable=extra_passes, options=pass_options)
-        if passes
-        else None
-    )
-    outputs = list(program.functions[name].outputs)
-    return CompiledProgram(
-        program,
-        function_name=name,
-        output_tree="single" if len(outputs) == 1 else "dict",
-        source=source,
-        deployment_target=deployment_target,
-        io_widths=widened_io(program.functions[name], before),
-        pass_report=report,
-    )
 
 
 def load_saved(path: str | Path) -> Any:

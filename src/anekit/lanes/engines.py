@@ -98,7 +98,8 @@ class LaneRefused(LaneError):
 
 
 class Engine(Protocol):
-    """Embeds tokenized texts: unit vectors, one row per text."""
+    """What a worker runs: unit vectors for token ids, and the model's tokenizer (for
+    the known answers' texts)."""
 
     @property
     def device(self) -> str:
@@ -120,24 +121,34 @@ class Engine(Protocol):
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]: ...
 
 
-class EmbedderEngine:
-    """A lane over an :class:`anekit.models.Embedder`."""
+class EncoderEngine:
+    """A lane over one in-process encoder (:mod:`anekit.models.encoders`)."""
 
-    def __init__(self, embedder: Any, device: str) -> None:
-        self.embedder = embedder
-        self.device = device
-        self.dimension = int(embedder.dimension)
-        self.model_id = str(embedder.model_id)
-        self.batch = int(embedder.batch)
+    def __init__(self, encoder: Any) -> None:
+        from anekit.models.batching import load_tokenizer
 
-    def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
-        return np.asarray(self.embedder.embed_ids(token_ids), np.float32)
+        self.encoder = encoder
+        self.dimension = int(encoder.dimension)
+        self.model_id = str(encoder.model_id)
+        self.batch = int(encoder.batch)
+        self._tokenizer = load_tokenizer(encoder.folder, encoder.config.max_length)
+
+    @property
+    def device(self) -> str:
+        return str(self.encoder.device)
 
     def providers(self) -> list[str]:
-        return []
+        return list(self.encoder.providers())
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
-        return list(self.embedder.tokenize(texts))
+        from anekit.models.batching import tokenize
+
+        return tokenize(self._tokenizer, texts)
+
+    def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
+        from anekit.models.encoders import unit_rows
+
+        return unit_rows(self.encoder.encode(token_ids))
 
 
 def onnx_device(used: Sequence[str], variant: str) -> str:
@@ -153,7 +164,7 @@ def onnx_device(used: Sequence[str], variant: str) -> str:
     return f"{first} (ONNX Runtime {variant})"
 
 
-class OnnxEngine:
+class OnnxEngine(EncoderEngine):
     """A lane over ONNX Runtime sessions pinned to one device (``cpu`` or ``cuda``).
 
     A ``cuda`` engine checks the device before its model is built (a one-op session,
@@ -172,23 +183,19 @@ class OnnxEngine:
         device: str,
     ) -> None:
         from anekit.backends.onnx import probe
-        from anekit.models import Embedder
+        from anekit.models.encoders import open_encoder
 
         self.lane, self.variant = lane, variant
-        self.embedder = Embedder(
-            model,
-            backend="onnx",
-            variant=variant,
-            max_length=max_length,
-            threads=threads,
-            device=device,
+        super().__init__(
+            open_encoder(
+                "onnx",
+                model,
+                variant=variant,
+                max_length=max_length,
+                threads=threads,
+                device=device,
+            )
         )
-        encoder = self.embedder.onnx_encoder
-        assert encoder is not None
-        self.encoder = encoder
-        self.dimension = int(self.embedder.dimension)
-        self.model_id = str(self.embedder.model_id)
-        self.batch = int(self.embedder.batch)
         # The CPU provider is always there: only a CUDA lane needs the one-op probe
         # (which imports the onnx package: about 40 MB a CPU worker does not need).
         self._probed: list[str] = (
@@ -219,12 +226,9 @@ class OnnxEngine:
     def device(self) -> str:
         return onnx_device(self.providers(), self.variant)
 
-    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
-        return list(self.embedder.tokenize(texts))
-
     def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
         """Unit vectors; a session on another device than the lane's refuses the lane."""
-        return np.asarray(self._checked(self.embedder.embed_ids, token_ids), np.float32)
+        return np.asarray(self._checked(super().embed, token_ids), np.float32)
 
 
 def make_engine(
@@ -232,24 +236,16 @@ def make_engine(
 ) -> Engine:
     """The engine a worker for ``lane`` runs (:class:`LaneRefused` when it would not
     run on its lane's device)."""
-    from anekit.models import Embedder
+    from anekit.models.encoders import open_encoder
 
     reason = unavailable_reason(lane)
     if reason is not None:
         raise LaneError(f"lane {lane}: {reason}")
     if lane == "cpu":
         return OnnxEngine(lane, model, max_length, threads, variant="int8", device="cpu")
-    if lane == "numpy":
-        return EmbedderEngine(
-            Embedder(model, backend="numpy", max_length=max_length), "CPU (NumPy fp32)"
-        )
-    if lane == "sim":
-        embedder = Embedder(model, backend="sim", max_length=max_length)
-        embedder.package()
-        return EmbedderEngine(embedder, "ANE simulator (fp16 numerics; not an ANE)")
+    if lane in ("numpy", "sim"):
+        return EncoderEngine(open_encoder(lane, model, max_length=max_length))
     if lane == "gpu" and not core_ml_runtime_available():
         return OnnxEngine(lane, model, max_length, threads, variant="fp32", device="cuda")
-    from anekit.lanes.coreml_engine import CoreMLEngine
-
     units = "CPU_AND_NE" if lane == "ane" else "CPU_AND_GPU"
-    return CoreMLEngine(Embedder(model, backend="numpy", max_length=max_length), units)
+    return EncoderEngine(open_encoder("coreml", model, max_length=max_length, compute_units=units))

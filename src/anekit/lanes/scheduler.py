@@ -241,7 +241,11 @@ class _Work:
 
 
 class Scheduler:
-    """Runs lanes and spreads embedding work over them."""
+    """Runs lanes and spreads embedding work over them: a pool of lane workers, and
+    an :class:`~anekit.models.encoders.Encoder` (unit vectors) to an Embedder."""
+
+    #: Lane workers return unit vectors.
+    normalized = True
 
     def __init__(
         self,
@@ -266,10 +270,13 @@ class Scheduler:
             if reason is not None:
                 raise LaneError(f"lane {name}: {reason}")
             faults.from_environment(name)  # a bad ANEKIT_FAULT is named here, not in a worker
-        _, folder = resolve(model)  # a missing model is named here, not by each worker
+        # A missing model is named here, not by each worker.
+        self.model_id, folder = resolve(model)
         config = load_config(folder, max_length=max_length)
         self.buckets = length_steps(config.max_length, BUCKET_STEP)
         self.dimension = config.hidden_size
+        #: Rows per call: the scheduler batches for its workers itself.
+        self.batch = 1
         self.events: queue.Queue[Event] = queue.Queue()
         self._options = {"model": model, "max_length": max_length, "threads": threads}
         self.deadline = deadline
@@ -330,6 +337,26 @@ class Scheduler:
 
     def status(self) -> list[dict[str, Any]]:
         return [lane.describe() for lane in self.lanes.values()]
+
+    # -- as an encoder -----------------------------------------------------------------
+
+    @property
+    def device(self) -> str:
+        """The lanes and, for each that said hello, its device."""
+        described = [lane.describe() for lane in self.lanes.values()]
+        return ", ".join(
+            f"{lane['lane']}: {lane.get('device') or lane.get('state', '?')}" for lane in described
+        )
+
+    def providers(self) -> list[str]:
+        return []  # each lane's are in status()
+
+    def encode(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
+        """:meth:`embed`: unit vectors."""
+        return self.embed(token_ids)
+
+    def release_memory(self) -> None:
+        pass  # the workers hold the models, and leave when idle
 
     # -- work ------------------------------------------------------------------------
 

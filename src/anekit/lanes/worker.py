@@ -70,7 +70,8 @@ def admission(
     the lane's ``max_length``. For the fixture's model its stored fp32 vectors are the
     reference; for another model, the NumPy fp32 path of that model, computed here.
     """
-    from anekit.models import Embedder, known_answers
+    from anekit.models import known_answers
+    from anekit.models.encoders import open_encoder, unit_rows
 
     answers = known_answers.load()
     token_ids = _truncated(engine.tokenize(answers.texts), answers.max_length)
@@ -80,7 +81,7 @@ def admission(
     if engine.model_id == answers.model:
         cosines = answers.cosines(vectors)
     else:
-        reference = Embedder(model, backend="numpy").embed_ids(token_ids)
+        reference = unit_rows(open_encoder("numpy", model).encode(token_ids))
         cosines = known_answers.row_cosines(vectors, reference)
     floor = LANES[lane].floor
     below = [

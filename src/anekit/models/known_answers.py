@@ -73,10 +73,14 @@ def load() -> KnownAnswers:
 
 def generate(chunks: list[dict[str, str]]) -> dict[str, Any]:
     """The fixture's content: the chunks embedded by the NumPy fp32 reference path."""
-    from anekit.models import DEFAULT_MODEL, Embedder
+    from anekit.models.batching import load_tokenizer, tokenize
+    from anekit.models.encoders import open_encoder, unit_rows
+    from anekit.models.registry import DEFAULT_MODEL
 
-    embedder = Embedder(DEFAULT_MODEL, backend="numpy", max_length=MAX_LENGTH)
-    vectors = embedder.encode([chunk["text"] for chunk in chunks])
+    encoder = open_encoder("numpy", DEFAULT_MODEL, max_length=MAX_LENGTH)
+    tokenizer = load_tokenizer(encoder.folder, MAX_LENGTH)
+    token_ids = tokenize(tokenizer, [chunk["text"] for chunk in chunks])
+    vectors = unit_rows(encoder.encode(token_ids))
     return {
         "model": DEFAULT_MODEL,
         "max_length": MAX_LENGTH,

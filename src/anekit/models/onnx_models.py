@@ -203,9 +203,10 @@ def _build_in_child(source: Path, digest: str, variant: str, folder: Path) -> No
 def _build(config: EncoderConfig, weights: Weights, variant: str, folder: Path) -> None:
     """Trace, emit and (int8) quantize the encoder into ``folder`` (this process)."""
     target = folder / MODEL_FILE
-    import anekit
+    from anekit.frontends.numpy import compile_function
     from anekit.models.bert import make_row_encoder
     from anekit.package.onnx_emitter import quantize_int8, save_onnx, to_onnx
+    from anekit.specs import TensorSpec
 
     taken = {ONNX_BATCH, config.hidden_size, config.num_heads, config.head_dim,
              config.intermediate_size}  # fmt: skip
@@ -216,10 +217,10 @@ def _build(config: EncoderConfig, weights: Weights, variant: str, folder: Path) 
             f"every trace length {TRACE_LENGTHS} or every trace batch {TRACE_BATCHES} is "
             f"also a dimension of the model ({sorted(taken)}): add a prime to them"
         )
-    program = anekit.compile(
+    program = compile_function(
         make_row_encoder(config, weights),
-        anekit.TensorSpec((batch, length, config.hidden_size), np.float32, "hidden"),
-        anekit.TensorSpec((batch, length), np.float32, "keep"),
+        TensorSpec((batch, length, config.hidden_size), np.float32, "hidden"),
+        TensorSpec((batch, length), np.float32, "keep"),
         output_names=["embedding"],
         passes=False,  # the ANE passes target (B, C, 1, S); this is the CPU's layout
     )

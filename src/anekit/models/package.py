@@ -92,14 +92,15 @@ def default_path(model_id: str, weights: Weights, variant: str) -> Path:
 
 def trace_bucket(config: EncoderConfig, weights: Weights, sequence: int) -> Any:
     """The fp16 encoder at (BATCH, sequence), traced and through the ANE passes."""
-    import anekit
+    from anekit.frontends.numpy import compile_function
     from anekit.models.bert import make_encoder
+    from anekit.specs import TensorSpec
 
     encoder = make_encoder(config, weights, np.float16)
-    return anekit.compile(
+    return compile_function(
         encoder,
-        anekit.TensorSpec((BATCH, config.hidden_size, 1, sequence), np.float16, INPUTS[0]),
-        anekit.TensorSpec((BATCH, sequence), np.float16, INPUTS[1]),
+        TensorSpec((BATCH, config.hidden_size, 1, sequence), np.float16, INPUTS[0]),
+        TensorSpec((BATCH, sequence), np.float16, INPUTS[1]),
         output_names=[OUTPUT],
     )
 
@@ -205,7 +206,7 @@ def read_package(path: Path) -> PackageInfo:
     """The metadata of a package ``build_package`` wrote."""
     if not path.exists():
         raise ModelError(f"{path}: no such package")
-    from anekit.frontends.mlpackage import read_spec
+    from anekit._mlpackage import read_spec
 
     try:
         spec, _ = read_spec(path)  # read only: load_spec rewrites Manifest.json
@@ -227,3 +228,31 @@ def read_package(path: Path) -> PackageInfo:
         )
     except (KeyError, ValueError) as error:
         raise ModelError(f"{path}: not an anekit model package (metadata {error})") from error
+
+
+def ensure_package(
+    model: str | Path | None,
+    model_id: str,
+    folder: Path,
+    weights: Weights,
+    variant: str,
+    *,
+    buckets: Sequence[int],
+    path: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> PackageInfo:
+    """The package at ``path`` (default: the cache's for these weights and variant),
+    built first if missing; refused when it was built from other weights or lacks one
+    of ``buckets``."""
+    target = path or default_path(model_id, weights, variant)
+    if target.exists():
+        info = read_package(target)
+        if info.weights_sha256 != weights.digest:
+            raise ModelError(f"{target}: was built from other weights than {folder}; rebuild it")
+    else:
+        _log.info("building %s (%s) once: about a minute", model_id, variant)
+        info = build_package(model, variant=variant, out=target, progress=progress)
+    missing = [size for size in buckets if size not in info.buckets]
+    if missing:
+        raise ModelError(f"{target}: has no bucket for sequence length(s) {missing}")
+    return info

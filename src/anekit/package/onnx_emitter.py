@@ -70,9 +70,7 @@ def to_onnx(program: Any, function: str | None = None) -> Any:
     (a ``CompiledProgram`` or a MIL ``Program``), inputs and outputs named as in MIL.
 
     Raises :class:`ProgramError` naming the first op ONNX cannot express here."""
-    from anekit.program import CompiledProgram
-
-    if isinstance(program, CompiledProgram):
+    if not hasattr(program, "functions"):  # a CompiledProgram
         function = function or program.function_name
         program = program.program
     name = function or ("main" if "main" in program.functions else next(iter(program.functions)))

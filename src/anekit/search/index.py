@@ -368,7 +368,7 @@ class Index:
         """The query embedded in this process, in the numerics closest to the store's
         (ONNX Runtime int8 for an int8 store, fp32 for fp16 and fp32 stores)."""
         if self._query_embedder is None:
-            from anekit.models import Embedder
+            from anekit.embedder import Embedder
 
             identity = self.store.identity
             variant = "int8" if identity is not None and identity.variant == "int8" else "fp32"
@@ -576,7 +576,7 @@ class Index:
 
     def _lanes(self) -> Any:
         if self._embedder is None:
-            from anekit.models import Embedder
+            from anekit.embedder import Embedder
 
             self._embedder = Embedder(self.model, lanes=self.lanes or [])  # []: the default
         return self._embedder

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from anekit import dtypes
 from anekit._coremltools import Function, Program, ct, mb
-from anekit.trace import dtypes
 
 
 def run_op(

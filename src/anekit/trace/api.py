@@ -11,49 +11,22 @@ import inspect
 import linecache
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 from coremltools.converters.mil.mil.var import Var
 
+from anekit import dtypes
 from anekit._coremltools import Function, Program, ct, mb
 from anekit.errors import TraceError, UnsupportedDtypeError
-from anekit.trace import dtypes
+from anekit.specs import OutputTree, TensorSpec
 from anekit.trace.context import TraceContext, is_valid_name
 from anekit.trace.source import SourceLocation, user_location
 from anekit.trace.tracer import Tracer
 
-OutputTree = Literal["single", "tuple", "list", "dict"]
-
 #: Core ML multiarray inputs have rank 1 to 5.
 MAX_RANK = 5
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """The static shape and dtype of a program input or output (and its name).
-
-    Pass one to :func:`anekit.compile` in place of an example array when only the
-    shape and dtype matter.
-    """
-
-    shape: tuple[int, ...]
-    dtype: np.dtype[Any]
-    name: str | None = None
-
-    def __init__(self, shape: Sequence[int], dtype: Any, name: str | None = None) -> None:
-        object.__setattr__(self, "shape", tuple(int(dim) for dim in shape))
-        object.__setattr__(self, "dtype", np.dtype(dtype))
-        object.__setattr__(self, "name", name)
-
-    def describe(self) -> str:
-        """``x: float16[256, 512]``."""
-        dims = ", ".join(str(dim) for dim in self.shape)
-        return f"{self.name}: {self.dtype.name}[{dims}]"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype.name}
 
 
 @dataclass

@@ -18,18 +18,14 @@ from typing import Any
 
 import numpy as np
 from coremltools.converters.mil.mil import Builder
-from coremltools.converters.mil.mil.scope import ScopeInfo, ScopeSource
+from coremltools.converters.mil.mil.scope import ScopeInfo
 from coremltools.converters.mil.mil.var import Var
 
+from anekit import dtypes
 from anekit._coremltools import Function, mb
+from anekit._miltext import SOURCE_SCOPE
 from anekit.errors import TraceError
-from anekit.trace import dtypes
 from anekit.trace.source import SourceLocation, user_frame, user_location
-
-#: The MIL scope source that carries the user's ``file:line`` on every traced op.
-#: coremltools defines it for Python source traces; graph passes copy it onto
-#: the ops they create, and it is not serialized into packages.
-SOURCE_SCOPE = ScopeSource.EXIR_STACK_TRACE
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

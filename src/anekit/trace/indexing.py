@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from anekit import dtypes
 from anekit.errors import DynamicShapeError, ShapeError, TraceError, UnsupportedFunctionError
-from anekit.trace import dtypes
 from anekit.trace import primitives as P
 from anekit.trace.source import user_location
 from anekit.trace.tracer import Tracer

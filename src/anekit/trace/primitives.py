@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 from coremltools.converters.mil.mil.var import Var
 
+from anekit import dtypes
 from anekit.errors import ShapeError, TraceError, UnsupportedDtypeError
-from anekit.trace import dtypes
 from anekit.trace.context import TraceContext, convert_constant, current
 from anekit.trace.source import user_location
 from anekit.trace.tracer import Tracer

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from anekit.trace import dtypes
+from anekit import dtypes
 from anekit.trace import primitives as P
 from anekit.trace.lowering import (
     NO_VALUE,

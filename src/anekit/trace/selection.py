@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from anekit import dtypes
 from anekit.errors import ShapeError
-from anekit.trace import dtypes
 from anekit.trace import primitives as P
 from anekit.trace.lowering import (
     as_tracer,

@@ -17,14 +17,18 @@ from types import FrameType
 import coremltools
 import numpy
 
-import anekit
+#: anekit's own directory (this file is anekit/trace/source.py).
+_ANEKIT_PATH = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 # Frames from these directories are never the user's line: anekit itself and the
 # libraries it calls through. Model code that lives inside anekit (the demo,
 # anekit.models) registers itself as user code with `register_user_code`.
 _LIBRARY_PATHS: list[str] = [
-    os.path.dirname(os.path.abspath(module.__file__ or "")) + os.sep
-    for module in (numpy, coremltools, anekit)
+    *(
+        os.path.dirname(os.path.abspath(module.__file__ or "")) + os.sep
+        for module in (numpy, coremltools)
+    ),
+    _ANEKIT_PATH,
 ]
 _USER_PATHS: list[str] = []
 

@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from anekit import dtypes
 from anekit.errors import UnsupportedDtypeError
-from anekit.trace import dtypes, reductions
 from anekit.trace import primitives as P
+from anekit.trace import reductions
 from anekit.trace.lowering import as_tracer, unsupported
 from anekit.trace.source import user_location
 from anekit.trace.tracer import Tracer

@@ -1,4 +1,4 @@
-"""The Core ML lanes (macOS): the bucketed fp16 package on the ANE or the GPU.
+"""The Core ML encoder (macOS): the bucketed fp16 package on the ANE or the GPU.
 
 Unverified on hardware in this project's CI (no Mac); written against coremltools
 9.0's API (``ct.models.utils.compile_model``; predictions through
@@ -26,7 +26,6 @@ import hashlib
 import os
 import secrets
 import shutil
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +33,10 @@ import numpy as np
 
 from anekit._coremltools import ct
 from anekit.backends import coreml_nogil
-from anekit.models.batching import BATCH, batches
+from anekit.models.batching import Batch
 from anekit.models.embeddings import embed
-from anekit.models.package import function_name, packages_dir
+from anekit.models.encoders import LoadedModel, ModelEncoder
+from anekit.models.package import PackageInfo, function_name, packages_dir
 
 #: Hex digits of the content digest in a compiled model's name.
 KEY_DIGITS = 16
@@ -95,38 +95,24 @@ def compiled_path(package: Path) -> Path:
     return target
 
 
-class CoreMLEngine:
-    """The package's bucket functions loaded by Core ML with the given compute units."""
+class CoreMLEncoder(ModelEncoder):
+    """The package's bucket functions, compiled once (content-keyed) and loaded by
+    Core ML with ``compute_units`` (``CPU_AND_NE``: the Neural Engine)."""
 
-    def __init__(self, embedder: Any, compute_units: str) -> None:
-        self.embedder = embedder
-        self.dimension = int(embedder.dimension)
-        self.model_id = str(embedder.model_id)
-        self.device = f"Core ML ({compute_units})"
-        self.batch = BATCH
-        info = embedder.package()
-        path = compiled_path(info.path)
+    def __init__(
+        self, model: LoadedModel, package: PackageInfo, compute_units: str = "CPU_AND_NE"
+    ) -> None:
+        super().__init__(model)
+        self.label = f"Core ML ({compute_units})"
+        self.package = package
+        path = compiled_path(package.path)
         self.models: dict[int, Any] = {}
-        for size in sorted(embedder.buckets, reverse=True):  # the longest compile first
+        for size in sorted(self.lengths, reverse=True):  # the longest compile first
             self.models[size] = coreml_nogil.load(path, compute_units, function_name(size))
 
-    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
-        return list(self.embedder.tokenize(texts))
-
-    def providers(self) -> list[str]:
-        return []  # Core ML places ops itself; its compute plan says where (analysis)
-
-    def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
-        weights, config = self.embedder.weights, self.embedder.config
-        result = np.zeros((len(token_ids), self.dimension), np.float32)
-        for batch in batches(token_ids, self.embedder.buckets, config.pad_token_id, BATCH):
-            hidden = embed(weights, config, batch.ids).astype(np.float16)
-            outputs = self.models[batch.bucket].predict(
-                {"hidden": hidden, "keep": batch.keep.astype(np.float16)}
-            )
-            vectors = np.asarray(outputs["embedding"], np.float32)
-            for row, index in enumerate(batch.indices):
-                result[index] = vectors[row]
-        norms = np.linalg.norm(result, axis=1, keepdims=True)
-        normalized: np.ndarray = result / np.maximum(norms, np.float32(1e-12))
-        return normalized
+    def run(self, batch: Batch) -> np.ndarray:
+        hidden = embed(self.weights, self.config, batch.ids).astype(np.float16)
+        outputs = self.models[batch.bucket].predict(
+            {"hidden": hidden, "keep": batch.keep.astype(np.float16)}
+        )
+        return np.asarray(outputs["embedding"], np.float32)

@@ -9,13 +9,14 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
 
 from anekit._coremltools import ct
 from anekit.backends import coreml_nogil
-from anekit.lanes import coreml_engine
+from anekit.models import coreml_encoder
 from standins import CoreMLTools, PyObjCCoreML, fake_mlpackage, tree_digest
 
 BUCKETS = (128, 192, 256, 320, 384, 512)
@@ -40,9 +41,9 @@ def test_a_package_is_compiled_once_to_a_stable_content_keyed_path(
     coremltools: CoreMLTools, tmp_path: Path
 ) -> None:
     package = fake_mlpackage(tmp_path / "minilm-fp16.mlpackage")
-    first = coreml_engine.compiled_path(package)
-    second = coreml_engine.compiled_path(package)
-    key = coreml_engine.compile_key(package)
+    first = coreml_encoder.compiled_path(package)
+    second = coreml_encoder.compiled_path(package)
+    key = coreml_encoder.compile_key(package)
     assert key.startswith("minilm-fp16-") and len(key) == len("minilm-fp16-") + 16
     assert first == second == _compiled_folder(tmp_path) / f"{key}.mlmodelc"
     assert tree_digest(first / "source") == tree_digest(package)
@@ -60,13 +61,13 @@ def test_packages_with_the_same_name_never_share_a_compiled_model(
     one = fake_mlpackage(tmp_path / "a" / "minilm-fp16.mlpackage", weights=b"first weights")
     two = fake_mlpackage(tmp_path / "b" / "minilm-fp16.mlpackage", weights=b"other weights")
     same = fake_mlpackage(tmp_path / "c" / "minilm-fp16.mlpackage", weights=b"first weights")
-    compiled_one = coreml_engine.compiled_path(one)
-    compiled_two = coreml_engine.compiled_path(two)
+    compiled_one = coreml_encoder.compiled_path(one)
+    compiled_two = coreml_encoder.compiled_path(two)
     assert compiled_one != compiled_two
     assert tree_digest(compiled_one / "source") == tree_digest(one)
     assert tree_digest(compiled_two / "source") == tree_digest(two)
     # the same content under another folder is the same model: compiled once
-    assert coreml_engine.compiled_path(same) == compiled_one
+    assert coreml_encoder.compiled_path(same) == compiled_one
     assert [source for source, _ in coremltools.compiles] == [str(one), str(two)]
 
 
@@ -74,9 +75,9 @@ def test_a_package_changed_in_place_is_compiled_again(
     coremltools: CoreMLTools, tmp_path: Path
 ) -> None:
     package = fake_mlpackage(tmp_path / "minilm-fp16.mlpackage", weights=b"before")
-    before = coreml_engine.compiled_path(package)
+    before = coreml_encoder.compiled_path(package)
     (package / "Data" / "com.apple.CoreML" / "weights" / "weight.bin").write_bytes(b"after!")
-    after = coreml_engine.compiled_path(package)
+    after = coreml_encoder.compiled_path(package)
     assert after != before and tree_digest(after / "source") == tree_digest(package)
     assert len(coremltools.compiles) == 2
 
@@ -87,7 +88,7 @@ def test_two_processes_never_compile_the_same_model_at_once(
     package = fake_mlpackage(tmp_path / "minilm-fp16.mlpackage")
     results: list[Path] = []
     threads = [
-        threading.Thread(target=lambda: results.append(coreml_engine.compiled_path(package)))
+        threading.Thread(target=lambda: results.append(coreml_encoder.compiled_path(package)))
         for _ in range(3)
     ]
     for thread in threads:
@@ -102,14 +103,14 @@ def test_temporaries_left_by_a_killed_worker_are_removed(
     coremltools: CoreMLTools, tmp_path: Path
 ) -> None:
     package = fake_mlpackage(tmp_path / "minilm-fp16.mlpackage")
-    key = coreml_engine.compile_key(package)
+    key = coreml_encoder.compile_key(package)
     folder = _compiled_folder(tmp_path)
     stale = folder / f"{key}.4242-deadbeef.tmp.mlmodelc"
     (stale / "source").mkdir(parents=True)
     (stale / "half-written").write_text("killed here")
     other = folder / "another-model-0123456789abcdef.1-ab.tmp.mlmodelc"
     other.mkdir()  # another key's compile, perhaps running now: not ours to remove
-    target = coreml_engine.compiled_path(package)
+    target = coreml_encoder.compiled_path(package)
     assert not (target / "half-written").exists()
     assert _leftovers(tmp_path) == [other.name]
 
@@ -120,21 +121,22 @@ def test_a_failed_compile_leaves_nothing_and_the_next_one_compiles(
     package = fake_mlpackage(tmp_path / "minilm-fp16.mlpackage")
     coremltools.fail_compile = "the compiler gave up"
     with pytest.raises(RuntimeError, match="the compiler gave up"):
-        coreml_engine.compiled_path(package)
+        coreml_encoder.compiled_path(package)
     folder = _compiled_folder(tmp_path)
     assert not [path for path in folder.iterdir() if path.name.endswith(".mlmodelc")]
-    target = coreml_engine.compiled_path(package)  # the lock was released
+    target = coreml_encoder.compiled_path(package)  # the lock was released
     assert (target / "coremldata.bin").is_file()
     assert len(coremltools.compiles) == 2
 
 
-def _embedder(package: Path) -> SimpleNamespace:
-    return SimpleNamespace(
-        dimension=384,
-        model_id="all-MiniLM-L6-v2",
-        buckets=BUCKETS,
-        package=lambda: SimpleNamespace(path=package),
-    )
+def _model() -> Any:
+    """A LoadedModel's fields as the encoder reads them (no weights are touched)."""
+    config = SimpleNamespace(hidden_size=384, max_length=BUCKETS[-1])
+    return SimpleNamespace(model_id="all-MiniLM-L6-v2", folder=None, config=config, weights=None)
+
+
+def _package(path: Path) -> Any:
+    return SimpleNamespace(path=path)
 
 
 @pytest.mark.skipif(
@@ -146,10 +148,10 @@ def test_the_longest_bucket_is_loaded_first_through_coremltools(
 ) -> None:
     package = fake_mlpackage(tmp_path / "minilm-fp16.mlpackage")
     coremltools.functions = frozenset(f"seq{size}" for size in BUCKETS)
-    engine = coreml_engine.CoreMLEngine(_embedder(package), "CPU_AND_NE")
+    engine = coreml_encoder.CoreMLEncoder(_model(), _package(package), "CPU_AND_NE")
     loads = coremltools.loads
     assert [load.function_name for load in loads] == [f"seq{size}" for size in reversed(BUCKETS)]
-    assert {load.path for load in loads} == {str(coreml_engine.compiled_path(package))}
+    assert {load.path for load in loads} == {str(coreml_encoder.compiled_path(package))}
     assert {load.compute_units for load in loads} == {ct.ComputeUnit.CPU_AND_NE}
     assert engine.device == "Core ML (CPU_AND_NE)"
 
@@ -165,20 +167,21 @@ def test_the_lanes_load_through_pyobjc_with_core_mls_compute_units(
     core_ml = PyObjCCoreML(functions=frozenset(f"seq{size}" for size in BUCKETS))
     core_ml.install(monkeypatch)
     package = fake_mlpackage(tmp_path / "minilm-fp16.mlpackage")
-    engine = coreml_engine.CoreMLEngine(_embedder(package), units)
+    engine = coreml_encoder.CoreMLEncoder(_model(), _package(package), units)
     assert [model.configuration.functionName for model in core_ml.loads] == [
         f"seq{size}" for size in reversed(BUCKETS)
     ]
     assert core_ml.compute_units() == [expected] * len(BUCKETS)  # MLComputeUnits
-    assert {model.path for model in core_ml.loads} == {str(coreml_engine.compiled_path(package))}
+    assert {model.path for model in core_ml.loads} == {str(coreml_encoder.compiled_path(package))}
     assert coremltools.loads == []  # coremltools' loader (GIL held) is not used
     assert engine.device == f"Core ML ({units})"
 
 
 @pytest.mark.macos
 def test_the_ane_lane_is_admitted_on_a_mac() -> None:
+    from anekit.embedder import Embedder
     from anekit.lanes import Scheduler
-    from anekit.models import Embedder, known_answers
+    from anekit.models import known_answers
 
     texts = known_answers.load().texts[:8]
     reference = Embedder(backend="numpy").encode(texts)

@@ -1,0 +1,46 @@
+"""The NumPy frontend: trace a function on example inputs, run the ANE passes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from anekit.program import CompiledProgram, deployment_target_from_name, finalize
+from anekit.trace import trace_function
+
+
+def compile_function(
+    fn: Callable[..., Any],
+    *example_args: Any,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    deployment_target: str = "macOS15",
+    passes: bool = True,
+    skip_passes: Sequence[str] = (),
+    extra_passes: Sequence[str] = (),
+    pass_options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> CompiledProgram:
+    """:func:`anekit.compile` (whose docstring is the user's reference)."""
+    traced = trace_function(
+        fn,
+        example_args,
+        input_names=input_names,
+        output_names=output_names,
+        target=deployment_target_from_name(deployment_target),
+    )
+    return finalize(
+        traced.program,
+        function_name=traced.function_name,
+        source=traced.source,
+        deployment_target=deployment_target,
+        output_tree=traced.output_tree,
+        before=(*traced.input_specs, *traced.output_specs),
+        locations=traced.locations,
+        passes=passes,
+        skip_passes=skip_passes,
+        extra_passes=extra_passes,
+        pass_options=pass_options,
+    )
+
+
+__all__ = ["compile_function"]

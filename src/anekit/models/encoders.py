@@ -1,0 +1,296 @@
+"""Encoders: token ids to embeddings, one model on one runtime.
+
+Every way anekit embeds is an :class:`Encoder`: the NumPy fp32 reference
+(:class:`ReferenceEncoder`), the fp16 package in the simulator (:class:`SimEncoder`) or
+on Core ML (:class:`~anekit.models.coreml_encoder.CoreMLEncoder`), ONNX Runtime
+(:class:`OnnxRuntimeEncoder`) and a pool of lane workers
+(:class:`anekit.lanes.LanePool`). :class:`anekit.Embedder` is a tokenizer, batching
+and one encoder; a lane worker runs one encoder (:func:`open_encoder`).
+
+The encoders here run the model in this process: the word lookup on the host (gather
+does not run on the ANE), then one program call per batch of length-sorted rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from anekit.errors import ModelError
+from anekit.models.batching import BATCH, Batch, batches, buckets_for
+from anekit.models.config import EncoderConfig, load_config
+from anekit.models.embeddings import embed, embed_rows
+from anekit.models.onnx_models import ONNX_BATCH, OnnxEncoder, lengths_for
+from anekit.models.package import PackageInfo, ensure_package, function_name
+from anekit.models.registry import resolve
+from anekit.models.weights import Weights, load_weights
+
+#: The runtimes :func:`open_encoder` knows.
+KINDS = ("numpy", "sim", "coreml", "onnx")
+
+
+class Encoder(Protocol):
+    """Token ids to embeddings: one row per text, in input order."""
+
+    model_id: str
+    dimension: int
+    #: Rows per call of the model inside (a lane pool sends whole multiples).
+    batch: int
+    #: Whether :meth:`encode` returns unit vectors (lanes do), not raw pooled ones.
+    normalized: bool
+
+    @property
+    def device(self) -> str:
+        """What runs it, as read from the runtime where the runtime can say."""
+        ...
+
+    def providers(self) -> list[str]:
+        """The execution providers its runtime says it uses (ONNX Runtime's
+        ``get_providers()``); empty where the runtime does not say."""
+        ...
+
+    def encode(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
+        """(len(token_ids), dimension) float32."""
+        ...
+
+    def release_memory(self) -> None:
+        """Give back memory a long-lived process can do without between requests."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model read from its folder: its name, folder, configuration and weights."""
+
+    model_id: str
+    folder: Path
+    config: EncoderConfig
+    weights: Weights
+
+
+def load_model(
+    model: str | Path | None, max_length: int | None = None, weights: Weights | None = None
+) -> LoadedModel:
+    """``model`` (None: the default model; a cached name or a Hugging Face folder)
+    read at ``max_length`` (default: the model's); ``weights`` when already read."""
+    model_id, folder = resolve(model)
+    config = load_config(folder, max_length=max_length)
+    return LoadedModel(model_id, folder, config, weights or load_weights(folder, config))
+
+
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """``vectors`` scaled to unit length per row, float32 (a zero row stays zero)."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return np.asarray(vectors / np.maximum(norms, np.float32(1e-12)), np.float32)
+
+
+class ModelEncoder:
+    """An encoder running one model in this process, one program call per batch.
+
+    Subclasses say how a batch runs (:meth:`run`); rows are sorted by length, grouped
+    by :attr:`batch` and padded to the smallest of :attr:`lengths` that holds them
+    (filled up to :attr:`batch` rows for fixed-shape programs).
+    """
+
+    normalized = False
+    #: What runs it (:attr:`device`).
+    label = "CPU"
+
+    def __init__(
+        self,
+        model: LoadedModel,
+        *,
+        lengths: Sequence[int] | None = None,
+        batch: int = BATCH,
+        fill: bool = True,
+    ) -> None:
+        self.model = model
+        self.model_id, self.folder = model.model_id, model.folder
+        self.config, self.weights = model.config, model.weights
+        self.dimension = model.config.hidden_size
+        if lengths is None:
+            lengths = buckets_for(model.config.max_length)
+        self.lengths = tuple(lengths)
+        self.batch, self.fill = batch, fill
+
+    @property
+    def device(self) -> str:
+        return self.label
+
+    def run(self, batch: Batch) -> np.ndarray:
+        """Pooled embeddings of one padded batch, (rows, dimension)."""
+        raise NotImplementedError
+
+    def encode(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
+        result = np.zeros((len(token_ids), self.dimension), np.float32)
+        pad = self.config.pad_token_id
+        for batch in batches(token_ids, self.lengths, pad, self.batch, fill=self.fill):
+            vectors = np.asarray(self.run(batch), np.float32)
+            for row, index in enumerate(batch.indices):
+                result[index] = vectors[row]
+        return result
+
+    def providers(self) -> list[str]:
+        return []
+
+    def release_memory(self) -> None:
+        self.weights.release_pages()
+
+    def close(self) -> None:
+        pass
+
+
+class ReferenceEncoder(ModelEncoder):
+    """The fp32 reference: the traceable encoder evaluated directly with NumPy."""
+
+    label = "CPU (NumPy fp32)"
+
+    def __init__(self, model: LoadedModel) -> None:
+        super().__init__(model)
+        from anekit.models.bert import make_encoder  # the tracer's nn: imported on use
+
+        self.function = make_encoder(model.config, model.weights, np.float32)
+
+    def run(self, batch: Batch) -> np.ndarray:
+        hidden = embed(self.weights, self.config, batch.ids)
+        return np.asarray(self.function(hidden, batch.keep), np.float32)
+
+
+class SimEncoder(ModelEncoder):
+    """The fp16 package's bucket functions in anekit's ANE simulator (a numerics
+    check, not a speed path; never an ANE figure)."""
+
+    label = "ANE simulator (fp16 numerics; not an ANE)"
+
+    def __init__(self, model: LoadedModel, package: Callable[[], PackageInfo]) -> None:
+        super().__init__(model)
+        self._find_package = package
+        self._package: PackageInfo | None = None
+        self._programs: dict[int, Any] = {}
+
+    @property
+    def package(self) -> PackageInfo:
+        """The package it runs, found (or built) on first use."""
+        if self._package is None:
+            self._package = self._find_package()
+        return self._package
+
+    def _program(self, bucket: int) -> Any:
+        if bucket not in self._programs:
+            from anekit.frontends.mlpackage import load_package
+
+            name = function_name(bucket)
+            self._programs[bucket] = load_package(self.package.path, function=name)
+        return self._programs[bucket]
+
+    def run(self, batch: Batch) -> np.ndarray:
+        hidden = embed(self.weights, self.config, batch.ids)
+        # The program casts to its fp16 inputs, and names values beyond fp16's range.
+        return np.asarray(self._program(batch.bucket)(hidden, batch.keep, backend="sim"))
+
+
+class OnnxRuntimeEncoder(ModelEncoder):
+    """The row-layout encoder on ONNX Runtime (int8 weights per channel, or fp32).
+
+    ONNX Runtime takes any length: rows are padded to their group's longest, rounded up
+    to 16 tokens, in groups of :data:`ONNX_BATCH` that are not filled up.
+    """
+
+    def __init__(self, model: LoadedModel, sessions: OnnxEncoder) -> None:
+        super().__init__(
+            model,
+            lengths=lengths_for(model.config.max_length),
+            batch=ONNX_BATCH,
+            fill=False,
+        )
+        self.sessions = sessions
+
+    @property
+    def device(self) -> str:
+        return self.sessions.device
+
+    def providers(self) -> list[str]:
+        return self.sessions.providers()
+
+    def run(self, batch: Batch) -> np.ndarray:
+        hidden_rows = embed_rows(self.weights, self.config, batch.ids)
+        return np.asarray(self.sessions.run(hidden_rows, batch.keep), np.float32)
+
+
+def open_encoder(
+    kind: str,
+    model: str | Path | None = None,
+    *,
+    max_length: int | None = None,
+    variant: str | None = None,
+    package: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+    threads: int | None = None,
+    device: str = "auto",
+    compute_units: str = "CPU_AND_NE",
+    isolated_build: bool = False,
+    weights: Weights | None = None,
+) -> ModelEncoder:
+    """The encoder of ``model`` (None: the default model) on ``kind``: ``numpy``,
+    ``sim``, ``coreml`` (macOS) or ``onnx``.
+
+    ``variant``: package weights for sim/coreml (``fp16``, ``int8``) or the ONNX
+    model's (``int8``, ``fp32``). ``package``: a package ``anekit build-model`` wrote
+    (default: built once and cached). ``threads``, ``device``: ONNX Runtime's.
+    ``compute_units``: Core ML's. ``isolated_build``: a missing ONNX model is built in
+    a child process. ``weights``: already read (else read from the model's folder).
+    """
+    if kind not in KINDS:
+        raise ModelError(f"backend must be one of {', '.join(KINDS)}, got {kind!r}")
+    loaded = load_model(model, max_length, weights)
+    if kind == "numpy":
+        return ReferenceEncoder(loaded)
+    if kind == "onnx":
+        sessions = OnnxEncoder(
+            loaded.model_id,
+            loaded.config,
+            loaded.weights,
+            variant=variant or "int8",
+            threads=threads,
+            device=device,
+            source=loaded.folder if isolated_build else None,
+        )
+        return OnnxRuntimeEncoder(loaded, sessions)
+
+    def ensure() -> PackageInfo:
+        return ensure_package(
+            model,
+            loaded.model_id,
+            loaded.folder,
+            loaded.weights,
+            variant or "fp16",
+            buckets=buckets_for(loaded.config.max_length),
+            path=package,
+            progress=progress,
+        )
+
+    if kind == "sim":
+        return SimEncoder(loaded, ensure)
+    from anekit.models.coreml_encoder import CoreMLEncoder
+
+    return CoreMLEncoder(loaded, ensure(), compute_units)
+
+
+__all__ = [
+    "KINDS",
+    "Encoder",
+    "LoadedModel",
+    "ModelEncoder",
+    "OnnxRuntimeEncoder",
+    "ReferenceEncoder",
+    "SimEncoder",
+    "load_model",
+    "open_encoder",
+    "unit_rows",
+]
