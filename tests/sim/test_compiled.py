@@ -10,8 +10,8 @@ import pytest
 
 import anekit
 from anekit import demo, errors, nn, sim
+from anekit.ops.numerics import Numerics
 from anekit.sim import compiled
-from anekit.sim.numerics import Numerics
 
 F32 = np.float32
 

@@ -155,7 +155,7 @@ def test_bad_feeds_and_options_are_refused(rng: np.random.Generator) -> None:
 
 
 def test_fp16_rounding_matches_numpy_bit_for_bit(rng: np.random.Generator) -> None:
-    from anekit.sim.kernels import round_fp16
+    from anekit.ops.fp16 import round_fp16
 
     values = np.concatenate(
         [

@@ -1,6 +1,6 @@
 """MIL -> ONNX: a MIL function as an ONNX model for ONNX Runtime on CPUs and GPUs.
 
-The op semantics are the simulator's fp32 lowering (:mod:`anekit.sim.lowering`,
+The op semantics are the simulator's fp32 lowering (:mod:`anekit.ops.lowering`,
 itself defined by the interpreter), so an emitted model computes what the
 simulator computes in ``fp32`` mode. Three ops get the fused ONNX operators ONNX
 Runtime has fast kernels for: ``layer_norm`` (LayerNormalization, when it
@@ -20,8 +20,8 @@ import numpy as np
 
 from anekit._milgraph import numpy_dtype
 from anekit.errors import ProgramError
-from anekit.sim.lowering import LOWERINGS, Lowering, NotLowerable, onnx_type, shape_of
-from anekit.sim.numerics import Numerics
+from anekit.ops.lowering import LOWERINGS, Lowering, NotLowerable, onnx_type, shape_of
+from anekit.ops.numerics import Numerics
 
 OPSET = 21
 

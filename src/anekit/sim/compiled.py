@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from anekit._milgraph import numpy_dtype
-from anekit.sim.lowering import (
+from anekit.ops.lowering import (
     LOWERINGS,
     MOVES,
     PERMUTES,
@@ -36,7 +36,7 @@ from anekit.sim.lowering import (
     onnx_type,
     shape_of,
 )
-from anekit.sim.numerics import Numerics
+from anekit.ops.numerics import Numerics
 
 _log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ import numpy as np
 from anekit import _miltext
 from anekit._milgraph import numpy_dtype, static_shape
 from anekit.errors import ProgramError, UnsupportedOpError
+from anekit.ops.numerics import Numerics
 from anekit.sim import cliffs
-from anekit.sim.numerics import Numerics
 from anekit.sim.registry import REGISTRY, OpContext, supported_ops
 from anekit.sim.report import NumericsFinding, NumericsReport, OpStats
 

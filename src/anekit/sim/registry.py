@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from anekit.sim.numerics import Numerics
+from anekit.ops.numerics import Numerics
 
 OpImpl = Callable[..., Any]
 

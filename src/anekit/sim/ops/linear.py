@@ -7,12 +7,12 @@ the result once: the ANE accumulates these in higher precision than it stores.
 from __future__ import annotations
 
 import itertools
-import math
 from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from anekit.ops.conv import conv_padding
 from anekit.sim import kernels
 from anekit.sim.ops._util import errstate, out_shape
 from anekit.sim.registry import OpContext, register
@@ -58,30 +58,6 @@ def einsum(ctx: OpContext, values: Any, equation: Any) -> Any:
         return np.einsum(str(equation), *values, optimize=True)
 
 
-def _conv_padding(
-    pad_type: str,
-    pad: Any,
-    spatial: tuple[int, ...],
-    kernel: tuple[int, ...],
-    strides: list[int],
-    dilations: list[int],
-) -> list[tuple[int, int]]:
-    if pad_type == "valid":
-        return [(0, 0)] * len(spatial)
-    if pad_type == "custom":
-        flat = [int(value) for value in np.asarray(pad).reshape(-1)]
-        return [(flat[2 * i], flat[2 * i + 1]) for i in range(len(spatial))]
-    if pad_type in ("same", "same_lower"):
-        result = []
-        for size, k, s, d in zip(spatial, kernel, strides, dilations, strict=True):
-            out = math.ceil(size / s)
-            total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
-            small, large = total // 2, total - total // 2
-            result.append((large, small) if pad_type == "same_lower" else (small, large))
-        return result
-    raise ValueError(f"conv: unknown pad_type {pad_type!r}")
-
-
 @register("conv")
 def conv(
     ctx: OpContext,
@@ -107,7 +83,7 @@ def conv(
         else [int(d) for d in np.asarray(dilations).reshape(-1)]
     )
     groups = int(groups)
-    padding = _conv_padding(str(pad_type), pad, tuple(x.shape[2:]), kernel, stride, dilation)
+    padding = conv_padding(str(pad_type), pad, tuple(x.shape[2:]), kernel, stride, dilation)
     with errstate():
         pointwise = (
             all(k == 1 for k in kernel)

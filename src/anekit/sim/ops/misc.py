@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from anekit.ops.conv import conv_padding
 from anekit.sim.ops._util import errstate
 from anekit.sim.registry import OpContext, register
 
@@ -37,8 +38,6 @@ def constexpr(ctx: OpContext, **_: Any) -> Any:
 def _pool(
     x: Any, kernel_sizes: Any, strides: Any, pad_type: Any, pad: Any, ceil_mode: Any, fill: float
 ) -> tuple[Any, Any]:
-    from anekit.sim.ops.linear import _conv_padding
-
     spatial_rank = np.ndim(x) - 2
     kernel = tuple(int(k) for k in np.asarray(kernel_sizes).reshape(-1))
     stride = (
@@ -46,7 +45,7 @@ def _pool(
         if strides is not None
         else [1] * spatial_rank
     )
-    padding = _conv_padding(
+    padding = conv_padding(
         str(pad_type), pad, tuple(np.shape(x)[2:]), kernel, stride, [1] * spatial_rank
     )
     if ceil_mode:

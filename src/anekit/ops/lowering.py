@@ -1,4 +1,5 @@
-"""MIL ops lowered to ONNX ops with the simulator's semantics, for the compiled engine.
+"""MIL ops lowered to ONNX ops with the simulator's semantics, for the simulator's
+compiled engine and the ONNX exporter.
 
 Each lowering emits the ONNX ops that compute what the interpreter's implementation
 of the same MIL op computes (:mod:`anekit.sim.ops`), including the fp16 round trips
@@ -16,9 +17,9 @@ import numpy as np
 from coremltools.converters.mil.mil.ops.defs._utils import solve_slice_by_index_slice
 
 from anekit._milgraph import numpy_dtype, static_shape
-from anekit.sim.kernels import _Graph, _sum
-from anekit.sim.numerics import Numerics
-from anekit.sim.ops.linear import _conv_padding
+from anekit.onnxgraph import Graph, pairwise_sum
+from anekit.ops.conv import conv_padding
+from anekit.ops.numerics import Numerics
 
 #: MIL ops whose float results are some of their float inputs' values.
 MOVES = frozenset(
@@ -80,7 +81,7 @@ class Lowering:
     def __init__(self, func: Any, numerics: Numerics, opset: int = 17) -> None:
         self.func = func
         self.numerics = numerics
-        self.graph = _Graph("anekit_sim", opset)
+        self.graph = Graph("anekit_sim", opset)
         self.names: dict[int, str] = {}
         self.records: list[OpRecord] = []
         #: Extra graph outputs the current op's lowering asks for (its probes).
@@ -138,7 +139,7 @@ class Lowering:
             moved = self.node("Transpose", value, perm=kept + list(axes))
         outer = [shape[axis] for axis in kept]
         flat = self.node("Reshape", moved, self.constant([*outer, count]))
-        total = _sum(self.graph, flat, len(outer) + 1, len(outer), count, fp16, pairwise)
+        total = pairwise_sum(self.graph, flat, len(outer) + 1, len(outer), count, fp16, pairwise)
         target = [1 if axis in axes else shape[axis] for axis in range(rank)] if keepdims else outer
         return self.node("Reshape", total, self.constant(target))
 
@@ -430,7 +431,7 @@ def _conv(low: Lowering, op: Any) -> list[str]:
     pad_type = str(low.const(op.pad_type)) if op.pad_type is not None else "valid"
     explicit = low.const(op.pad) if op.pad is not None else None
     kernel = tuple(weight.shape[2:])
-    padding = _conv_padding(pad_type, explicit, shape_of(op.x)[2:], kernel, strides, dilations)
+    padding = conv_padding(pad_type, explicit, shape_of(op.x)[2:], kernel, strides, dilations)
     pads = [begin for begin, _ in padding] + [end for _, end in padding]
     inputs = [x, low.graph.constant(weight, np.float32)]
     if op.bias is not None:

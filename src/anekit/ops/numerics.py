@@ -23,7 +23,7 @@ from typing import Any, Literal
 import numpy as np
 
 from anekit.errors import ProgramError
-from anekit.sim.kernels import round_fp16
+from anekit.ops.fp16 import pairwise_fp16_sum, round_fp16
 
 Mode = Literal["fp32", "ane"]
 Accumulation = Literal["fp16", "fp32"]
@@ -108,25 +108,3 @@ class Numerics:
         if not self.fp16 or self.accumulation == "fp32" or x.dtype.kind not in _FLOAT_KINDS:
             return np.asarray(np.sum(x, axis=axes, keepdims=keepdims, dtype=x.dtype))
         return pairwise_fp16_sum(x, axes, keepdims)
-
-
-def pairwise_fp16_sum(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
-    """Sum with every partial sum rounded to fp16, combining neighbours pairwise.
-
-    Vectorized: the reduced axes are moved last and flattened, then each level of
-    the pairwise tree adds adjacent columns and rounds (log2(n) levels).
-    """
-    kept = [axis for axis in range(x.ndim) if axis not in axes]
-    moved = np.transpose(x, kept + list(axes))
-    outer = moved.shape[: len(kept)]
-    count = int(np.prod([x.shape[axis] for axis in axes], dtype=np.int64))
-    values = round_fp16(moved.reshape((*outer, count)))
-    while values.shape[-1] > 1:
-        if values.shape[-1] % 2:
-            values = np.concatenate([values, np.zeros((*outer, 1), np.float32)], axis=-1)
-        with np.errstate(over="ignore", invalid="ignore"):
-            values = round_fp16(values[..., 0::2] + values[..., 1::2])
-    result = values[..., 0] if count else np.zeros(outer, np.float32)
-    if keepdims:
-        result = result.reshape([1 if axis in axes else x.shape[axis] for axis in range(x.ndim)])
-    return np.asarray(result)
