@@ -75,8 +75,15 @@ def rng() -> np.random.Generator:
 
 @pytest.fixture(scope="session", autouse=True)
 def _shared_packages(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Built model packages (about a minute each) are shared by the whole test run."""
-    os.environ["ANEKIT_PACKAGES"] = str(tmp_path_factory.mktemp("anekit-packages"))
+    """Built model packages (about a minute each) are shared by the whole test run:
+    with pytest-xdist, by every worker (the run's common temporary directory; builds
+    take a lock, so a package is built once)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = tmp_path_factory.getbasetemp().parent / "anekit-packages"
+        shared.mkdir(exist_ok=True)
+        os.environ["ANEKIT_PACKAGES"] = str(shared)
+    else:
+        os.environ["ANEKIT_PACKAGES"] = str(tmp_path_factory.mktemp("anekit-packages"))
 
 
 @pytest.fixture(autouse=True)

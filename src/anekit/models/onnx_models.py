@@ -16,11 +16,9 @@ they really run on, from ONNX Runtime's own list of the providers each one uses.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +27,7 @@ import numpy as np
 from anekit.errors import ModelError
 from anekit.models.batching import length_steps
 from anekit.models.config import EncoderConfig
-from anekit.models.package import packages_dir
+from anekit.models.package import exclusive_lock, packages_dir
 from anekit.models.weights import Weights
 
 _log = logging.getLogger(__name__)
@@ -166,26 +164,13 @@ def build_model(
     if target.exists():
         return target  # cached: no tracer, no coremltools in this process
     folder.mkdir(parents=True, exist_ok=True)
-    with _build_lock(folder):
+    with exclusive_lock(folder / BUILD_LOCK):
         if not target.exists():  # another process may have built it meanwhile
             if source is not None:
                 _build_in_child(source, weights.digest, variant, folder)
             else:
                 _build(config, weights, variant, folder)
     return target
-
-
-@contextlib.contextmanager
-def _build_lock(folder: Path) -> Iterator[None]:
-    """An exclusive lock on ``folder/build.lock`` (released when its holder dies)."""
-    import fcntl
-
-    with (folder / BUILD_LOCK).open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _build_in_child(source: Path, digest: str, variant: str, folder: Path) -> None:

@@ -10,12 +10,13 @@ id, the weights' SHA-256, the bucket table, the pooling and anekit's version.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,21 @@ class PackageInfo:
 
 def packages_dir() -> Path:
     return anekit_config.packages()
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on the file ``path`` (created if missing), held for the
+    block and released when its holder dies: one builder of a cached model at a time."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 #: How packages are built: bump it when tracing or the ANE passes change what a
@@ -245,13 +261,15 @@ def ensure_package(
     built first if missing; refused when it was built from other weights or lacks one
     of ``buckets``."""
     target = path or default_path(model_id, weights, variant)
-    if target.exists():
-        info = read_package(target)
-        if info.weights_sha256 != weights.digest:
-            raise ModelError(f"{target}: was built from other weights than {folder}; rebuild it")
-    else:
-        _log.info("building %s (%s) once: about a minute", model_id, variant)
-        info = build_package(model, variant=variant, out=target, progress=progress)
+    if not target.exists():
+        # One builder at a time (lane workers and their parent may all need it).
+        with exclusive_lock(target.with_name(target.name + ".lock")):
+            if not target.exists():
+                _log.info("building %s (%s) once: about a minute", model_id, variant)
+                build_package(model, variant=variant, out=target, progress=progress)
+    info = read_package(target)
+    if info.weights_sha256 != weights.digest:
+        raise ModelError(f"{target}: was built from other weights than {folder}; rebuild it")
     missing = [size for size in buckets if size not in info.buckets]
     if missing:
         raise ModelError(f"{target}: has no bucket for sequence length(s) {missing}")
