@@ -10,7 +10,6 @@ weights given as arrays are cast to it, as in PyTorch modules.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -18,6 +17,8 @@ import numpy as np
 
 from anekit import dtypes
 from anekit.errors import ShapeError, TraceError
+from anekit.ops import composites
+from anekit.ops.spaces import NumpySpace
 from anekit.trace import primitives as P
 from anekit.trace.source import user_location
 from anekit.trace.tracer import Tracer
@@ -81,9 +82,8 @@ def softmax(x: Array, axis: int = -1) -> Array:
     x = _float_input(x, "softmax")
     if isinstance(x, Tracer):
         return P.unary("softmax", x, axis=P.normalize_axis(axis, x.ndim, "softmax"))
-    shifted = x - np.max(x, axis=axis, keepdims=True)
-    exps = np.exp(shifted)
-    return exps / np.sum(exps, axis=axis, keepdims=True)
+    result = composites.softmax(NumpySpace(dtype=x.dtype), x, axis % x.ndim)
+    return np.asarray(result, x.dtype)
 
 
 def silu(x: Array) -> Array:
@@ -132,13 +132,9 @@ def gelu(x: Array, approximate: Literal["none", "tanh"] = "none") -> Array:
     x = _float_input(x, "gelu")
     if isinstance(x, Tracer):
         return P.unary("gelu", x, mode="EXACT" if approximate == "none" else "TANH_APPROXIMATION")
-    wide = x.astype(np.float64)
-    if approximate == "tanh":
-        inner = math.sqrt(2.0 / math.pi) * (wide + 0.044715 * wide**3)
-        result = 0.5 * wide * (1.0 + np.tanh(inner))
-    else:
-        result = 0.5 * wide * (1.0 + erf(wide / math.sqrt(2.0)))
-    return result.astype(x.dtype)
+    mode = "EXACT" if approximate == "none" else "TANH_APPROXIMATION"
+    wide = NumpySpace(dtype=np.float64)
+    return np.asarray(composites.gelu(wide, x.astype(np.float64), mode)).astype(x.dtype)
 
 
 # -- normalization --------------------------------------------------------------------
@@ -197,15 +193,12 @@ def layer_norm(
         if beta is not None:
             inputs["beta"] = ctx.constant(np.asarray(bias), x.dtype)
         return P.expect(P.emit("layer_norm", [x], **inputs), x.dtype, x.shape)
-    mean = np.mean(x, axis=axes, keepdims=True)
-    centred = x - mean
-    variance = np.mean(centred * centred, axis=axes, keepdims=True)
-    result = centred / np.sqrt(variance + x.dtype.type(eps))
-    if gamma is not None:
-        result = result * _param_view(gamma, x, axes)
-    if beta is not None:
-        result = result + _param_view(beta, x, axes)
-    return result
+    space = NumpySpace(dtype=x.dtype)
+    count = int(np.prod([x.shape[axis] for axis in axes], dtype=np.int64))
+    normalized, _ = composites.normalize(space, x, axes, count, eps)
+    gamma_view = None if gamma is None else _param_view(gamma, x, axes)
+    beta_view = None if beta is None else _param_view(beta, x, axes)
+    return np.asarray(composites.affine(space, normalized, gamma_view, beta_view), x.dtype)
 
 
 def rms_norm(

@@ -19,13 +19,13 @@ from anekit.analysis import optable
 from anekit.analysis.report import Finding, FunctionReport, OpPlacement, PlacementReport
 from anekit.analysis.rules import (
     CONDITIONS,
-    LAYER_OPS,
     RULES,
     ProgramFacts,
     op_checks,
     program_checks,
 )
 from anekit.errors import PlacementError
+from anekit.ops.groups import MATMUL_LIKE
 
 #: Program-level rules after which no op of the function stays on the ANE.
 WHOLE_PROGRAM_FALLBACK = frozenset({"shape.enumerated", "package.size", "program.too_small"})
@@ -132,7 +132,7 @@ def _facts(func: Any, package: PackageFacts, platform: str) -> ProgramFacts:
         outputs=[described(var, var.name) for var in func.outputs],
         weight_bytes=_weight_bytes(func),
         package_bytes=package.size_bytes,
-        layers=sum(1 for op in func.operations if op.op_type in LAYER_OPS),
+        layers=sum(1 for op in func.operations if op.op_type in MATMUL_LIKE),
         largest_tensor=largest,
         enumerated_inputs=list(package.enumerated_inputs),
         platform=platform,

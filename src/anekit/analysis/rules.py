@@ -15,7 +15,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from anekit._milgraph import is_constant, numpy_dtype, per_head_elements, score_producer
+from anekit._milgraph import is_constant, numpy_dtype
+from anekit.ops.attention import per_head_elements, score_producer
+from anekit.ops.groups import CONTROL_FLOW, PLUMBING, STATE
+from anekit.ops.limits import ATTENTION_SCORE_LIMIT, MIN_IO_WIDTH, SRAM_BYTES
 
 Severity = Literal["fallback", "risk"]
 
@@ -161,23 +164,13 @@ RULES: dict[str, RuleInfo] = {
 }  # fmt: skip
 
 #: Thresholds, with the rule that uses each.
-NARROW_IO = 32
 AXIS_LIMIT = 65536
-ATTENTION_SCORE_LIMIT = 2**20
-SRAM_BYTES = 32 * 2**20
 MACOS_PACKAGE_LIMIT = 2 * 2**30
 IOS_PACKAGE_LIMIT = 1 * 2**30
 MIN_LAYERS = 3
 MIN_ELEMENTS = 64
 KERNEL_WIDTH_LIMIT = 16
 
-LAYER_OPS = frozenset({"conv", "conv_transpose", "linear", "matmul", "einsum"})
-STATE_OPS = frozenset({"read_state", "coreml_update_state", "slice_update"})
-CONTROL_FLOW_OPS = frozenset(
-    {"cond", "while_loop", "make_list", "list_length", "list_read", "list_write", "list_gather",
-     "list_scatter"}
-)  # fmt: skip
-PLUMBING_OPS = frozenset({"shape", "range_1d", "fill", "fill_like"})
 #: Ops that hold values rather than compute them.
 _NO_COMPUTE_DTYPE = frozenset({"const"})
 #: Operand names that carry data (as opposed to shape, axes or other parameters).
@@ -208,7 +201,7 @@ def op_checks(op: Any) -> list[Hit]:
             ("shape.dynamic", f"{', '.join(sorted(set(dynamic)))} has a flexible dimension")
         )
     # Values known at compile time (``val`` set) are folded by Core ML's passes.
-    if op_type in PLUMBING_OPS and any(var.val is None for var in op.outputs):
+    if op_type in PLUMBING and any(var.val is None for var in op.outputs):
         hits.append(("shape.plumbing", f"{op_type} computes a shape or fills at run time"))
     if op_type == "reshape" and "shape" in op.inputs and op.inputs["shape"].val is None:
         hits.append(("shape.plumbing", "reshape to a shape computed at run time"))
@@ -263,9 +256,9 @@ def op_checks(op: Any) -> list[Hit]:
                 )
     if op_type in ("linear", "matmul") and _constant_weight(op):
         hits.append(("layout.not_bc1s", f"{op_type} on {_shape_text(op)}, not a 1x1 conv"))
-    if op_type in STATE_OPS:
+    if op_type in STATE:
         hits.append(("state", op_type))
-    if op_type in CONTROL_FLOW_OPS:
+    if op_type in CONTROL_FLOW:
         hits.append(("control_flow", op_type))
     if op_type in ("linear", "conv", "matmul", "conv_transpose"):
         for var in op.get_flattened_inputs():
@@ -314,7 +307,7 @@ def program_checks(facts: ProgramFacts) -> list[Hit]:
             hits.append(("io.int_input", f"input {name!r} is {dtype.name}"))
     for kind, items in (("input", facts.inputs), ("output", facts.outputs)):
         for name, shape, _ in items:
-            if shape and not _dynamic(shape[-1:]) and int(shape[-1]) < NARROW_IO:
+            if shape and not _dynamic(shape[-1:]) and int(shape[-1]) < MIN_IO_WIDTH:
                 hits.append(("io.narrow", f"{kind} {name!r} has a last axis of {int(shape[-1])}"))
     for name in facts.enumerated_inputs:
         hits.append(("shape.enumerated", f"input {name!r} has enumerated shapes"))

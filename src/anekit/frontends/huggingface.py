@@ -12,11 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-#: config.model_type values whose models have ``embeddings`` and ``encoder``
-#: modules with the BERT call signature.
-BERT_FAMILY = frozenset({"bert", "roberta", "xlm-roberta", "camembert", "electra"})
-
-MASK_FILL = -1e4
+from anekit.frontends.families import BERT_FAMILY
+from anekit.ops.limits import MASK_FILL
 
 
 def is_bert_family(module: Any) -> bool:

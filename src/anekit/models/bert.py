@@ -23,8 +23,8 @@ import numpy as np
 from anekit import nn
 from anekit.models.config import EncoderConfig
 from anekit.models.weights import Layer, Weights
+from anekit.ops.limits import MASK_FILL
 
-MASK_FILL = -1e4
 #: The smallest positive fp16 value: fp16 epsilons are at least this.
 FP16_TINY = 2.0**-24
 

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from anekit.errors import ModelError
+from anekit.frontends.families import BERT_FAMILY
 
-#: ``model_type`` values whose checkpoints follow BERT's layout.
-BERT_FAMILY = frozenset({"bert", "roberta", "xlm-roberta", "camembert", "electra"})
 #: The activations anekit implements, by ``hidden_act``.
 ACTIVATIONS = frozenset({"gelu", "gelu_new", "gelu_pytorch_tanh", "relu"})
 

@@ -118,35 +118,6 @@ class Graph:
         )
 
 
-def pairwise_sum(
-    graph: Graph, value: str, rank: int, axis: int, length: int, fp16: bool, pairwise: bool
-) -> str:
-    """Sum over one axis (kept), as ``Numerics.sum`` does: pairwise with every partial
-    sum rounded to fp16 (``fp16 and pairwise``), else in fp32 (rounded once if ``fp16``)."""
-    if not (fp16 and pairwise):
-        total = graph.node("ReduceSum", value, graph.constant([axis]), keepdims=1)
-        return graph.rounded(total) if fp16 else total
-    level, size = graph.rounded(value), length
-    while size > 1:
-        if size % 2:
-            pads = [0] * (2 * rank)
-            pads[rank + axis] = 1
-            level = graph.node("Pad", level, graph.constant(pads))
-            size += 1
-        if axis == rank - 1:
-            # Neighbours as a trailing pair: (..., size/2, 2), summed exactly in fp32.
-            pairs = graph.node("Reshape", level, graph.constant([0] * axis + [size // 2, 2]))
-            added = graph.node("ReduceSum", pairs, graph.constant([-1]), keepdims=0)
-        else:
-            axes, step = graph.constant([axis]), graph.constant([2])
-            begin, end = graph.constant([0]), graph.constant([size])
-            even = graph.node("Slice", level, begin, end, axes, step)
-            odd = graph.node("Slice", level, graph.constant([1]), end, axes, step)
-            added = graph.node("Add", even, odd)
-        level, size = graph.rounded(added), size // 2
-    return level
-
-
 @functools.cache
 def _elementwise(op_type: str, rounded: bool) -> Any:
     graph = Graph(op_type)
@@ -164,4 +135,4 @@ def run_elementwise(op_type: str, array: np.ndarray, *, rounded: bool = False) -
     return np.asarray(result).reshape(array.shape)
 
 
-__all__ = ["MIN_SIZE", "Graph", "pairwise_sum", "run_elementwise"]
+__all__ = ["MIN_SIZE", "Graph", "run_elementwise"]

@@ -1,5 +1,4 @@
-"""How the ANE stores a float: rounded to float16 (ties to even, overflow to ±inf),
-and how a sum of stored values accumulates when every partial sum is stored too."""
+"""How the ANE stores a float: rounded to float16 (ties to even, overflow to ±inf)."""
 
 from __future__ import annotations
 
@@ -21,26 +20,4 @@ def round_fp16(values: Any) -> np.ndarray:
     return run_elementwise("Identity", array, rounded=True)
 
 
-def pairwise_fp16_sum(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
-    """Sum with every partial sum rounded to fp16, combining neighbours pairwise.
-
-    Vectorized: the reduced axes are moved last and flattened, then each level of
-    the pairwise tree adds adjacent columns and rounds (log2(n) levels).
-    """
-    kept = [axis for axis in range(x.ndim) if axis not in axes]
-    moved = np.transpose(x, kept + list(axes))
-    outer = moved.shape[: len(kept)]
-    count = int(np.prod([x.shape[axis] for axis in axes], dtype=np.int64))
-    values = round_fp16(moved.reshape((*outer, count)))
-    while values.shape[-1] > 1:
-        if values.shape[-1] % 2:
-            values = np.concatenate([values, np.zeros((*outer, 1), np.float32)], axis=-1)
-        with np.errstate(over="ignore", invalid="ignore"):
-            values = round_fp16(values[..., 0::2] + values[..., 1::2])
-    result = values[..., 0] if count else np.zeros(outer, np.float32)
-    if keepdims:
-        result = result.reshape([1 if axis in axes else x.shape[axis] for axis in range(x.ndim)])
-    return np.asarray(result)
-
-
-__all__ = ["pairwise_fp16_sum", "round_fp16"]
+__all__ = ["round_fp16"]

@@ -17,21 +17,11 @@ import numpy as np
 from coremltools.converters.mil.mil.ops.defs._utils import solve_slice_by_index_slice
 
 from anekit._milgraph import numpy_dtype, static_shape
-from anekit.onnxgraph import Graph, pairwise_sum
+from anekit.onnxgraph import Graph
+from anekit.ops import composites
 from anekit.ops.conv import conv_padding
 from anekit.ops.numerics import Numerics
-
-#: MIL ops whose float results are some of their float inputs' values.
-MOVES = frozenset(
-    {
-        "reshape", "transpose", "expand_dims", "squeeze", "slice_by_index", "slice_by_size",
-        "concat", "stack", "split", "tile", "reverse", "gather", "gather_along_axis",
-        "identity", "select", "reduce_max", "reduce_min", "maximum", "minimum", "abs", "relu",
-    }
-)  # fmt: skip
-
-#: MIL ops that only rearrange their input's values (same multiset of values).
-PERMUTES = frozenset({"reshape", "transpose", "expand_dims", "squeeze", "identity"})
+from anekit.ops.spaces import GraphSpace
 
 
 class NotLowerable(Exception):
@@ -90,6 +80,8 @@ class Lowering:
         self.pending: dict[int, tuple[Any, np.dtype[Any]]] = {}
         #: Per float result: its (max, sum, min) graph outputs.
         self.summaries: dict[int, tuple[str, str, str]] = {}
+        #: The graph as an array space for the composites (stores as the run does).
+        self.space = GraphSpace(self.graph, fp16=numerics.fp16)
 
     # -- values ---------------------------------------------------------------------
 
@@ -124,22 +116,20 @@ class Lowering:
     def node(self, op_type: str, *inputs: str, **attributes: Any) -> str:
         return self.graph.node(op_type, *inputs, **attributes)
 
-    def internal_sum(self, value: str, axes: tuple[int, ...]) -> str:
-        """``Numerics.internal_sum`` (kept axes): fp32 accumulation."""
-        return self.node("ReduceSum", value, self.constant(list(axes)), keepdims=1)
-
     def sum(self, value: str, shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> str:
-        """``Numerics.sum`` over ``axes``: reduced axes moved last and flattened."""
+        """``Numerics.sum`` over ``axes``: reduced axes moved last and flattened to rows."""
         rank = len(shape)
-        fp16, pairwise = self.numerics.fp16, self.numerics.accumulation == "fp16"
         kept = [axis for axis in range(rank) if axis not in axes]
         count = int(np.prod([shape[axis] for axis in axes], dtype=np.int64))
         moved = value
         if kept + list(axes) != list(range(rank)):
             moved = self.node("Transpose", value, perm=kept + list(axes))
         outer = [shape[axis] for axis in kept]
-        flat = self.node("Reshape", moved, self.constant([*outer, count]))
-        total = pairwise_sum(self.graph, flat, len(outer) + 1, len(outer), count, fp16, pairwise)
+        rows = self.node("Reshape", moved, self.constant([-1, count]))
+        if self.numerics.fp16 and self.numerics.accumulation == "fp16":
+            total = composites.pairwise_sum(self.space, rows, count)
+        else:
+            total = self.store(self.space.sum(rows, (1,)))
         target = [1 if axis in axes else shape[axis] for axis in range(rank)] if keepdims else outer
         return self.node("Reshape", total, self.constant(target))
 
@@ -292,32 +282,16 @@ def _silu(low: Lowering, op: Any) -> list[str]:
 
 @lowers("gelu")
 def _gelu(low: Lowering, op: Any) -> list[str]:
-    x = _float_input(low, op.x)
     mode = str(low.const(op.mode)) if op.mode is not None else "EXACT"
-    if mode == "EXACT":
-        inner = low.node(
-            "Add", low.node("Erf", low.node("Mul", x, low.scalar(np.sqrt(0.5)))), low.scalar(1)
-        )
-    elif mode == "TANH_APPROXIMATION":
-        cube = low.node("Mul", low.node("Mul", low.node("Mul", x, x), low.scalar(0.044715)), x)
-        scaled = low.node("Mul", low.node("Add", cube, x), low.scalar(np.sqrt(2.0 / np.pi)))
-        inner = low.node("Add", low.node("Tanh", scaled), low.scalar(1))
-    elif mode == "SIGMOID_APPROXIMATION":
-        return [low.node("Mul", x, low.node("Sigmoid", low.node("Mul", x, low.scalar(1.702))))]
-    else:
+    if mode not in composites.GELU_MODES:
         raise NotLowerable(f"gelu mode {mode}")
-    return [low.node("Mul", low.node("Mul", inner, x), low.scalar(0.5))]
+    return [composites.gelu(low.space, _float_input(low, op.x), mode)]
 
 
 @lowers("softmax")
 def _softmax(low: Lowering, op: Any) -> list[str]:
-    x = _float_input(low, op.x)
-    shape = shape_of(op.x)
-    axis = int(low.const(op.axis)) % len(shape)
-    peak = low.graph.reduce("ReduceMax", x, [axis], keepdims=True)
-    exps = low.store(low.node("Exp", low.store(low.node("Sub", x, peak))))
-    total = low.store(low.internal_sum(exps, (axis,)))
-    return [low.node("Div", exps, total)]
+    axis = int(low.const(op.axis)) % len(shape_of(op.x))
+    return [composites.softmax(low.space, _float_input(low, op.x), axis)]
 
 
 # -- reductions ----------------------------------------------------------------------
@@ -454,23 +428,19 @@ def _layer_norm(low: Lowering, op: Any) -> list[str]:
     x = _float_input(low, op.x)
     shape = shape_of(op.x)
     axes = _axes(low, op, len(shape))
-    count = low.scalar(int(np.prod([shape[axis] for axis in axes], dtype=np.int64)))
-    mean = low.store(low.node("Div", low.store(low.internal_sum(x, axes)), count))
-    centred = low.store(low.node("Sub", x, mean))
-    squares = low.store(low.node("Mul", centred, centred))
-    variance = low.store(low.node("Div", low.store(low.internal_sum(squares, axes)), count))
+    count = int(np.prod([shape[axis] for axis in axes], dtype=np.int64))
     epsilon = low.const(op.epsilon) if op.epsilon is not None else 1e-5
-    scale = low.store(low.node("Sqrt", low.store(low.node("Add", variance, low.scalar(epsilon)))))
-    result = low.store(low.node("Div", centred, scale))
+    result, variance = composites.normalize(low.space, x, axes, count, float(epsilon))
     param_shape = [shape[axis] if axis in axes else 1 for axis in range(len(shape))]
-    if op.gamma is not None:
-        gamma = low.numerics.store(low.const(op.gamma), np.dtype(np.float32)).reshape(param_shape)
-        result = low.store(low.node("Mul", result, low.graph.constant(gamma, np.float32)))
-    if op.beta is not None:
-        beta = low.numerics.store(low.const(op.beta), np.dtype(np.float32)).reshape(param_shape)
-        result = low.node("Add", result, low.graph.constant(beta, np.float32))
+
+    def param(var: Any) -> str | None:
+        if var is None:
+            return None
+        values = low.numerics.store(low.const(var), np.dtype(np.float32))
+        return low.graph.constant(values.reshape(param_shape), np.float32)
+
     low.probe = {"variance": low.node("ReduceSum", variance, keepdims=0)}
-    return [result]
+    return [composites.affine(low.space, result, param(op.gamma), param(op.beta))]
 
 
 # -- layout --------------------------------------------------------------------------

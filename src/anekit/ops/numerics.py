@@ -23,7 +23,9 @@ from typing import Any, Literal
 import numpy as np
 
 from anekit.errors import ProgramError
-from anekit.ops.fp16 import pairwise_fp16_sum, round_fp16
+from anekit.ops import composites
+from anekit.ops.fp16 import round_fp16
+from anekit.ops.spaces import NumpySpace
 
 Mode = Literal["fp32", "ane"]
 Accumulation = Literal["fp16", "fp32"]
@@ -97,14 +99,29 @@ class Numerics:
         with np.errstate(over="ignore", invalid="ignore"):
             return array.astype(dtype, copy=False)
 
-    def internal_sum(self, x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
-        """A sum inside a native composite op (softmax, the normalizations): accumulated
-        in fp32, as the ANE's fused units are modelled here; the caller stores it."""
-        return np.asarray(np.sum(x, axis=axes, keepdims=keepdims, dtype=np.float32))
-
     def sum(self, x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
         """Sum over ``axes`` with this run's accumulation (float inputs in float32 form):
         the rule for the explicit reduction ops (``reduce_sum``, ``reduce_mean``, ...)."""
         if not self.fp16 or self.accumulation == "fp32" or x.dtype.kind not in _FLOAT_KINDS:
             return np.asarray(np.sum(x, axis=axes, keepdims=keepdims, dtype=x.dtype))
         return pairwise_fp16_sum(x, axes, keepdims)
+
+
+def pairwise_fp16_sum(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+    """Sum over ``axes`` with every partial sum rounded to fp16, neighbours combined
+    pairwise (:func:`anekit.ops.composites.pairwise_sum`): the reduced axes are moved
+    last and flattened, and each level of the tree is one vectorized step (log2(n))."""
+    kept = [axis for axis in range(x.ndim) if axis not in axes]
+    moved = np.transpose(x, kept + list(axes))
+    outer = moved.shape[: len(kept)]
+    count = int(np.prod([x.shape[axis] for axis in axes], dtype=np.int64))
+    if count == 0:
+        result = np.zeros(outer, np.float32)
+    else:
+        rows = np.asarray(moved, np.float32).reshape(-1, count)
+        with np.errstate(over="ignore", invalid="ignore"):
+            summed = composites.pairwise_sum(NumpySpace(rounding=True), rows, count)
+        result = np.asarray(summed).reshape(outer)
+    if keepdims:
+        result = result.reshape([1 if axis in axes else x.shape[axis] for axis in range(x.ndim)])
+    return np.asarray(result)

@@ -13,17 +13,12 @@ import numpy as np
 from coremltools.converters.mil.mil import Builder as mb
 from coremltools.converters.mil.mil.passes.pass_registry import register_pass
 
-from anekit._milgraph import score_producer, static_shape
+from anekit._milgraph import static_shape
+from anekit.ops.attention import score_producer
+from anekit.ops.groups import ARITHMETIC, LAYOUT
+from anekit.ops.limits import ATTENTION_SCORE_LIMIT
 from anekit.passes.base import AnePass
 from anekit.passes.graph import consumers, float_dtype, is_output, replace_var
-
-#: Ops a query may pass through between its projection and the score matmul.
-_LAYOUT = frozenset({"reshape", "transpose", "expand_dims", "squeeze"})
-#: Elementwise ops allowed between the score matmul and the softmax.
-_SCORE_OPS = frozenset({"add", "sub", "mul", "real_div"})
-#: Scores of one head at or above this many elements are computed wrongly on the ANE
-#: (prior-art.md §1.4, eeane ``attention_split.py``).
-SCORE_LIMIT = 2**20
 
 
 @dataclass
@@ -44,7 +39,9 @@ def find_attention(function: Any) -> list[Attention]:
             continue
         between: list[Any] = []
         var = op.inputs["x"]
-        while var.op is not None and var.op.op_type in _SCORE_OPS:
+        while (
+            var.op is not None and var.op.op_type in ARITHMETIC
+        ):  # between the score matmul and the softmax
             operands = [var.op.inputs["x"], var.op.inputs["y"]]
             # the operand the scores come through (a mask may be computed at run time too)
             chain = [item for item in operands if score_producer(item) is not None]
@@ -86,7 +83,9 @@ def _scale_of(op: Any, scores: Any) -> float | None:
 def _projection(var: Any) -> Any | None:
     """The linear/conv with constant weights that ``var`` comes from through layout
     ops that nobody else reads."""
-    while var.op is not None and var.op.op_type in _LAYOUT:
+    while (
+        var.op is not None and var.op.op_type in LAYOUT
+    ):  # between a query's projection and the scores
         if len(consumers(var)) != 1:
             return None
         var = var.op.inputs["x"]
@@ -214,7 +213,7 @@ class attention_split(AnePass):
         if shape is None or len(shape) < 2:
             return
         queries, keys = shape[-2], shape[-1]
-        if queries * keys < SCORE_LIMIT:
+        if queries * keys < ATTENTION_SCORE_LIMIT:
             return
         rank = len(shape)
         if int(softmax.inputs["axis"].val) % rank != rank - 1 or attention.output is None:
@@ -223,7 +222,7 @@ class attention_split(AnePass):
         if scores_op.inputs["transpose_x"].val:
             self.note(f"{softmax.name}: transposed query left whole")
             return
-        most = max(1, (SCORE_LIMIT - 1) // keys)  # rows per piece below the limit
+        most = max(1, (ATTENTION_SCORE_LIMIT - 1) // keys)  # rows per piece below the limit
         count = -(-queries // most)
         rows = -(-queries // count)  # as even as possible
         output = attention.output

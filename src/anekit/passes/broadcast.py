@@ -16,8 +16,9 @@ import numpy as np
 from coremltools.converters.mil.mil import Builder as mb
 from coremltools.converters.mil.mil.passes.pass_registry import register_pass
 
+from anekit.ops.groups import BINARY_ELEMENTWISE
 from anekit.passes.base import AnePass
-from anekit.passes.graph import BINARY_ELEMENTWISE, consumers, float_dtype, is_output, replace_var
+from anekit.passes.graph import consumers, float_dtype, is_output, replace_var
 
 #: Largest zeros constant no_tile adds for a reader that does not broadcast itself.
 MAX_ZEROS_ELEMENTS = 1 << 20

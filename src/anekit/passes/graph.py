@@ -8,13 +8,7 @@ import numpy as np
 from coremltools.converters.mil.mil import Builder as mb
 
 from anekit._milgraph import numpy_dtype
-
-#: Elementwise ops with two broadcasting operands ``x`` and ``y``.
-BINARY_ELEMENTWISE = frozenset(
-    {"add", "sub", "mul", "real_div", "maximum", "minimum", "pow", "floor_div", "mod",
-     "equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
-     "logical_and", "logical_or", "logical_xor"}
-)  # fmt: skip
+from anekit.ops.groups import BINARY_ELEMENTWISE
 
 
 def consumers(var: Any) -> list[Any]:

@@ -20,11 +20,9 @@ from coremltools.converters.mil.mil.passes.pass_registry import register_pass
 from coremltools.converters.mil.mil.program import Placeholder
 
 from anekit._milgraph import numpy_dtype, static_shape
+from anekit.ops.limits import MIN_IO_WIDTH
 from anekit.passes.base import AnePass
 from anekit.passes.graph import replace_var
-
-#: Narrowest last axis the ANE reads reliably: 32 fp16 values = 64 bytes.
-MIN_WIDTH = 32
 
 
 def _numpy_dtype(var: Any) -> np.dtype[Any]:
@@ -39,7 +37,7 @@ def _narrow(var: Any) -> bool:
         types.is_tensor(var.sym_type)
         and shape is not None
         and len(shape) >= 1
-        and shape[-1] < MIN_WIDTH
+        and shape[-1] < MIN_IO_WIDTH
     )
 
 
@@ -58,7 +56,7 @@ class pad_io_width(AnePass):
     def _pad_input(self, function: Any, name: str, var: Any) -> None:
         shape = static_shape(var)
         assert shape is not None
-        wide = Placeholder((*shape[:-1], MIN_WIDTH), dtype=var.dtype, name=name)
+        wide = Placeholder((*shape[:-1], MIN_IO_WIDTH), dtype=var.dtype, name=name)
         wide.set_name(name)
         function.placeholder_inputs[name] = wide
         function._input_dict[name] = wide.outputs[0]
@@ -72,14 +70,14 @@ class pad_io_width(AnePass):
         )
         function.replace_uses_of_var_after_op(anchor_op=narrow.op, old_var=var, new_var=narrow)
         self.result.changes.append(
-            f"input {name}: last axis {shape[-1]} padded to {MIN_WIDTH} (sliced back inside)"
+            f"input {name}: last axis {shape[-1]} padded to {MIN_IO_WIDTH} (sliced back inside)"
         )
 
     def _pad_output(self, function: Any, var: Any) -> None:
         shape = static_shape(var)
         assert shape is not None
         # concat with zeros, not ``pad``: pad is disputed on the ANE (op table)
-        zeros = np.zeros((*shape[:-1], MIN_WIDTH - shape[-1]), _numpy_dtype(var))
+        zeros = np.zeros((*shape[:-1], MIN_IO_WIDTH - shape[-1]), _numpy_dtype(var))
         padded = mb.concat(  # appended at the end of the function
             values=[var, zeros], axis=len(shape) - 1, name=f"{var.name}_padded"
         )
@@ -87,5 +85,5 @@ class pad_io_width(AnePass):
         replace_var(function, padded.op, var, padded)
         var.name, padded.name = f"{name}_unpadded", name  # the output keeps its name
         self.result.changes.append(
-            f"output {name}: last axis {shape[-1]} zero-padded to {MIN_WIDTH}"
+            f"output {name}: last axis {shape[-1]} zero-padded to {MIN_IO_WIDTH}"
         )

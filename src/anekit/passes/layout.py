@@ -28,15 +28,8 @@ from coremltools.converters.mil.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 
 from anekit._milgraph import static_shape
+from anekit.ops.groups import FLOAT_BINARY, LAYOUT_REDUCTIONS, UNARY_ELEMENTWISE
 from anekit.passes.graph import is_output
-
-UNARY = frozenset(
-    {"relu", "gelu", "silu", "sigmoid", "tanh", "exp", "sqrt", "rsqrt", "abs", "erf", "clip",
-     "square", "inverse", "log", "floor", "ceil", "round", "sign", "elu", "leaky_relu",
-     "softplus", "identity", "cast"}
-)  # fmt: skip
-BINARY = frozenset({"add", "sub", "mul", "real_div", "maximum", "minimum", "pow"})
-REDUCE = frozenset({"reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_l2_norm"})
 
 
 def _flippable(var: Any) -> bool:
@@ -70,7 +63,7 @@ def is_flip(op: Any) -> bool:
 
 def _data_inputs(op: Any) -> list[Any]:
     """The rank-3 tensors an op computes on (not constants or parameters)."""
-    keys = ("x", "y") if op.op_type in BINARY else ("x",)
+    keys = ("x", "y") if op.op_type in FLOAT_BINARY else ("x",)
     return [op.inputs[key] for key in keys if key in op.inputs and op.inputs[key].val is None]
 
 
@@ -85,9 +78,9 @@ def flexible(op: Any) -> bool:
     data = _data_inputs(op)
     if not data or any(not _flippable(var) or static_shape(var) != shape for var in data):
         return False
-    if op.op_type in UNARY:
+    if op.op_type in UNARY_ELEMENTWISE:
         return True
-    if op.op_type in BINARY:
+    if op.op_type in FLOAT_BINARY:
         rank = op.outputs[0].rank
         return all(var.val is None or np.ndim(var.val) <= rank for var in (op.x, op.y))
     if op.op_type == "layer_norm":
@@ -97,7 +90,7 @@ def flexible(op: Any) -> bool:
         )
     if op.op_type == "softmax":
         return op.inputs["axis"].val is not None
-    if op.op_type in REDUCE:
+    if op.op_type in LAYOUT_REDUCTIONS:
         keep = op.inputs.get("keep_dims")
         return keep is not None and bool(keep.val) and op.inputs["axes"].val is not None
     return False
@@ -179,13 +172,13 @@ def _rebuild(op: Any, physical: dict[int, Any], flipped: bool) -> Any:
         inputs[name] = physical.get(id(var), var)
     if flipped:
         rank = op.outputs[0].rank
-        if op.op_type in BINARY:
+        if op.op_type in FLOAT_BINARY:
             for key in ("x", "y"):
                 if op.inputs[key].val is not None:
                     inputs[key] = _transposed_constant(op.inputs[key].val, rank).astype(
                         np.asarray(op.inputs[key].val).dtype
                     )
-        elif op.op_type in ("layer_norm", *REDUCE):
+        elif op.op_type in ("layer_norm", *LAYOUT_REDUCTIONS):
             axes = [_flip_axis(axis, rank) for axis in op.inputs["axes"].val]
             inputs["axes"] = np.array(axes, np.int32)
         elif op.op_type == "softmax":

@@ -25,20 +25,29 @@ import numpy as np
 from coremltools.converters.mil.mil import Builder as mb
 from coremltools.converters.mil.mil.passes.pass_registry import register_pass
 
-from anekit._milgraph import score_producer
+from anekit.ops.attention import score_producer
+from anekit.ops.groups import LAYOUT
+from anekit.ops.limits import MASK_FILL
 from anekit.passes.base import AnePass
 from anekit.passes.graph import float_dtype, replace_var
 
-MASK_FILL = -1e4
 #: Constant values at or below this are "minus infinity" fills.
 FILL_THRESHOLD = -3e4
 #: Ops through which a constant stays part of an additive mask on its way to a softmax.
-_MASK_PATH = frozenset(
-    {"add", "sub", "mul", "select", "cast", "reshape", "expand_dims", "squeeze", "transpose",
-     "tile", "fill", "identity", "minimum", "maximum"}
-)  # fmt: skip
+_MASK_PATH = LAYOUT | {
+    "add",
+    "sub",
+    "mul",
+    "select",
+    "cast",
+    "tile",
+    "fill",
+    "identity",
+    "minimum",
+    "maximum",
+}
 #: Ops through which a function input stays "a mask given at run time".
-_CARRIERS = frozenset({"cast", "reshape", "expand_dims", "squeeze", "transpose", "identity"})
+_CARRIERS = LAYOUT | {"cast", "identity"}
 
 
 def _softmax_masks(function: Any) -> list[tuple[Any, Any, int]]:

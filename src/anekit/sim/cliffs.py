@@ -11,18 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from anekit._milgraph import per_head_elements, score_producer
+from anekit.ops.attention import per_head_elements, score_producer
+from anekit.ops.groups import MATMUL_LIKE
+from anekit.ops.limits import ATTENTION_SCORE_LIMIT, MATMUL_SATURATION
 
-#: Above this, matmul-like outputs saturate on the ANE (about fp16 max / 2).
-MATMUL_SATURATION = 32752.0
 #: Below this, log/rsqrt inputs return ±inf on the ANE.
 SMALL_LOG_INPUT = 7.63e-6
-#: Per-head attention score tensors of this many elements or more go wrong.
-ATTENTION_SCORE_LIMIT = 2**20
 #: Pre-A16 width-offset slices saturate above this magnitude.
 WIDTH_SLICE_LIMIT = 4094.0
-
-MATMUL_OPS = frozenset({"matmul", "linear", "conv", "conv_transpose", "einsum"})
 
 Finding = tuple[str, str]
 
@@ -31,7 +27,7 @@ def check(op: Any, inputs: Mapping[str, Any], max_abs: float) -> list[Finding]:
     """The cliff rules that fire on ``op``."""
     findings: list[Finding] = []
     op_type = op.op_type
-    if op_type in MATMUL_OPS and max_abs > MATMUL_SATURATION:
+    if op_type in MATMUL_LIKE and max_abs > MATMUL_SATURATION:
         findings.append(
             (
                 "ane.matmul_saturation",

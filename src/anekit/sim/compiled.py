@@ -26,10 +26,9 @@ from typing import Any
 import numpy as np
 
 from anekit._milgraph import numpy_dtype
+from anekit.ops.groups import PERMUTES, VALUE_PRESERVING
 from anekit.ops.lowering import (
     LOWERINGS,
-    MOVES,
-    PERMUTES,
     Lowering,
     NotLowerable,
     OpRecord,
@@ -95,7 +94,7 @@ def compile_function(func: Any, numerics: Numerics) -> CompiledFunction:
         for var, name in zip(op.outputs, outputs, strict=True):
             dtype = numpy_dtype(var)
             if dtype is not None and dtype.kind == "f":
-                if op.op_type not in MOVES:
+                if op.op_type not in VALUE_PRESERVING:
                     name = low.store(name)
                 source = op.inputs.get("x")
                 if op.op_type in PERMUTES and source is not None and id(source) in low.summaries:

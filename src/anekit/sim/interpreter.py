@@ -20,49 +20,11 @@ import numpy as np
 from anekit import _miltext
 from anekit._milgraph import numpy_dtype, static_shape
 from anekit.errors import ProgramError, UnsupportedOpError
+from anekit.ops.groups import CONSTANT, VALUE_PRESERVING
 from anekit.ops.numerics import Numerics
 from anekit.sim import cliffs
 from anekit.sim.registry import REGISTRY, OpContext, supported_ops
 from anekit.sim.report import NumericsFinding, NumericsReport, OpStats
-
-#: Ops whose float outputs are some of their float inputs' values, moved or selected:
-#: inputs already stored as fp16 need no rounding again.
-VALUE_PRESERVING = frozenset(
-    {
-        "reshape",
-        "transpose",
-        "expand_dims",
-        "squeeze",
-        "slice_by_index",
-        "slice_by_size",
-        "concat",
-        "stack",
-        "split",
-        "tile",
-        "reverse",
-        "gather",
-        "gather_along_axis",
-        "gather_nd",
-        "identity",
-        "select",
-        "reduce_max",
-        "reduce_min",
-        "maximum",
-        "minimum",
-        "abs",
-        "relu",
-        "flatten2d",
-        "depth_to_space",
-        "space_to_depth",
-        "pixel_shuffle",
-        "pixel_unshuffle",
-    }
-)
-
-#: Ops whose value does not depend on the program's inputs.
-CONSTANT_OPS = frozenset({"const"}) | frozenset(
-    name for name in REGISTRY if name.startswith("constexpr_")
-)
 
 _CONSTANTS: weakref.WeakKeyDictionary[Any, dict[str, tuple[Any, ...]]] = weakref.WeakKeyDictionary()
 
@@ -175,7 +137,7 @@ class _Run:
     # -- execution --------------------------------------------------------------------
 
     def execute(self, index: int, op: Any) -> None:
-        if op.op_type in CONSTANT_OPS:
+        if op.op_type in CONSTANT:
             self._constant(op)
         else:
             self._compute(op)
@@ -315,7 +277,7 @@ class _Run:
         stats = origin.stats
         if self.report.first_nonfinite is None:
             self.report.first_nonfinite = stats
-        if stats.op_type in CONSTANT_OPS or stats.op_type == "input":
+        if stats.op_type in CONSTANT or stats.op_type == "input":
             self.report.ops.append(stats)
         self.report.warnings.append(
             NumericsFinding(

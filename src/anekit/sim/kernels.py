@@ -22,7 +22,9 @@ import numpy as np
 from scipy import special
 
 from anekit.onnxgraph import MIN_SIZE, Graph, run_elementwise
+from anekit.ops import composites
 from anekit.ops.fp16 import round_fp16
+from anekit.ops.spaces import GraphSpace
 
 #: GEMMs of fewer multiply-adds than this run in NumPy.
 MIN_GEMM_WORK = 1 << 20
@@ -99,18 +101,11 @@ def matmul(a: np.ndarray, b: np.ndarray, *, rounded: bool = False) -> np.ndarray
 
 @functools.cache
 def _softmax(rank: int, axis: int, fp16: bool) -> Any:
-    """softmax along ``axis`` as the simulator defines it: max-subtract, exp, sum
-    (accumulated in fp32), divide; in fp16 every intermediate is stored rounded."""
+    """The simulator's softmax (:func:`anekit.ops.composites.softmax`) as one session;
+    in fp16 every intermediate and the result are stored rounded."""
     graph = Graph("softmax")
-
-    def store(value: str) -> str:
-        return graph.rounded(value) if fp16 else value
-
-    x = graph.input("x", rank)
-    peak = graph.reduce("ReduceMax", x, [axis], keepdims=True)
-    exps = store(graph.node("Exp", store(graph.node("Sub", x, peak))))
-    total = store(graph.node("ReduceSum", exps, graph.constant([axis]), keepdims=1))
-    return graph.session(store(graph.node("Div", exps, total)))
+    space = GraphSpace(graph, fp16=fp16)
+    return graph.session(space.store(composites.softmax(space, graph.input("x", rank), axis)))
 
 
 def softmax(x: np.ndarray, axis: int, *, rounded: bool) -> np.ndarray | None:

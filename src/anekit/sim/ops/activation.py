@@ -4,12 +4,13 @@ option), which is how a fully masked row with -inf scores turns into NaN."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 from scipy import special
 
+from anekit.ops import composites
+from anekit.ops.spaces import NumpySpace
 from anekit.sim import kernels
 from anekit.sim.ops._util import axis_of, errstate, parallel
 from anekit.sim.registry import OpContext, register
@@ -35,48 +36,9 @@ def silu(ctx: OpContext, x: Any) -> Any:
     return parallel(lambda v: v * special.expit(v), x)
 
 
-_SQRT_HALF = np.float32(math.sqrt(0.5))
-_SQRT_2_OVER_PI = np.float32(math.sqrt(2.0 / math.pi))
-
-
-def _gelu_exact(x: np.ndarray) -> np.ndarray:
-    result = kernels.erf(x * _SQRT_HALF)
-    result += 1
-    result *= x
-    result *= 0.5
-    return np.asarray(result)
-
-
-def _gelu_tanh(x: np.ndarray) -> np.ndarray:
-    inner = x * x
-    inner *= np.float32(0.044715)
-    inner += 1
-    inner *= x
-    inner *= _SQRT_2_OVER_PI
-    result: np.ndarray = np.tanh(inner)
-    result += 1
-    result *= x
-    result *= 0.5
-    return result
-
-
-def _gelu_sigmoid(x: np.ndarray) -> np.ndarray:
-    return np.asarray(x * special.expit(np.float32(1.702) * x))
-
-
-_GELU = {
-    "EXACT": _gelu_exact,
-    "TANH_APPROXIMATION": _gelu_tanh,
-    "SIGMOID_APPROXIMATION": _gelu_sigmoid,
-}
-
-
 @register("gelu")
 def gelu(ctx: OpContext, x: Any, mode: Any = "EXACT") -> Any:
-    function = _GELU.get(str(mode))
-    if function is None:
-        raise ValueError(f"gelu: unknown mode {mode!r}")
-    return function(np.asarray(x, np.float32))
+    return composites.gelu(_space(ctx, rounding=False), np.asarray(x, np.float32), str(mode))
 
 
 @register("softplus")
@@ -148,7 +110,9 @@ def softmax(ctx: OpContext, x: Any, axis: Any) -> Any:
         ctx.stored = numerics.fp16
         return fused
     with errstate():
-        shifted = numerics.round(x - np.max(x, axis=axis_index, keepdims=True))
-        exps = numerics.round(parallel(np.exp, shifted))
-        total = numerics.round(numerics.internal_sum(exps, (axis_index,), True))
-        return exps / total
+        return composites.softmax(_space(ctx, rounding=numerics.fp16), x, axis_index)
+
+
+def _space(ctx: OpContext, *, rounding: bool) -> NumpySpace:
+    """NumPy with the simulator's kernels; ``rounding``: store intermediates as fp16."""
+    return NumpySpace(rounding=rounding, exp=lambda v: parallel(kernels.exp, v), erf=kernels.erf)

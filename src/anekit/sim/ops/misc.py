@@ -8,20 +8,12 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from anekit.ops import composites
 from anekit.ops.conv import conv_padding
+from anekit.ops.groups import CONSTEXPR
+from anekit.ops.spaces import NumpySpace
 from anekit.sim.ops._util import errstate
 from anekit.sim.registry import OpContext, register
-
-#: Compile-time (constexpr) weight ops; coremltools defines how each decompresses.
-CONSTEXPR_OPS = (
-    "constexpr_affine_dequantize",
-    "constexpr_cast",
-    "constexpr_lut_to_dense",
-    "constexpr_sparse_to_dense",
-    "constexpr_blockwise_shift_scale",
-    "constexpr_lut_to_sparse",
-    "constexpr_sparse_blockwise_shift_scale",
-)
 
 
 @register("const")
@@ -29,7 +21,7 @@ def const(ctx: OpContext, **_: Any) -> Any:
     return ctx.op.outputs[0].val
 
 
-@register(*CONSTEXPR_OPS)
+@register(*sorted(CONSTEXPR))
 def constexpr(ctx: OpContext, **_: Any) -> Any:
     """Materialize a compressed weight with coremltools' own decompression."""
     return ctx.op.materialized_val_inference()
@@ -111,9 +103,6 @@ def scaled_dot_product_attention(
                 scores = np.where(attn_mask, scores, -np.inf).astype(np.float32)
             else:
                 scores = numerics.round(scores + attn_mask)
-        shifted = numerics.round(scores - scores.max(axis=-1, keepdims=True))
-        exps = numerics.round(np.exp(shifted))
-        weights = numerics.round(
-            exps / numerics.round(numerics.internal_sum(exps, (np.ndim(exps) - 1,), True))
-        )
+        space = NumpySpace(rounding=numerics.fp16)
+        weights = space.store(composites.softmax(space, scores, np.ndim(scores) - 1))
         return np.matmul(weights, value)

@@ -6,7 +6,7 @@ deviation from the mean exceeds 256 (256² = 65536 > 65504) or the sum of square
 deviations over the normalized axes exceeds 65504 (384 channels with an RMS
 deviation above 13), as semlith reports (shared/seeds/000: "the sum of squares
 stays in range" was the fix); the op notes it (rule ``sim.internal_overflow``).
-Internal sums accumulate in fp32 and are rounded once (``Numerics.internal_sum``).
+Internal sums accumulate in fp32 and are rounded once (:mod:`anekit.ops.composites`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from anekit.ops import composites
+from anekit.ops.spaces import NumpySpace
 from anekit.sim.ops._util import axes_of, broadcastable, errstate
 from anekit.sim.registry import OpContext, register
 
@@ -29,18 +31,12 @@ def _check_variance(ctx: OpContext, x: Any, variance: Any, what: str) -> None:
 
 
 def _normalize(ctx: OpContext, x: Any, axes: tuple[int, ...], epsilon: Any, what: str) -> Any:
-    numerics = ctx.numerics
-    count = np.float32(int(np.prod([np.shape(x)[axis] for axis in axes], dtype=np.int64)))
+    count = int(np.prod([np.shape(x)[axis] for axis in axes], dtype=np.int64))
+    space = NumpySpace(rounding=ctx.numerics.fp16)
     with errstate():
-        mean = numerics.round(numerics.round(numerics.internal_sum(x, axes, True)) / count)
-        centred = numerics.round(x - mean)
-        squares = numerics.round(centred * centred)
-        variance = numerics.round(
-            numerics.round(numerics.internal_sum(squares, axes, True)) / count
-        )
-        _check_variance(ctx, x, variance, what)
-        scale = numerics.round(np.sqrt(numerics.round(variance + epsilon)))
-        return numerics.round(centred / scale)
+        result, variance = composites.normalize(space, x, axes, count, epsilon)
+    _check_variance(ctx, x, variance, what)
+    return result
 
 
 @register("layer_norm")
@@ -54,12 +50,13 @@ def layer_norm(
 ) -> Any:
     chosen = axes_of(axes, np.ndim(x))
     result = _normalize(ctx, x, chosen, epsilon, "layer_norm")
+
+    def param(value: Any) -> Any:
+        return None if value is None else broadcastable(value, np.ndim(x), chosen)
+
     with errstate():
-        if gamma is not None:
-            result = ctx.numerics.round(result * broadcastable(gamma, np.ndim(x), chosen))
-        if beta is not None:
-            result = result + broadcastable(beta, np.ndim(x), chosen)
-    return result
+        space = NumpySpace(rounding=ctx.numerics.fp16)
+        return composites.affine(space, result, param(gamma), param(beta))
 
 
 @register("instance_norm")
@@ -97,9 +94,10 @@ def batch_norm(
 def l2_norm(ctx: OpContext, x: Any, epsilon: Any = 1e-6) -> Any:
     # MIL normalizes over the last three axes (rank-3 inputs: over all of them).
     axes = tuple(range(max(np.ndim(x) - 3, 0), np.ndim(x)))
+    space = NumpySpace(rounding=ctx.numerics.fp16)
     with errstate():
-        squares = ctx.numerics.round(np.asarray(x) * x)
-        total = ctx.numerics.round(ctx.numerics.internal_sum(squares, axes, True))
+        squares = space.store(space.mul(x, x))
+        total = space.store(space.sum(squares, axes))
         return x / np.sqrt(total + epsilon)
 
 

@@ -1,0 +1,89 @@
+"""Groups of MIL op types, each defined once: passes, the placement rules, the
+simulator and its cliff checks ask these instead of keeping their own sets."""
+
+from __future__ import annotations
+
+#: Ops that multiply-accumulate over an input axis (conv, matmul and kin): the ANE's
+#: layer ops, accumulated in fp32 and rounded once in the simulator.
+MATMUL_LIKE = frozenset({"matmul", "linear", "conv", "conv_transpose", "einsum"})
+
+#: Elementwise ops with two broadcasting operands ``x`` and ``y``.
+BINARY_ELEMENTWISE = frozenset(
+    {"add", "sub", "mul", "real_div", "maximum", "minimum", "pow", "floor_div", "mod",
+     "equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
+     "logical_and", "logical_or", "logical_xor"}
+)  # fmt: skip
+
+#: The four arithmetic binaries (what may sit between an attention score matmul and
+#: its softmax, and what a mask or a scale passes through).
+ARITHMETIC = frozenset({"add", "sub", "mul", "real_div"})
+
+#: Float binaries that keep a (B, C, 1, S) layout when both sides have it.
+FLOAT_BINARY = ARITHMETIC | {"maximum", "minimum", "pow"}
+
+#: Float unaries applied value by value (shape and layout kept).
+UNARY_ELEMENTWISE = frozenset(
+    {"relu", "gelu", "silu", "sigmoid", "tanh", "exp", "sqrt", "rsqrt", "abs", "erf", "clip",
+     "square", "inverse", "log", "floor", "ceil", "round", "sign", "elu", "leaky_relu",
+     "softplus", "identity", "cast"}
+)  # fmt: skip
+
+#: Reductions the layout passes carry through (axes remapped).
+LAYOUT_REDUCTIONS = frozenset(
+    {"reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_l2_norm"}
+)
+
+#: Ops that only change a tensor's shape or axis order.
+LAYOUT = frozenset({"reshape", "transpose", "expand_dims", "squeeze"})
+
+#: Ops whose output holds exactly their input's values, rearranged.
+PERMUTES = LAYOUT | {"identity"}
+
+#: Ops whose float outputs are some of their float inputs' values, moved or selected:
+#: a value already stored as fp16 is not rounded again (the rounding list of the
+#: interpreter and of the compiled engine).
+VALUE_PRESERVING = PERMUTES | frozenset(
+    {"slice_by_index", "slice_by_size", "concat", "stack", "split", "tile", "reverse",
+     "gather", "gather_along_axis", "gather_nd", "select", "reduce_max", "reduce_min",
+     "maximum", "minimum", "abs", "relu", "flatten2d", "depth_to_space", "space_to_depth",
+     "pixel_shuffle", "pixel_unshuffle"}
+)  # fmt: skip
+
+#: Compile-time (constexpr) weight ops; coremltools defines how each decompresses.
+CONSTEXPR = frozenset(
+    {"constexpr_affine_dequantize", "constexpr_cast", "constexpr_lut_to_dense",
+     "constexpr_sparse_to_dense", "constexpr_blockwise_shift_scale",
+     "constexpr_lut_to_sparse", "constexpr_sparse_blockwise_shift_scale"}
+)  # fmt: skip
+
+#: Ops whose value does not depend on the program's inputs.
+CONSTANT = frozenset({"const"}) | CONSTEXPR
+
+#: Ops that read or write model state.
+STATE = frozenset({"read_state", "coreml_update_state", "slice_update"})
+
+#: Control flow and the list ops that go with it.
+CONTROL_FLOW = frozenset(
+    {"cond", "while_loop", "make_list", "list_length", "list_read", "list_write", "list_gather",
+     "list_scatter"}
+)  # fmt: skip
+
+#: Shape plumbing: ops that make index or shape tensors rather than activations.
+PLUMBING = frozenset({"shape", "range_1d", "fill", "fill_like"})
+
+__all__ = [
+    "ARITHMETIC",
+    "BINARY_ELEMENTWISE",
+    "CONSTANT",
+    "CONSTEXPR",
+    "CONTROL_FLOW",
+    "FLOAT_BINARY",
+    "LAYOUT",
+    "LAYOUT_REDUCTIONS",
+    "MATMUL_LIKE",
+    "PERMUTES",
+    "PLUMBING",
+    "STATE",
+    "UNARY_ELEMENTWISE",
+    "VALUE_PRESERVING",
+]

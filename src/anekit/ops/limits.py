@@ -1,0 +1,41 @@
+"""The ANE's limits and conventions, each stated once with its source.
+
+Sources are in shared/docs/ane-knowledge.md (cited as §section rule) and
+prior-art.md; every pass, rule, cliff check and model that needs one imports it here.
+"""
+
+from __future__ import annotations
+
+#: The largest finite float16 value.
+FP16_MAX = 65504.0
+
+#: Per-head attention score tensors of this many elements or more are computed wrongly
+#: on the ANE (prior-art.md §1.4, eeane ``attention_split.py``): attention is split so
+#: that no score tensor reaches it.
+ATTENTION_SCORE_LIMIT = 2**20
+
+#: The additive mask value: finite in fp16 (several masks add up to -2e4, still
+#: finite), exp(-1e4) = 0 in fp16 and fp32; -inf gives NaN on fully masked rows
+#: (ane-knowledge.md §2.1 rule 5; Apple's ml-ane-transformers).
+MASK_FILL = -1e4
+
+#: Narrowest last axis the ANE reads reliably: 32 fp16 values = 64 bytes, the row
+#: stride's alignment (ane-knowledge.md §2 rules 10 and 11: runtime inputs need W >= 32).
+MIN_IO_WIDTH = 32
+
+#: On-chip SRAM: weights beyond about 32 MB spill to DRAM (ane-knowledge.md §2 rule 18).
+SRAM_BYTES = 32 * 2**20
+
+#: Matmul-like outputs above this saturate to inf on the ANE, about fp16 max / 2 (M2 Pro,
+#: M5; aneforge docs/numeric-cliffs.md, prior-art.md §1.7).
+MATMUL_SATURATION = 32752.0
+
+
+__all__ = [
+    "ATTENTION_SCORE_LIMIT",
+    "FP16_MAX",
+    "MASK_FILL",
+    "MATMUL_SATURATION",
+    "MIN_IO_WIDTH",
+    "SRAM_BYTES",
+]
