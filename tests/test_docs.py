@@ -90,3 +90,33 @@ def test_placement_doc_cites_only_what_exists() -> None:
         path for path in cited if not (DOCS / path).exists() and not (ROOT / path).exists()
     )
     assert not missing, f"docs/placement.md cites {missing}, which are not in the repository"
+
+
+def test_architecture_cites_files_that_exist() -> None:
+    cited = _cited_paths((DOCS / "architecture.md").read_text())
+    assert "src/anekit/ops/composites.py" in cited
+    bases = (ROOT, DOCS, ROOT / "src" / "anekit")
+    missing = sorted(path for path in cited if not any((base / path).exists() for base in bases))
+    assert not missing, f"docs/architecture.md cites {missing}, which are not in the repository"
+
+
+def test_architecture_lists_every_layer_of_the_import_contract() -> None:
+    """The layer table names each package of the layers contract, in its order."""
+    import tomllib
+
+    settings = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (layers,) = [c["layers"] for c in settings["contracts"] if c["type"] == "layers"]
+    table = (DOCS / "architecture.md").read_text().split("## Layers", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    named = [re.findall(r"`([\w.]+)`", row.split("|")[1]) for row in rows]
+    order = [name for names in named for name in names]
+    packages = [name.strip() for layer in layers for name in layer.split("|")]
+    packages = [name for name in packages if not name.startswith("_")]
+    for package in packages:
+        if package in ("specs", "dtypes", "errors", "config"):
+            assert package in table, f"docs/architecture.md's core row misses {package}"
+            continue
+        assert package in order, f"docs/architecture.md's layer table misses {package}"
+    listed = [name for name in order if name in packages]
+    expected = [name for name in packages if name in listed]
+    assert listed == expected, "docs/architecture.md lists the layers in another order"
