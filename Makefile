@@ -35,8 +35,10 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
+# Two workers (CI has 2 cores); each test file stays on one worker, so that its
+# module fixtures are built once. Built model packages are shared by both.
 pytest: install
-	ANEKIT_REQUIRE_TORCH=1 $(BIN)/pytest -q
+	ANEKIT_REQUIRE_TORCH=1 $(BIN)/pytest -q -n 2 --dist loadfile
 
 test: lint typecheck pytest
 

@@ -136,13 +136,15 @@ def test_a_package_from_other_weights_is_refused(fp16: Embedder, tmp_path: Any) 
     import shutil
 
     from anekit.errors import ModelError
+    from anekit.models.encoders import SimEncoder, load_model, open_encoder
 
     copy = tmp_path / "other.mlpackage"
     shutil.copytree(fp16.package().path, copy)
-    other = Embedder(backend="sim", package=copy)
-    object.__setattr__(other, "weights", dataclasses.replace(other.weights, digest="0" * 64))
+    weights = dataclasses.replace(load_model(None).weights, digest="0" * 64)
+    other = open_encoder("sim", package=copy, weights=weights)
+    assert isinstance(other, SimEncoder)
     with pytest.raises(ModelError, match="other weights"):
-        other.package()
+        other.package  # noqa: B018 (found on first use)
 
 
 @pytest.mark.macos

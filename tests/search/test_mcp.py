@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -104,6 +106,58 @@ def test_mcp_over_stdio_with_the_sdk_client(tmp_path: Path) -> None:
     (status,) = seen["status"]["roots"]
     assert status["files"] == 2 and status["indexing"]["state"] == "done"
     assert "Input should be 'hybrid', 'vector' or 'keyword'" in seen["bad_mode"]["error"]
+
+
+class _ScriptedIndex:
+    """Stands in for search.index.Index in SearchService: each update waits for its
+    release, then reports the number of the run as its count of indexed files."""
+
+    runs: ClassVar[list[threading.Event]] = []
+
+    def __init__(self, root: Path, **_: Any) -> None:
+        self.root = root
+
+    def __enter__(self) -> _ScriptedIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def update(self, progress: Any = None) -> Any:
+        from anekit.search.index import IndexSummary
+
+        release = threading.Event()
+        _ScriptedIndex.runs.append(release)
+        release.wait(30)
+        return IndexSummary(files=2, indexed=len(_ScriptedIndex.runs))
+
+
+def test_a_run_reported_as_running_is_reported_when_done_not_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent that saw "running" and calls index again gets that run's summary, even
+    when the run ended in between; only the call after that starts a new run."""
+    from anekit.search import server
+
+    monkeypatch.setattr(server, "Index", _ScriptedIndex)
+    monkeypatch.setattr(_ScriptedIndex, "runs", [])
+    service = server.SearchService([_repo(tmp_path / "repo")])
+    first = service.index(budget_seconds=0)
+    assert first["state"] == "running"
+    while not _ScriptedIndex.runs:
+        time.sleep(0.01)
+    _ScriptedIndex.runs[0].set()
+    (run,) = service._runs.values()
+    assert run.finished.wait(10)
+    again = service.index(budget_seconds=0)
+    assert again["state"] == "done" and again["summary"]["indexed"] == 1  # the first run
+    assert len(_ScriptedIndex.runs) == 1
+    third = service.index(budget_seconds=0)  # reported: this call starts a new run
+    assert third["state"] == "running"
+    while len(_ScriptedIndex.runs) < 2:
+        time.sleep(0.01)
+    _ScriptedIndex.runs[1].set()
+    assert service.index(budget_seconds=10)["summary"]["indexed"] == 2
 
 
 def test_read_never_leaves_the_served_roots(tmp_path: Path) -> None:

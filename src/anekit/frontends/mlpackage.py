@@ -9,6 +9,7 @@ from pathlib import Path
 
 from anekit._mlpackage import read_program, read_spec
 from anekit.errors import ProgramError
+from anekit.package.multifunction import IO_WIDTHS_KEY
 from anekit.program import CompiledProgram
 
 
@@ -26,11 +27,14 @@ def load_package(path: str | os.PathLike[str], *, function: str | None = None) -
     outputs = list(chosen.outputs)
     metadata = dict(spec.description.metadata.userDefined)
     try:
-        io_widths = {
-            str(k): int(v) for k, v in json.loads(metadata.get("anekit.io_widths", "{}")).items()
-        }
+        # A multifunction package records each function's; a single function, its own.
+        per_function = json.loads(metadata.get(IO_WIDTHS_KEY, "{}"))
+        widths = per_function.get(name) if per_function else None
+        if widths is None:
+            widths = json.loads(metadata.get("anekit.io_widths", "{}"))
+        io_widths = {str(k): int(v) for k, v in widths.items()}
     except (ValueError, AttributeError) as error:
-        raise ProgramError(f"{path}: unreadable anekit.io_widths metadata: {error}") from error
+        raise ProgramError(f"{path}: unreadable io widths metadata: {error}") from error
     return CompiledProgram(
         program,
         function_name=name,

@@ -13,8 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -121,20 +119,6 @@ def trace_bucket(config: EncoderConfig, weights: Weights, sequence: int) -> Any:
     )
 
 
-def _quantized(model: Any) -> Any:
-    import coremltools.optimize.coreml as cto
-
-    from anekit._coremltools import quiet_passes
-
-    settings = cto.OptimizationConfig(
-        global_config=cto.OpLinearQuantizerConfig(
-            mode="linear_symmetric", dtype="int8", granularity="per_channel"
-        )
-    )
-    with quiet_passes():
-        return cto.linear_quantize_weights(model, settings)
-
-
 def build_package(
     model: str | Path | None = None,
     *,
@@ -155,51 +139,38 @@ def build_package(
     target = out if out is not None else default_path(model_id, weights, variant)
     if target.suffix != ".mlpackage":
         raise ModelError(f"{target}: a package path must end in .mlpackage")
-    from anekit._coremltools import ct, quiet_passes
+    from anekit.package import save_functions
 
     report = progress or (lambda message: _log.info(message))
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="anekit-build-") as scratch:
-        descriptor = ct.utils.MultiFunctionDescriptor()
-        for size in sizes:
-            report(f"bucket {BATCH}x{size}: tracing and saving ({variant})")
-            mlmodel = trace_bucket(config, weights, size).to_mlmodel()
-            if variant == "int8":
-                mlmodel = _quantized(mlmodel)
-            path = Path(scratch) / f"{function_name(size)}.mlpackage"
-            mlmodel.save(str(path))
-            descriptor.add_function(
-                str(path), src_function_name="main", target_function_name=function_name(size)
-            )
-        default = min(sizes, key=lambda size: abs(size - config.max_length))
-        descriptor.default_function_name = function_name(default)
-        combined = Path(scratch) / "combined.mlpackage"
-        report(f"combining {len(sizes)} buckets (shared weights)")
-        with quiet_passes():
-            ct.utils.save_multifunction(descriptor, str(combined))
-        package = ct.models.MLModel(str(combined), skip_model_load=True)
-        info = PackageInfo(
-            path=target,
-            model=model_id,
-            variant=variant,
-            weights_sha256=weights.digest,
-            buckets=sizes,
-            batch=BATCH,
-            hidden_size=config.hidden_size,
-            pooling=config.pooling,
-            normalize=config.normalize,
-            anekit_version=__version__,
-        )
-        metadata = {f"anekit.{key}": value for key, value in _metadata(info).items()}
-        for key, value in metadata.items():
-            package.user_defined_metadata[key] = value
-        package.short_description = f"{model_id} embeddings ({variant}), built by anekit"
-        partial = target.with_name(target.stem + ".partial.mlpackage")
-        shutil.rmtree(partial, ignore_errors=True)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        package.save(str(partial))
-        shutil.rmtree(target, ignore_errors=True)
-        partial.replace(target)
+
+    def traced() -> Iterator[tuple[str, Any]]:
+        for size in sizes:  # one bucket in memory at a time
+            report(f"bucket {BATCH}x{size}: tracing")
+            yield function_name(size), trace_bucket(config, weights, size)
+
+    default = min(sizes, key=lambda size: abs(size - config.max_length))
+    info = PackageInfo(
+        path=target,
+        model=model_id,
+        variant=variant,
+        weights_sha256=weights.digest,
+        buckets=sizes,
+        batch=BATCH,
+        hidden_size=config.hidden_size,
+        pooling=config.pooling,
+        normalize=config.normalize,
+        anekit_version=__version__,
+    )
+    save_functions(
+        traced(),
+        target,
+        default=function_name(default),
+        weights=variant,
+        metadata={f"anekit.{key}": value for key, value in _metadata(info).items()},
+        description=f"{model_id} embeddings ({variant}), built by anekit",
+        progress=report,
+    )
     report(f"built {target} in {time.perf_counter() - started:.1f} s")
     return info
 

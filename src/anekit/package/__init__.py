@@ -1,1 +1,7 @@
-"""Writing programs out: ONNX for ONNX Runtime (``onnx_emitter``)."""
+"""Writing programs out: several functions as one multifunction ``.mlpackage`` with
+shared and optionally compressed weights (:func:`save_functions`), and ONNX for ONNX
+Runtime (:mod:`~anekit.package.onnx_emitter`)."""
+
+from anekit.package.multifunction import WEIGHTS, save_functions
+
+__all__ = ["WEIGHTS", "save_functions"]

@@ -48,6 +48,9 @@ class _Run:
     summary: IndexSummary | None = None
     error: str | None = None
     finished: threading.Event = field(default_factory=threading.Event)
+    #: Whether an index call has returned its end (a run first seen running is reported
+    #: by the next call, not replaced by a new run).
+    reported: bool = False
 
 
 class SearchService:
@@ -223,10 +226,12 @@ class SearchService:
         budget = min(max(budget_seconds, 0.0), INDEX_BUDGET_MAX)
         with self._lock:
             run = self._runs.get(where)
-            if run is None or run.finished.is_set():
+            if run is None or (run.finished.is_set() and run.reported):
                 run = self._start(where)
         run.finished.wait(budget)
-        return {"root": str(where), **_run_state(run)}
+        state = _run_state(run)
+        run.reported = state["state"] != "running"
+        return {"root": str(where), **state}
 
     def _start(self, root: Path) -> _Run:
         def work() -> None:

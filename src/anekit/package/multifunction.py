@@ -1,0 +1,138 @@
+"""Several functions saved as one multifunction ``.mlpackage`` with shared weights.
+
+Static shapes serve variable sizes through buckets: one function per shape, all in one
+package, whose identical weights coremltools stores once (``MultiFunctionDescriptor``
+and ``save_multifunction``; ane-knowledge.md, Apple's "Multifunction models"). Weights
+are compressed per function before the functions are combined, as coremltools'
+documentation advises, so that the combined package still shares them.
+
+>>> import numpy as np, anekit
+>>> from anekit.package import save_functions
+>>> buckets = {f"seq{n}": anekit.compile(np.tanh, np.zeros((1, 64, 1, n), np.float16))
+...            for n in (128, 256)}
+>>> save_functions(buckets, "tanh.mlpackage", default="seq128")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from anekit.errors import ProgramError
+
+#: Weight formats: as the program holds them (fp16 after coremltools' fp16 pipeline),
+#: int8 per output channel (linear symmetric), or a 4/6/8-bit k-means palette.
+WEIGHTS = ("fp16", "int8", "palettize4", "palettize6", "palettize8")
+#: Metadata key holding each function's widened inputs and outputs (name -> width).
+IO_WIDTHS_KEY = "anekit.function_io_widths"
+
+
+class SavableFunction(Protocol):
+    """What a function must offer: a Core ML model of itself (a ``CompiledProgram``)."""
+
+    @property
+    def io_widths(self) -> dict[str, int]:
+        """Inputs and outputs a pass widened: name -> the width callers see."""
+        ...
+
+    def to_mlmodel(self) -> Any: ...
+
+
+def compressed(model: Any, weights: str) -> Any:
+    """``model`` (a coremltools ``MLModel``) with its weights in the ``weights`` format."""
+    if weights not in WEIGHTS:
+        raise ProgramError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
+    if weights == "fp16":
+        return model
+    import coremltools.optimize.coreml as cto
+
+    from anekit._coremltools import quiet_passes
+
+    if weights == "int8":
+        op_config: Any = cto.OpLinearQuantizerConfig(
+            mode="linear_symmetric", dtype="int8", granularity="per_channel"
+        )
+        settings = cto.OptimizationConfig(global_config=op_config)
+        with quiet_passes():
+            return cto.linear_quantize_weights(model, settings)
+    bits = int(weights.removeprefix("palettize"))
+    op_config = cto.OpPalettizerConfig(mode="kmeans", nbits=bits)
+    with quiet_passes():
+        return cto.palettize_weights(model, cto.OptimizationConfig(global_config=op_config))
+
+
+def save_functions(
+    functions: Mapping[str, SavableFunction] | Iterable[tuple[str, SavableFunction]],
+    path: str | Path,
+    *,
+    default: str | None = None,
+    weights: str = "fp16",
+    metadata: Mapping[str, str] | None = None,
+    description: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
+    """Save ``functions`` (name -> ``CompiledProgram``, or ``(name, program)`` pairs, which
+    may come from a generator: each is converted and let go before the next is made) as
+    one ``.mlpackage`` at ``path``.
+
+    Identical weights are stored once. ``default`` names the default function (the
+    first otherwise); ``weights`` is ``fp16``, ``int8`` or ``palettize4``/``6``/``8``;
+    ``metadata`` adds user-defined metadata. The package is written next to ``path``
+    and moved into place whole, so a reader never sees half a package.
+    """
+    target = Path(path)
+    if target.suffix != ".mlpackage":
+        raise ProgramError(f"{target}: a package path must end in .mlpackage")
+    if weights not in WEIGHTS:
+        raise ProgramError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
+    pairs = functions.items() if isinstance(functions, Mapping) else functions
+    from anekit._coremltools import ct, quiet_passes
+
+    report = progress or (lambda message: None)
+    with tempfile.TemporaryDirectory(prefix="anekit-package-") as scratch:
+        descriptor = ct.utils.MultiFunctionDescriptor()
+        names: list[str] = []
+        widths: dict[str, dict[str, int]] = {}
+        for name, function in pairs:
+            if name in names:
+                raise ProgramError(f"two functions are named {name!r}")
+            report(f"function {name}: saving ({weights})")
+            single = Path(scratch) / f"f{len(names)}.mlpackage"
+            compressed(function.to_mlmodel(), weights).save(str(single))
+            descriptor.add_function(
+                str(single), src_function_name="main", target_function_name=name
+            )
+            names.append(name)
+            if function.io_widths:
+                widths[name] = dict(function.io_widths)
+        if not names:
+            raise ProgramError("save_functions needs at least one function")
+        chosen = default if default is not None else names[0]
+        if chosen not in names:
+            raise ProgramError(f"default function {chosen!r} is not among {', '.join(names)}")
+        descriptor.default_function_name = chosen
+        combined = Path(scratch) / "combined.mlpackage"
+        report(f"combining {len(names)} functions (shared weights)")
+        with quiet_passes():
+            ct.utils.save_multifunction(descriptor, str(combined))
+        package = ct.models.MLModel(str(combined), skip_model_load=True)
+        if widths:
+            package.user_defined_metadata[IO_WIDTHS_KEY] = json.dumps(widths, sort_keys=True)
+        for key, value in (metadata or {}).items():
+            package.user_defined_metadata[key] = value
+        if description is not None:
+            package.short_description = description
+        partial = target.with_name(target.stem + ".partial.mlpackage")
+        shutil.rmtree(partial, ignore_errors=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        package.save(str(partial))
+        shutil.rmtree(target, ignore_errors=True)
+        partial.replace(target)
+    return target
+
+
+__all__ = ["IO_WIDTHS_KEY", "WEIGHTS", "SavableFunction", "compressed", "save_functions"]
