@@ -441,3 +441,12 @@ def test_layout_not_bc1s_is_a_risk_on_linears_outside_the_ane_layout() -> None:
     assert RULES["layout.not_bc1s"].severity == "risk"
     assert linear.device["a14"] == "ane"
     assert "layout.not_bc1s" not in _op_rules(_report(_program(lambda x: mb.relu(x=x))))
+
+
+def test_every_rule_carries_its_one_check() -> None:
+    """A rule and its check live in one place: each RuleInfo but the op table's holds
+    exactly one check, on ops or on the whole program."""
+    for rule in RULES.values():
+        checks = [check for check in (rule.on_op, rule.on_program) if check is not None]
+        expected = 0 if rule.id == "op.table" else 1
+        assert len(checks) == expected, rule.id

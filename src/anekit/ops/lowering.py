@@ -125,11 +125,14 @@ class Lowering:
         if kept + list(axes) != list(range(rank)):
             moved = self.node("Transpose", value, perm=kept + list(axes))
         outer = [shape[axis] for axis in kept]
-        rows = self.node("Reshape", moved, self.constant([-1, count]))
+        # The kept axes stay axes (the exporter's models take any batch: axis 0 must
+        # still be the batch); only the pairwise tree works on flattened rows.
+        flat = self.node("Reshape", moved, self.constant([*outer, count]))
         if self.numerics.fp16 and self.numerics.accumulation == "fp16":
+            rows = self.node("Reshape", flat, self.constant([-1, count]))
             total = composites.pairwise_sum(self.space, rows, count)
         else:
-            total = self.store(self.space.sum(rows, (1,)))
+            total = self.store(self.space.sum(flat, (len(outer),)))
         target = [1 if axis in axes else shape[axis] for axis in range(rank)] if keepdims else outer
         return self.node("Reshape", total, self.constant(target))
 
