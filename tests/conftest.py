@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 import pytest
@@ -91,3 +92,25 @@ def _isolated_home(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ANEKIT_HOME", str(tmp_path_factory.mktemp("anekit-home")))
+
+
+# The MiniLM packages the package tests share: built once per run and cached on disk
+# under a lock, so that test files on different workers never build one twice.
+
+
+@pytest.fixture(scope="module")
+def fp16() -> Any:
+    from anekit.embedder import Embedder
+
+    embedder = Embedder(backend="sim", max_length=512)
+    embedder.package()
+    return embedder
+
+
+@pytest.fixture(scope="module")
+def int8() -> Any:
+    from anekit.embedder import Embedder
+
+    embedder = Embedder(backend="sim", max_length=512, variant="int8")
+    embedder.package()
+    return embedder

@@ -9,31 +9,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 import anekit
-from anekit.analysis import analyze
 from anekit.embedder import Embedder
 from anekit.models import BATCH, BUCKETS, known_answers, read_package
-from anekit.models.batching import load_tokenizer
-from anekit.models.bert import make_encoder
-from anekit.models.embeddings import embed
 from anekit.models.package import function_name
-
-
-@pytest.fixture(scope="module")
-def fp16() -> Embedder:
-    embedder = Embedder(backend="sim", max_length=512)
-    embedder.package()
-    return embedder
-
-
-@pytest.fixture(scope="module")
-def int8() -> Embedder:
-    embedder = Embedder(backend="sim", max_length=512, variant="int8")
-    embedder.package()
-    return embedder
 
 
 def test_package_metadata(fp16: Embedder) -> None:
@@ -69,60 +50,6 @@ def test_every_bucket_is_a_function_with_shared_weights(fp16: Embedder) -> None:
         assert [tuple(var.shape) for var in function.outputs] == [(BATCH, 384)]
     weights = sum(f.stat().st_size for f in path.rglob("*.bin"))
     assert weights < 2 * 11_000_000 * 2  # fp16 encoder weights once (~21 MB), not six times
-
-
-def test_placement_is_all_on_the_ane(fp16: Embedder, int8: Embedder) -> None:
-    for embedder in (fp16, int8):
-        report = analyze(embedder.package().path)
-        assert sorted(function.name for function in report.functions) == sorted(
-            function_name(size) for size in BUCKETS
-        )
-        assert report.all_on_ane, [
-            (function.name, family, function.fallbacks(family))
-            for function in report.functions
-            for family in report.families
-        ]
-
-
-def _bucket_cosines(embedder: Embedder, size: int) -> np.ndarray:
-    """Every known-answer chunk through bucket ``size`` (truncated to it) against the
-    fp32 reference on the same tokens."""
-    texts = known_answers.load().texts
-    tokenizer = load_tokenizer(embedder.folder, size)
-    token_ids = [encoding.ids for encoding in tokenizer.encode_batch(texts)]
-    reference = make_encoder(embedder.config, embedder.weights, np.float32)
-    program = anekit.load(embedder.package().path, function=function_name(size))
-    cosines = []
-    for start in range(0, len(token_ids), BATCH):
-        group = token_ids[start : start + BATCH]
-        ids = np.zeros((BATCH, size), np.int32)
-        keep = np.zeros((BATCH, size), np.float32)
-        keep[:, 0] = 1
-        for row, tokens in enumerate(group):
-            ids[row, : len(tokens)] = tokens
-            keep[row, : len(tokens)] = 1
-        hidden = embed(embedder.weights, embedder.config, ids)
-        want = np.asarray(reference(hidden, keep), np.float64)[: len(group)]
-        got = program(hidden.astype(np.float16), keep.astype(np.float16), backend="sim")
-        got = np.asarray(got, np.float64)[: len(group)]
-        cosines.append(
-            (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
-        )
-    return np.concatenate(cosines)
-
-
-@pytest.mark.parametrize("size", BUCKETS)
-def test_fp16_package_matches_fp32_in_every_bucket(fp16: Embedder, size: int) -> None:
-    cosines = _bucket_cosines(fp16, size)
-    assert len(cosines) == 32
-    assert cosines.min() >= 0.9999, (size, cosines.min())
-
-
-@pytest.mark.parametrize("size", [256, 512])
-def test_int8_package_is_within_its_bound(int8: Embedder, size: int) -> None:
-    cosines = _bucket_cosines(int8, size)
-    assert cosines.min() >= 0.99, (size, cosines.min())
-    assert cosines.min() < 0.9999999  # the weights really are quantized
 
 
 def test_embedder_on_the_package_matches_the_reference(fp16: Embedder) -> None:
