@@ -7,11 +7,11 @@ import pytest
 
 from anekit.embedder import Embedder
 from anekit.models import BUCKETS
-from package_checks import bucket_cosines
+from package_checks import CHUNKS, bucket_cosines
 
 
 @pytest.mark.parametrize("size", BUCKETS)
 def test_fp16_package_matches_fp32_in_every_bucket(fp16: Embedder, size: int) -> None:
     cosines = bucket_cosines(fp16, size)
-    assert len(cosines) == 32
+    assert len(cosines) == CHUNKS
     assert cosines.min() >= 0.9999, (size, cosines.min())

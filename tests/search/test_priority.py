@@ -28,9 +28,16 @@ IDLE_CLASS = priority_module.IOPRIO_CLASS_IDLE << priority_module.IOPRIO_CLASS_S
 
 
 def _io_classes() -> set[int]:
-    """The I/O priority of every thread of this process."""
+    """The I/O priority of every thread of this process (a thread that ended while they
+    were read, such as a test runner's, is left out)."""
     io = priority_module._LinuxIo()
-    return {io.get(int(tid)) for tid in os.listdir("/proc/self/task")}
+    classes = set()
+    for tid in os.listdir("/proc/self/task"):
+        value = io.get(int(tid))
+        if value == -1 and not os.path.exists(f"/proc/self/task/{tid}"):
+            continue
+        classes.add(value)
+    return classes
 
 
 class _Thread:
