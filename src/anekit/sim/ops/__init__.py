@@ -1,5 +1,27 @@
 """Simulator op implementations; importing this package registers them all."""
 
-from anekit.sim.ops import activation, elementwise, linear, misc, normalization, reduction, tensor
+from anekit.sim.ops import (
+    activation,
+    elementwise,
+    image,
+    indexing,
+    linear,
+    misc,
+    normalization,
+    recurrent,
+    reduction,
+    tensor,
+)
 
-__all__ = ["activation", "elementwise", "linear", "misc", "normalization", "reduction", "tensor"]
+__all__ = [
+    "activation",
+    "elementwise",
+    "image",
+    "indexing",
+    "linear",
+    "misc",
+    "normalization",
+    "recurrent",
+    "reduction",
+    "tensor",
+]

@@ -1,0 +1,3 @@
+"""Recurrent ops: rnn, gru and lstm over a (T, B, I) sequence."""
+
+from __future__ import annotations

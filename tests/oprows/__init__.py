@@ -1,0 +1,1 @@
+"""Rows of the simulator's op table, by family (see table.py)."""

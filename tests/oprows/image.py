@@ -1,0 +1,7 @@
+"""Op-table rows: Image resizing and cropping ops: upsampling, resizing, crops and l2 pooling."""
+
+from __future__ import annotations
+
+from oprows.table import OpRecord
+
+RECORDS: list[OpRecord] = []
