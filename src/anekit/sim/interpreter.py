@@ -65,6 +65,16 @@ class _Origin:
     reason: str
 
 
+def _reads(op: Any) -> list[Any]:
+    """The values ``op`` reads, those its nested blocks read from outside included."""
+    found = list(op.get_flattened_inputs())
+    for block in op.blocks:
+        found += block.outputs
+        for inner in block.operations:
+            found += _reads(inner)
+    return found
+
+
 def check_feeds(func: Any, feeds: Mapping[str, Any]) -> None:
     """Refuse missing, unknown or misshapen inputs, naming them."""
     unknown = sorted(set(feeds) - set(func.inputs))
@@ -98,7 +108,7 @@ class _Run:
         self.kept: dict[str, np.ndarray] | None = {} if intermediate else None
         self.last_use: dict[int, int] = {}
         for index, op in enumerate(func.operations):
-            for var in op.get_flattened_inputs():
+            for var in _reads(op):
                 self.last_use[id(var)] = index
         for var in func.outputs:
             self.last_use[id(var)] = len(func.operations)
@@ -136,14 +146,25 @@ class _Run:
 
     # -- execution --------------------------------------------------------------------
 
-    def execute(self, index: int, op: Any) -> None:
+    def execute(self, index: int | None, op: Any) -> None:
+        """Run ``op``; at top level (``index`` given) free the values it used last."""
         if op.op_type in CONSTANT:
             self._constant(op)
         else:
             self._compute(op)
-        for var in op.get_flattened_inputs():
-            if self.last_use.get(id(var)) == index:
-                self.env.pop(id(var), None)
+        if index is not None:
+            for var in _reads(op):
+                if self.last_use.get(id(var)) == index:
+                    self.env.pop(id(var), None)
+
+    def run_block(self, block: Any, values: list[Any]) -> list[Any]:
+        """A nested block (a ``cond`` branch, a ``while_loop`` body) on its input values;
+        it also reads values of the blocks around it."""
+        for var, value in zip(block.inputs, values, strict=True):
+            self.env[id(var)] = value
+        for op in block.operations:
+            self.execute(None, op)
+        return [self.numerics.load(self.env[id(var)]) for var in block.outputs]
 
     def _implementation(self, op: Any) -> Any:
         impl = REGISTRY.get(op.op_type)
@@ -157,7 +178,7 @@ class _Run:
         return impl
 
     def _call(self, op: Any, arguments: dict[str, Any]) -> tuple[tuple[Any, ...], bool]:
-        ctx = OpContext(numerics=self.numerics, op=op)
+        ctx = OpContext(numerics=self.numerics, op=op, run_block=self.run_block)
         try:
             result = self._implementation(op)(ctx, **arguments)
         except (UnsupportedOpError, ProgramError):
@@ -191,8 +212,8 @@ class _Run:
             stored = value  # rounded by the op, or stored values moved or selected
         else:
             stored = self.numerics.store(value, dtype)
-        shape = static_shape(var)
-        if shape is not None and dtype is not None and np.shape(stored) != shape:
+        shape = static_shape(var) if dtype is not None else None
+        if shape is not None and np.shape(stored) != shape:
             raise ProgramError(
                 f"simulator bug: op {op.name!r} ({op.op_type}) produced shape "
                 f"{np.shape(stored)}, MIL declares {shape}"

@@ -38,6 +38,8 @@ class OpContext:
     #: Set by an implementation whose float result is already stored as the run's
     #: numerics would store it (rounded inside a fused kernel).
     stored: bool = False
+    #: Runs a nested block of ``op`` on its input values, returning its outputs.
+    run_block: Callable[[Any, list[Any]], list[Any]] | None = None
 
     def note(self, rule: str, message: str) -> None:
         """Record a numerics warning about this op (shown in the run's report)."""

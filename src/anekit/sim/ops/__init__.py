@@ -2,6 +2,7 @@
 
 from anekit.sim.ops import (
     activation,
+    control,
     elementwise,
     image,
     indexing,
@@ -15,6 +16,7 @@ from anekit.sim.ops import (
 
 __all__ = [
     "activation",
+    "control",
     "elementwise",
     "image",
     "indexing",
