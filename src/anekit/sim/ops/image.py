@@ -1,3 +1,244 @@
-"""Image resizing and cropping ops: upsampling, resizing, crops and l2 pooling."""
+"""Image resizing and cropping ops: upsampling, resizing, crops and l2 pooling.
+
+The bilinear ops sample the input on the grid of a MIL ``sampling_mode`` (see
+:func:`grid`) and interpolate between the four pixels around each grid point; the
+nearest-neighbour ops pick one pixel. Definitions: coremltools'
+``mil/ops/defs/iOS15|16|17/image_resizing.py`` and ``iOS15/pool.py``.
+"""
 
 from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from anekit.sim.ops._util import out_shape
+from anekit.sim.ops.misc import _pool
+from anekit.sim.registry import OpContext, register
+
+
+def grid(length: Any, count: int, mode: str) -> Any:
+    """``count`` sample points on [0, length] for MIL's ``sampling_mode`` (iOS15
+    ``resize_bilinear``, whose input grid [0, X-1] has length X-1), on a new last axis.
+
+    ``length`` may be an array of box extents (``crop_resize``); a negative one (an
+    inverted box) mirrors the grid, as coremltools' inverted-box crop_resize test expects.
+    """
+    extent = np.abs(np.asarray(length, np.float64))[..., None]
+    size, i = extent + 1, np.arange(count, dtype=np.float64)
+    if mode in ("STRICT_ALIGN_CORNERS", "ALIGN_CORNERS"):
+        points = i * extent / max(count - 1, 1)
+        if mode == "ALIGN_CORNERS" and count == 1:
+            points = extent / 2
+    elif mode == "DEFAULT":
+        points = i * size / count  # spacing (X - X/N) / (N - 1) = X/N
+    elif mode == "OFFSET_CORNERS":
+        points = (i + 0.5) * np.maximum(extent, 1) / count
+    elif mode == "UNALIGN_CORNERS":
+        points = (i + 0.5) * size / count - 0.5
+    else:
+        raise ValueError(f"unknown sampling_mode {mode!r}")
+    return np.sign(np.asarray(length, np.float64))[..., None] * np.clip(points, 0, extent)
+
+
+def _bilinear(x: np.ndarray, lead: tuple[Any, ...], rows: Any, cols: Any) -> Any:
+    """``x[*lead, r, c]`` interpolated bilinearly at the points ``rows`` x ``cols``
+    (clamped to the image), broadcasting ``lead`` with ``rows[..., :, None]`` and
+    ``cols[..., None, :]``."""
+    height, width = x.shape[-2:]
+    r = np.clip(rows, 0, height - 1)[..., :, None]
+    c = np.clip(cols, 0, width - 1)[..., None, :]
+    r0, c0 = np.floor(r).astype(np.intp), np.floor(c).astype(np.intp)
+    r1, c1 = np.minimum(r0 + 1, height - 1), np.minimum(c0 + 1, width - 1)
+    fr, fc = (r - r0).astype(np.float32), (c - c0).astype(np.float32)
+    top = x[(*lead, r0, c0)] * (1 - fc) + x[(*lead, r0, c1)] * fc
+    bottom = x[(*lead, r1, c0)] * (1 - fc) + x[(*lead, r1, c1)] * fc
+    return top * (1 - fr) + bottom * fr
+
+
+def _resample(
+    x: Any, height: int, width: int, mode: str, linear: bool = True, axes: int = 2
+) -> Any:
+    """The last two axes of ``x`` resized to ``(height, width)`` on ``mode``'s grid (only
+    the last ``axes`` of them); nearest neighbour takes the pixel nearest each point."""
+    x = np.asarray(x)
+    rows, cols = (
+        grid(n - 1, m, mode) if axes > k else np.arange(n, dtype=np.float64)
+        for k, n, m in ((1, x.shape[-2], height), (0, x.shape[-1], width))
+    )
+    if linear:
+        return _bilinear(x, (Ellipsis,), rows, cols)
+    nearest = [np.floor(p + 0.5).astype(np.intp) for p in (rows, cols)]
+    return x[..., nearest[0][:, None], nearest[1][None, :]]
+
+
+def _scaled_size(ctx: OpContext, x: Any, scale_h: Any, scale_w: Any) -> tuple[int, int]:
+    """The output (H, W) of an upsample: floor(size * scale), as MIL's type inference."""
+    declared = out_shape(ctx)
+    if declared is not None:
+        return declared[-2], declared[-1]
+    h, w = np.shape(x)[-2:]
+    return int(np.floor(scale_h * h)), int(np.floor(scale_w * w))
+
+
+@register("upsample_nearest_neighbor")
+def upsample_nearest_neighbor(
+    ctx: OpContext, x: Any, scale_factor_height: Any = 1, scale_factor_width: Any = 1
+) -> Any:
+    """Output pixel (i, j) is input pixel (floor(i / scale_h), floor(j / scale_w))."""
+    height, width = _scaled_size(ctx, x, scale_factor_height, scale_factor_width)
+    rows = (np.arange(height) / float(scale_factor_height)).astype(np.int64)
+    cols = (np.arange(width) / float(scale_factor_width)).astype(np.int64)
+    return np.asarray(x)[..., rows[:, None], cols[None, :]]
+
+
+@register("upsample_bilinear")
+def upsample_bilinear(
+    ctx: OpContext,
+    x: Any,
+    scale_factor_height: Any = 1,
+    scale_factor_width: Any = 1,
+    align_corners: Any = True,
+    half_pixel_centers: Any = None,
+) -> Any:
+    """Bilinear upsampling; the spacing is recomputed from the output size (MIL iOS15/16).
+
+    align_corners is STRICT_ALIGN_CORNERS, otherwise half_pixel_centers (iOS16, default
+    ``not align_corners``) is UNALIGN_CORNERS and its absence DEFAULT (TensorFlow's
+    ResizeBilinear, as the docs say). Both set, which TensorFlow refuses and MIL does not
+    define: align_corners wins.
+    """
+    half = not align_corners if half_pixel_centers is None else bool(half_pixel_centers)
+    mode = "STRICT_ALIGN_CORNERS" if align_corners else "UNALIGN_CORNERS" if half else "DEFAULT"
+    return _resample(x, *_scaled_size(ctx, x, scale_factor_height, scale_factor_width), mode)
+
+
+@register("resize_bilinear")
+def resize_bilinear(
+    ctx: OpContext,
+    x: Any,
+    target_size_height: Any = 1,
+    target_size_width: Any = 1,
+    sampling_mode: Any = "DEFAULT",
+) -> Any:
+    return _resample(x, int(target_size_height), int(target_size_width), str(sampling_mode))
+
+
+@register("resize_nearest_neighbor")
+def resize_nearest_neighbor(
+    ctx: OpContext, x: Any, target_size_height: Any, target_size_width: Any
+) -> Any:
+    """Input pixel floor((i + 0.5) * in / out): TensorFlow's ResizeNearestNeighbor with
+    half_pixel_centers, which coremltools converts to this op (its docs give no formula)."""
+    return _resample(
+        x, int(target_size_height), int(target_size_width), "UNALIGN_CORNERS", linear=False
+    )
+
+
+@register("resize")
+def resize(
+    ctx: OpContext,
+    x: Any,
+    shape: Any,
+    resized_dims: Any,
+    interpolation_mode: Any = "LINEAR",
+    sampling_mode: Any = "DEFAULT",
+) -> Any:
+    """iOS17 ``resize``: the last ``resized_dims`` axes take their sizes from the end of
+    ``shape`` (0 keeps x's size). NEAREST_NEIGHBOR with DEFAULT sampling is
+    ``resize_nearest_neighbor`` (coremltools' TensorFlow converter uses the two
+    interchangeably); with another mode, the pixel nearest each grid point."""
+    count = int(resized_dims)
+    if count > 2:
+        raise NotImplementedError("resize of more than the last two axes")
+    sizes = list(np.shape(x))
+    tail = [int(s) for s in np.asarray(shape).reshape(-1)][np.size(shape) - count :]
+    for axis, size in zip(range(len(sizes) - count, len(sizes)), tail, strict=True):
+        sizes[axis] = size or sizes[axis]
+    mode, linear = str(sampling_mode), str(interpolation_mode) == "LINEAR"
+    if not linear and mode == "DEFAULT":
+        mode = "UNALIGN_CORNERS"
+    return _resample(x, sizes[-2], sizes[-1], mode, linear, count)
+
+
+@register("crop")
+def crop(ctx: OpContext, x: Any, crop_height: Any, crop_width: Any) -> Any:
+    top, bottom = (int(v) for v in np.asarray(crop_height).reshape(-1))
+    left, right = (int(v) for v in np.asarray(crop_width).reshape(-1))
+    height, width = np.shape(x)[-2:]
+    return np.asarray(x)[..., top : height - bottom, left : width - right]
+
+
+@register("crop_resize")
+def crop_resize(
+    ctx: OpContext,
+    x: Any,
+    roi: Any = None,
+    boxes: Any = None,
+    box_indices: Any = None,
+    target_height: Any = 1,
+    target_width: Any = 1,
+    normalized_coordinates: Any = False,
+    spatial_scale: Any = 1.0,
+    box_coordinate_mode: Any = "CORNERS_HEIGHT_FIRST",
+    sampling_mode: Any = "DEFAULT",
+    pad_value: Any = 0.0,
+) -> Any:
+    """Each box resampled bilinearly to the target size; grid points outside the image
+    take ``pad_value`` (TensorFlow's crop_and_resize ``extrapolation_value``).
+
+    The box [start, end] along an axis plays the input grid [0, X-1] of
+    ``resize_bilinear``'s sampling modes; a CENTER_SIZE box spans center -+ size / 2.
+    iOS15/16 ``roi`` is [N, 1, 4 or 5, 1, 1] (5: an image index first; 4: every box on
+    every image, output [N, B, ...]); iOS17 ``boxes`` [N, 4] with ``box_indices``.
+    """
+    x = np.asarray(x)
+    batch, channels, height, width = x.shape
+    if boxes is None:
+        coords = np.asarray(roi, np.float64).reshape(np.shape(roi)[0], -1)
+        if coords.shape[1] == 5:
+            images, coords = coords[:, :1].astype(np.intp), coords[:, 1:]
+        else:
+            images = np.broadcast_to(np.arange(batch), (len(coords), batch))
+    else:
+        coords = np.asarray(boxes, np.float64)
+        count = len(coords)
+        picked = np.arange(count) if box_indices is None else np.asarray(box_indices)
+        images = picked.astype(np.intp).reshape(count, 1)
+    a, b, c, d = coords.T
+    mode = str(box_coordinate_mode)
+    if mode.endswith("WIDTH_FIRST"):
+        a, b, c, d = b, a, d, c
+    if mode.startswith("CENTER_SIZE"):
+        a, b, c, d = a - c / 2, b - d / 2, a + c / 2, b + d / 2
+    scale = float(spatial_scale)
+    scale_h, scale_w = (scale * (n - 1 if normalized_coordinates else 1) for n in (height, width))
+    rows = a[:, None] * scale_h + grid((c - a) * scale_h, int(target_height), str(sampling_mode))
+    cols = b[:, None] * scale_w + grid((d - b) * scale_w, int(target_width), str(sampling_mode))
+    rows, cols = rows[:, None, None, :], cols[:, None, None, :]
+    lead = (images[:, :, None, None, None], np.arange(channels)[:, None, None])
+    inside = ((rows >= 0) & (rows <= height - 1))[..., :, None] & (
+        (cols >= 0) & (cols <= width - 1)
+    )[..., None, :]
+    result = np.where(inside, _bilinear(x, lead, rows, cols), np.float32(pad_value))
+    if boxes is not None:
+        return result[:, 0]
+    # MIL's iOS15/16 type inference declares [N, B, ...] for 5 coordinates too (its docs
+    # [N, 1, ...]): each box's crop is repeated to fit.
+    declared = out_shape(ctx)
+    return result if declared is None else np.broadcast_to(result, declared)
+
+
+@register("l2_pool")
+def l2_pool(
+    ctx: OpContext,
+    x: Any,
+    kernel_sizes: Any,
+    strides: Any = None,
+    pad_type: Any = "valid",
+    pad: Any = None,
+    ceil_mode: Any = False,
+) -> Any:
+    """sqrt of the sum of squares over each window (MIL iOS15 pool.py); padding adds 0."""
+    windows, _ = _pool(x, kernel_sizes, strides, pad_type, pad, ceil_mode, 0.0)
+    return np.sqrt(np.square(windows).sum(axis=tuple(range(-(np.ndim(x) - 2), 0))))

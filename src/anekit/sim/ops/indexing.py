@@ -1,3 +1,159 @@
-"""Scatter, sliding-window, sequence-reversal, slice-update and non-zero ops."""
+"""Scatter, sliding-window, sequence-reversal, slice-update and non-zero ops.
+
+Semantics from coremltools' MIL definitions (``mil/ops/defs``): ``scatter_gather``
+(iOS15/iOS17), ``tensor_transformation`` (iOS15/iOS18) and ``tensor_operation``.
+"""
 
 from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from coremltools.converters.mil.mil.ops.defs._utils import solve_slice_by_index_slice
+
+from anekit.sim.ops._util import axis_of, errstate
+from anekit.sim.registry import OpContext, register
+
+#: Scatter ``mode`` -> the ufunc combining ``data`` with each update, in index order.
+_MODES = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "max": np.maximum,
+    "min": np.minimum,
+}
+
+
+def _checked(indices: Any, size: Any, validate: Any) -> np.ndarray:
+    """Indices as int64, negatives wrapped as in iOS15 MIL.
+
+    iOS17 MIL calls negative indices out of bounds: with ``validate_indices`` any index
+    outside ``[0, size)`` is an error; without it, out-of-bound behaviour is undefined.
+    """
+    array = np.asarray(indices).astype(np.int64)
+    if validate and np.any((array < 0) | (array >= size)):
+        raise IndexError(f"indices out of bounds [0, {size}) with validate_indices")
+    return np.where(array < 0, array + size, array)
+
+
+def _scatter(data: Any, where: tuple[Any, ...], updates: Any, mode: Any) -> np.ndarray:
+    """``data`` with ``updates`` combined into ``data[where]`` by ``mode``; repeated
+    indices apply in turn (add accumulates, update keeps one of them)."""
+    out = np.array(data)
+    if str(mode) == "update":
+        out[where] = updates
+        return out
+    ufunc = _MODES[str(mode)]
+    with errstate():
+        if ufunc is np.divide and out.dtype.kind != "f":  # integer division truncates
+            wide = out.astype(np.float64)
+            ufunc.at(wide, where, updates)
+            return np.trunc(wide).astype(out.dtype)
+        ufunc.at(out, where, updates)
+    return out
+
+
+@register("scatter")
+def scatter(
+    ctx: OpContext,
+    data: Any,
+    indices: Any,
+    updates: Any,
+    axis: Any = 0,
+    mode: Any = "add",
+    validate_indices: Any = False,
+) -> Any:
+    """MIL ``scatter``: ``updates`` slices into ``data`` at ``indices`` along ``axis``."""
+    index = axis_of(axis, np.ndim(data))
+    picked = _checked(indices, np.shape(data)[index], validate_indices)
+    return _scatter(data, (slice(None),) * index + (picked,), updates, mode)
+
+
+@register("scatter_along_axis")
+def scatter_along_axis(
+    ctx: OpContext,
+    data: Any,
+    indices: Any,
+    updates: Any,
+    axis: Any = 0,
+    mode: Any = "add",
+    validate_indices: Any = False,
+) -> Any:
+    """MIL ``scatter_along_axis``: ``updates[p]`` into ``data`` at ``p`` with
+    ``p[axis]`` replaced by ``indices[p]``."""
+    index = axis_of(axis, np.ndim(data))
+    where = list(np.indices(np.shape(indices), sparse=True))
+    where[index] = _checked(indices, np.shape(data)[index], validate_indices)
+    return _scatter(data, tuple(where), updates, mode)
+
+
+@register("scatter_nd")
+def scatter_nd(
+    ctx: OpContext,
+    data: Any,
+    indices: Any,
+    updates: Any,
+    mode: Any = "add",
+    validate_indices: Any = False,
+) -> Any:
+    """MIL ``scatter_nd``: ``updates[i...]`` into ``data[indices[i..., :]]``."""
+    depth = np.shape(indices)[-1]
+    picked = _checked(indices, np.asarray(np.shape(data)[:depth]), validate_indices)
+    return _scatter(data, tuple(np.moveaxis(picked, -1, 0)), updates, mode)
+
+
+@register("non_zero")
+def non_zero(ctx: OpContext, x: Any) -> Any:
+    """MIL ``non_zero``: the (N, rank) indices of the non-zero elements, row-major order."""
+    return np.argwhere(np.asarray(x)).astype(np.int32)
+
+
+@register("sliding_windows")
+def sliding_windows(ctx: OpContext, x: Any, axis: Any, size: Any, stride: Any = 1) -> Any:
+    """MIL ``sliding_windows``: windows of ``size`` every ``stride`` along ``axis``; the
+    window axis follows ``axis``."""
+    index, step, width = axis_of(axis, np.ndim(x)), int(stride), int(size)
+    count = max((np.shape(x)[index] - width) // step + 1, 0)
+    return np.take(x, np.arange(count)[:, None] * step + np.arange(width), axis=index)
+
+
+@register("reverse_sequence")
+def reverse_sequence(
+    ctx: OpContext, x: Any, lengths: Any, seq_axis: Any = 0, batch_axis: Any = 0
+) -> Any:
+    """MIL ``reverse_sequence``: for each ``b`` along ``batch_axis``, reverse the first
+    ``lengths[b]`` elements along ``seq_axis``."""
+    rank = np.ndim(x)
+    seq, batch = axis_of(seq_axis, rank), axis_of(batch_axis, rank)
+    if seq == batch:
+        raise ValueError("reverse_sequence: seq_axis and batch_axis must differ")
+    steps = np.arange(np.shape(x)[seq])
+    counts = np.asarray(lengths).astype(np.int64).reshape(-1, 1)
+    order = np.where(steps < counts, counts - 1 - steps, steps)  # (batch, seq)
+    order = order.T if batch > seq else order
+    order = np.expand_dims(order, tuple(a for a in range(rank) if a not in (seq, batch)))
+    return np.take_along_axis(np.asarray(x), order, axis=seq)
+
+
+@register("slice_update")
+def slice_update(
+    ctx: OpContext,
+    x: Any,
+    update: Any,
+    begin: Any,
+    end: Any,
+    stride: Any = None,
+    begin_mask: Any = None,
+    end_mask: Any = None,
+    squeeze_mask: Any = None,
+) -> Any:
+    """MIL ``slice_update`` (iOS18): ``x`` with the slice ``slice_by_index`` would take
+    replaced by ``update``."""
+    steps = None if stride is None else [int(s) for s in np.asarray(stride).reshape(-1)]
+    where = solve_slice_by_index_slice(
+        np.shape(x), np.asarray(begin), np.asarray(end), steps, begin_mask, end_mask, squeeze_mask
+    )
+    out = np.array(x)
+    out[where] = np.reshape(update, np.shape(out[where]))
+    return out

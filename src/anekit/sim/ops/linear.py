@@ -175,16 +175,23 @@ def conv_transpose(
                         *target,
                     )
                 ] += contribution
+    # MIL's type inference declares the size (output_shape, else from pad_type); the
+    # full result is cropped from pad[2i] (custom), half the excess (same, the odd one
+    # cropped at the end, as TF) or 0 (valid), and extended with zeros where the
+    # declared size reaches past it (TF's output_shape, PyTorch's output_padding).
     declared = out_shape(ctx)
     wanted = list(declared[2:]) if declared else full
-    if str(pad_type) == "custom" and pad is not None:
-        flat = [int(v) for v in np.asarray(pad).reshape(-1)]
-        begins = [flat[2 * i] for i in range(spatial_rank)]
-    elif str(pad_type) in ("same", "same_lower"):
+    if str(pad_type) == "custom":
+        begins = [int(v) for v in np.asarray(pad).reshape(-1)[: 2 * spatial_rank : 2]]
+    elif str(pad_type) == "same":
         begins = [max(f - w, 0) // 2 for f, w in zip(full, wanted, strict=True)]
     else:
         begins = [0] * spatial_rank
-    crop = tuple(slice(b, b + w) for b, w in zip(begins, wanted, strict=True))
+    widths = [(max(-b, 0), max(b + w - f, 0)) for b, w, f in zip(begins, wanted, full, strict=True)]
+    result = np.pad(result, [(0, 0), (0, 0), *widths])
+    crop = tuple(
+        slice(b + lo, b + lo + w) for b, (lo, _), w in zip(begins, widths, wanted, strict=True)
+    )
     result = result[(slice(None), slice(None), *crop)]
     if bias is not None:
         result = result + np.reshape(bias, (1, -1) + (1,) * spatial_rank)

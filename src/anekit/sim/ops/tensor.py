@@ -192,15 +192,13 @@ def gather_along_axis(
 def gather_nd(
     ctx: OpContext, x: Any, indices: Any, batch_dims: Any = 0, validate_indices: Any = False
 ) -> Any:
-    if int(batch_dims):
-        raise NotImplementedError("gather_nd with batch_dims > 0")
+    """MIL gather_nd (iOS16+): ``out[b..., i...] = x[b..., *indices[b..., i..., :]]`` with
+    ``b`` the first ``batch_dims`` axes of both ``x`` and ``indices``."""
     picked = np.asarray(indices).astype(np.int64)
-    depth = picked.shape[-1]
-    wrapped = [
-        np.where(picked[..., i] < 0, picked[..., i] + np.shape(x)[i], picked[..., i])
-        for i in range(depth)
-    ]
-    return np.asarray(x)[tuple(wrapped)]
+    batch, dims = int(batch_dims), np.shape(x)
+    batches = list(np.indices(picked.shape[:-1], sparse=True)[:batch])
+    wrapped = [_wrap_indices(picked[..., i], dims[batch + i]) for i in range(picked.shape[-1])]
+    return np.asarray(x)[tuple(batches + wrapped)]
 
 
 @register("fill")
@@ -301,18 +299,6 @@ def topk(
     if not return_indices:
         return values
     return values, order.astype(np.dtype(str(output_indices_dtype)))
-
-
-@register("upsample_nearest_neighbor")
-def upsample_nearest_neighbor(
-    ctx: OpContext, x: Any, scale_factor_height: Any = 1, scale_factor_width: Any = 1
-) -> Any:
-    declared = out_shape(ctx)
-    assert declared is not None
-    height, width = declared[-2:]
-    rows = (np.arange(height) / float(scale_factor_height)).astype(np.int64)
-    cols = (np.arange(width) / float(scale_factor_width)).astype(np.int64)
-    return np.asarray(x)[..., rows[:, None], cols[None, :]]
 
 
 @register("quantize")
