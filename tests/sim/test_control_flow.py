@@ -16,7 +16,7 @@ import pytest
 from anekit import sim
 from anekit._coremltools import ct, mb
 from anekit.errors import ProgramError
-from anekit.sim.ops import control
+from anekit.ops.defs import control
 
 F16 = np.float16
 ENGINES = ["interpreter", "auto"]

@@ -30,6 +30,14 @@ SRAM_BYTES = 32 * 2**20
 #: M5; aneforge docs/numeric-cliffs.md, prior-art.md §1.7).
 MATMUL_SATURATION = 32752.0
 
+#: rsqrt/log inputs (plus epsilon) below this return ±inf on the ANE (libane
+#: docs/graph-ir.md, prior-art.md §1.8).
+SMALL_LOG_INPUT = 7.63e-6
+
+#: Before A16, a slice at a non-zero offset of the last axis saturates values above this
+#: magnitude (ane-knowledge.md §2.1 rule 7).
+WIDTH_SLICE_LIMIT = 4094.0
+
 
 __all__ = [
     "ATTENTION_SCORE_LIMIT",
@@ -37,5 +45,7 @@ __all__ = [
     "MASK_FILL",
     "MATMUL_SATURATION",
     "MIN_IO_WIDTH",
+    "SMALL_LOG_INPUT",
     "SRAM_BYTES",
+    "WIDTH_SLICE_LIMIT",
 ]

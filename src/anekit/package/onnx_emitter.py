@@ -20,10 +20,18 @@ import numpy as np
 
 from anekit._milgraph import numpy_dtype
 from anekit.errors import ProgramError
-from anekit.ops.lowering import LOWERINGS, Lowering, NotLowerable, onnx_type, shape_of
+from anekit.ops import defs  # noqa: F401  (defines the ops)
+from anekit.ops.lowering import Lowering, NotLowerable, onnx_type, shape_of
 from anekit.ops.numerics import Numerics
+from anekit.ops.registry import Lower, record
 
 OPSET = 21
+
+
+def _lowering(op_type: str) -> Lower:
+    lower = record(op_type).lowering
+    assert lower is not None, op_type
+    return lower
 
 
 def _layer_norm(low: Lowering, op: Any) -> list[str]:
@@ -31,7 +39,7 @@ def _layer_norm(low: Lowering, op: Any) -> list[str]:
     rank = len(shape)
     axes = sorted(int(axis) % rank for axis in np.atleast_1d(low.const(op.axes)))
     if axes != list(range(axes[0], rank)):
-        return LOWERINGS["layer_norm"](low, op)  # not the trailing axes: spelled out
+        return _lowering("layer_norm")(low, op)  # not the trailing axes: spelled out
     size = [shape[axis] for axis in axes]
     gamma = low.const(op.gamma) if op.gamma is not None else np.ones(size)
     beta = low.const(op.beta) if op.beta is not None else np.zeros(size)
@@ -56,7 +64,7 @@ def _softmax(low: Lowering, op: Any) -> list[str]:
 def _gelu(low: Lowering, op: Any) -> list[str]:
     mode = str(low.const(op.mode)) if op.mode is not None else "EXACT"
     if mode == "SIGMOID_APPROXIMATION":
-        return LOWERINGS["gelu"](low, op)
+        return _lowering("gelu")(low, op)
     approximate = "tanh" if mode == "TANH_APPROXIMATION" else "none"
     return [low.node("Gelu", low.value(op.x), approximate=approximate)]
 
@@ -92,7 +100,7 @@ def to_onnx(program: Any, function: str | None = None) -> Any:
             dtype = np.dtype(np.float32) if declared.kind == "f" else declared
             low.pending[id(op.outputs[0])] = (np.asarray(value), dtype)
             continue
-        lower = FUSED.get(op.op_type) or LOWERINGS.get(op.op_type)
+        lower = FUSED.get(op.op_type) or record(op.op_type).lowering
         if lower is None:
             raise ProgramError(f"{op.name}: ONNX emission has no lowering for {op.op_type}")
         try:

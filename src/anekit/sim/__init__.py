@@ -7,10 +7,10 @@ per-op ranges, the first op that produced inf/NaN, and warnings for the ANE's
 known numeric cliffs. Results are simulations, never ANE measurements.
 """
 
+from anekit.ops import defs as _defs  # noqa: F401  (defines the ops)
 from anekit.ops.numerics import Numerics
-from anekit.sim import ops as _ops  # noqa: F401  (registers the op implementations)
+from anekit.ops.registry import supported_ops
 from anekit.sim.interpreter import SimResult, run
-from anekit.sim.registry import supported_ops
 from anekit.sim.report import RULES, NumericsFinding, NumericsReport, OpStats
 from anekit.sim.single_op import run_op
 

@@ -26,16 +26,17 @@ from typing import Any
 import numpy as np
 
 from anekit._milgraph import numpy_dtype
+from anekit.ops import defs  # noqa: F401  (defines the ops)
 from anekit.ops.groups import PERMUTES, VALUE_PRESERVING
 from anekit.ops.lowering import (
-    LOWERINGS,
+    LoweredOp,
     Lowering,
     NotLowerable,
-    OpRecord,
     onnx_type,
     shape_of,
 )
 from anekit.ops.numerics import Numerics
+from anekit.ops.registry import record as op_record
 
 _log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ class CompiledFunction:
     session: Any
     input_names: list[str]
     output_vars: list[Any]
-    records: list[OpRecord]
+    records: list[LoweredOp]
     numerics: Numerics
 
 
@@ -86,7 +87,7 @@ def compile_function(func: Any, numerics: Numerics) -> CompiledFunction:
                 dtype = np.dtype(np.float32) if declared.kind == "f" else declared
                 low.pending[id(var)] = (np.asarray(value), dtype)
             continue
-        lower = LOWERINGS.get(op.op_type)
+        lower = op_record(op.op_type).lowering
         if lower is None:
             raise NotLowerable(f"op type {op.op_type}")
         low.probe = {}
@@ -100,13 +101,13 @@ def compile_function(func: Any, numerics: Numerics) -> CompiledFunction:
                 if op.op_type in PERMUTES and source is not None and id(source) in low.summaries:
                     # Same values as the input, rearranged: reuse its statistics.
                     peak, total, smallest = low.summaries[id(source)]
-                    low.records.append(OpRecord(op, var, peak, total, {"low": smallest}))
+                    low.records.append(LoweredOp(op, var, peak, total, {"low": smallest}))
                     low.summaries[id(var)] = low.summaries[id(source)]
                     low.names[id(var)] = name
                     continue
                 # ReduceSum propagates NaN and inf (ReduceMax does not reliably): the
                 # sum is finite exactly when the result is.
-                record = OpRecord(
+                record = LoweredOp(
                     op,
                     var,
                     peak=low.node("ReduceMax", name, keepdims=0),
@@ -135,7 +136,7 @@ def compile_function(func: Any, numerics: Numerics) -> CompiledFunction:
     return CompiledFunction(session, input_names, list(func.outputs), low.records, numerics)
 
 
-def _add_cliff_probes(low: Lowering, op: Any, record: OpRecord) -> None:
+def _add_cliff_probes(low: Lowering, op: Any, record: LoweredOp) -> None:
     if op.op_type in ("log", "rsqrt"):
         epsilon = low.scalar(low.const(op.epsilon))
         record.probes["min_input"] = low.node(
@@ -182,8 +183,8 @@ def cached(func: Any, numerics: Numerics) -> CompiledFunction | None:
     return entry[key]
 
 
-def cliff_arguments(record: OpRecord, values: dict[str, float]) -> dict[str, Any]:
-    """Stand-ins for an op's inputs, enough for :func:`cliffs.check`."""
+def cliff_arguments(record: LoweredOp, values: dict[str, float]) -> dict[str, Any]:
+    """Stand-ins for an op's inputs, enough for :meth:`anekit.ops.registry.OpDef.check`."""
     op = record.op
     arguments: dict[str, Any] = {}
     if "min_input" in values:

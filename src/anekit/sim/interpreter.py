@@ -22,8 +22,7 @@ from anekit._milgraph import numpy_dtype, static_shape
 from anekit.errors import ProgramError, UnsupportedOpError
 from anekit.ops.groups import CONSTANT, VALUE_PRESERVING
 from anekit.ops.numerics import Numerics
-from anekit.sim import cliffs
-from anekit.sim.registry import REGISTRY, OpContext, supported_ops
+from anekit.ops.registry import OpContext, record, supported_ops
 from anekit.sim.report import NumericsFinding, NumericsReport, OpStats
 
 _CONSTANTS: weakref.WeakKeyDictionary[Any, dict[str, tuple[Any, ...]]] = weakref.WeakKeyDictionary()
@@ -167,7 +166,7 @@ class _Run:
         return [self.numerics.load(self.env[id(var)]) for var in block.outputs]
 
     def _implementation(self, op: Any) -> Any:
-        impl = REGISTRY.get(op.op_type)
+        impl = record(op.op_type).reference
         if impl is None:
             where = _miltext.op_location(op)
             raise UnsupportedOpError(
@@ -285,7 +284,7 @@ class _Run:
             origin = inherited or _Origin(stats, "values are inf/NaN from finite inputs")
             self.origins[id(var)] = origin
             self._report_origin(origin)
-        for rule, message in cliffs.check(op, arguments, max_abs):
+        for rule, message in record(op.op_type).check(op, arguments, max_abs):
             self.report.warnings.append(
                 NumericsFinding(rule, var.name, op.op_type, message, location)
             )
@@ -394,19 +393,19 @@ def _run_compiled(
     count = len(lowered.output_vars)
     values = iter(float(value) for value in results[count:])
     report = NumericsReport(mode=numerics.mode, accumulation=numerics.accumulation, function=name)
-    for record in lowered.records:
+    for lowered_op in lowered.records:
+        op, var = lowered_op.op, lowered_op.var
         high, total = next(values), next(values)
-        probes = {key: next(values) for key in record.probes}
+        probes = {key: next(values) for key in lowered_op.probes}
         if not np.isfinite(total) or not all(np.isfinite(list(probes.values()))):
             return None
         peak = max(abs(high), abs(probes.pop("low")))
-        location = _miltext.op_location(record.op)
-        shape = static_shape(record.var) or ()
-        report.ops.append(OpStats(record.var.name, record.op.op_type, shape, peak, 0, location))
-        for rule, message in cliffs.check(record.op, cliff_arguments(record, probes), peak):
-            report.warnings.append(
-                NumericsFinding(rule, record.var.name, record.op.op_type, message, location)
-            )
+        location = _miltext.op_location(op)
+        shape = static_shape(var) or ()
+        report.ops.append(OpStats(var.name, op.op_type, shape, peak, 0, location))
+        arguments = cliff_arguments(lowered_op, probes)
+        for rule, message in record(op.op_type).check(op, arguments, peak):
+            report.warnings.append(NumericsFinding(rule, var.name, op.op_type, message, location))
     outputs = {}
     for var, value in zip(lowered.output_vars, results[:count], strict=True):
         dtype = numpy_dtype(var)

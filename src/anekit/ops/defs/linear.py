@@ -7,15 +7,19 @@ the result once: the ANE accumulates these in higher precision than it stores.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from anekit.ops import kernels
 from anekit.ops.conv import conv_padding
-from anekit.sim import kernels
-from anekit.sim.ops._util import errstate, out_shape
-from anekit.sim.registry import OpContext, register
+from anekit.ops.defs._util import errstate, out_shape
+from anekit.ops.groups import MATMUL_LIKE
+from anekit.ops.limits import MATMUL_SATURATION
+from anekit.ops.lowering import Lowering, NotLowerable, shape_of
+from anekit.ops.registry import Finding, OpContext, cliff, lowers, register
 
 
 def _is_float32(a: Any) -> bool:
@@ -196,3 +200,87 @@ def conv_transpose(
     if bias is not None:
         result = result + np.reshape(bias, (1, -1) + (1,) * spatial_rank)
     return result
+
+
+# -- ONNX lowerings --------------------------------------------------------------
+
+
+@lowers("matmul")
+def _matmul(low: Lowering, op: Any) -> list[str]:
+    x, y = low.float_value(op.x), low.float_value(op.y)
+    if len(shape_of(op.x)) < 2 or len(shape_of(op.y)) < 2:
+        raise NotLowerable("matmul of a rank-1 operand")
+    for name, flag, var in (("x", op.transpose_x, op.x), ("y", op.transpose_y, op.y)):
+        if flag is not None and bool(low.const(flag)):
+            rank = len(shape_of(var))
+            perm = [*range(rank - 2), rank - 1, rank - 2]
+            if name == "x":
+                x = low.node("Transpose", x, perm=perm)
+            else:
+                y = low.node("Transpose", y, perm=perm)
+    return [low.node("MatMul", x, y)]
+
+
+@lowers("linear")
+def _linear(low: Lowering, op: Any) -> list[str]:
+    x = low.float_value(op.x)
+    shape = shape_of(op.x)
+    weight = low.numerics.store(low.const(op.weight), np.dtype(np.float32))
+    inputs = [x, low.graph.constant(weight, np.float32)]
+    if op.bias is not None:
+        bias = low.numerics.store(low.const(op.bias), np.dtype(np.float32))
+        inputs.append(low.graph.constant(bias, np.float32))
+    if len(shape) != 2:
+        # One GEMM over all leading axes, bias fused, as the interpreter does.
+        inputs[0] = low.node("Reshape", x, low.constant([-1, shape[-1]]))
+    product = low.node("Gemm", *inputs, transB=1)
+    if len(shape) != 2:
+        product = low.node("Reshape", product, low.constant(list(shape_of(op.outputs[0]))))
+    return [product]
+
+
+@lowers("conv")
+def _conv(low: Lowering, op: Any) -> list[str]:
+    x = low.float_value(op.x)
+    weight = low.numerics.store(low.const(op.weight), np.dtype(np.float32))
+    rank = len(shape_of(op.x)) - 2
+    strides = (
+        [int(s) for s in np.atleast_1d(low.const(op.strides))]
+        if op.strides is not None
+        else [1] * rank
+    )
+    dilations = (
+        [int(d) for d in np.atleast_1d(low.const(op.dilations))]
+        if op.dilations is not None
+        else [1] * rank
+    )
+    pad_type = str(low.const(op.pad_type)) if op.pad_type is not None else "valid"
+    explicit = low.const(op.pad) if op.pad is not None else None
+    kernel = tuple(weight.shape[2:])
+    padding = conv_padding(pad_type, explicit, shape_of(op.x)[2:], kernel, strides, dilations)
+    pads = [begin for begin, _ in padding] + [end for _, end in padding]
+    inputs = [x, low.graph.constant(weight, np.float32)]
+    if op.bias is not None:
+        inputs.append(
+            low.graph.constant(
+                low.numerics.store(low.const(op.bias), np.dtype(np.float32)), np.float32
+            )
+        )
+    groups = int(low.const(op.groups)) if op.groups is not None else 1
+    return [
+        low.node("Conv", *inputs, strides=strides, dilations=dilations, pads=pads, group=groups)
+    ]
+
+
+# -- numeric cliffs ------------------------------------------------------------------
+
+
+@cliff(*MATMUL_LIKE)
+def _matmul_saturation(op: Any, inputs: Mapping[str, Any], max_abs: float) -> list[Finding]:
+    if max_abs <= MATMUL_SATURATION:
+        return []
+    message = (
+        f"output reaches {max_abs:.6g}, above {MATMUL_SATURATION:g} "
+        "where ANE matmuls saturate to inf"
+    )
+    return [("ane.matmul_saturation", message)]

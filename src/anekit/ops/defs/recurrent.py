@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from anekit.sim.ops._util import errstate
-from anekit.sim.registry import OpContext, register
+from anekit.ops.defs._util import errstate
+from anekit.ops.registry import OpContext, register
 
 Array = np.ndarray
 Cell = Callable[..., tuple[Array, ...]]

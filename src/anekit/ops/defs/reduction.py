@@ -8,8 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from anekit.sim.ops._util import axes_of, axis_of, errstate
-from anekit.sim.registry import OpContext, register
+from anekit._milgraph import numpy_dtype
+from anekit.ops.defs._util import axes_of, axis_of, errstate
+from anekit.ops.lowering import Lowering, onnx_type, shape_of
+from anekit.ops.registry import OpContext, lowers, register
 
 
 def _count(x: Any, axes: tuple[int, ...]) -> int:
@@ -123,3 +125,48 @@ def cumsum(
             axis=index,
         )
     return np.flip(result, index) if reverse else result
+
+
+# -- ONNX lowerings --------------------------------------------------------------
+
+
+@lowers("reduce_sum", "reduce_mean", "reduce_sum_square", "reduce_l2_norm", "reduce_l1_norm")
+def _reduce_sums(low: Lowering, op: Any) -> list[str]:
+    x = low.float_value(op.x)
+    shape = shape_of(op.x)
+    axes = low.axes(op, len(shape))
+    keep = low.keepdims(op)
+    if op.op_type in ("reduce_sum_square", "reduce_l2_norm"):
+        x = low.store(low.node("Mul", x, x))
+    elif op.op_type == "reduce_l1_norm":
+        x = low.node("Abs", x)
+    total = low.sum(x, shape, axes, keep)
+    if op.op_type == "reduce_mean":
+        count = int(np.prod([shape[axis] for axis in axes], dtype=np.int64))
+        return [low.node("Div", low.store(total), low.scalar(count))]
+    if op.op_type == "reduce_l2_norm":
+        return [low.node("Sqrt", low.store(total))]
+    return [total]
+
+
+@lowers("reduce_max", "reduce_min", "reduce_prod")
+def _reduce_other(low: Lowering, op: Any) -> list[str]:
+    rank = len(shape_of(op.x))
+    onnx_op = {"reduce_max": "ReduceMax", "reduce_min": "ReduceMin", "reduce_prod": "ReduceProd"}
+    axes = low.axes(op, rank)
+    return [low.graph.reduce(onnx_op[op.op_type], low.value(op.x), axes, low.keepdims(op))]
+
+
+@lowers("reduce_argmax", "reduce_argmin")
+def _argmax(low: Lowering, op: Any) -> list[str]:
+    from onnx import TensorProto
+
+    rank = len(shape_of(op.x))
+    axis = int(low.const(op.axis)) % rank
+    keep = int(low.keepdims(op))
+    onnx_op = "ArgMax" if op.op_type == "reduce_argmax" else "ArgMin"
+    index = low.node(onnx_op, low.value(op.x), axis=axis, keepdims=keep)
+    target = numpy_dtype(op.outputs[0])
+    return [
+        low.node("Cast", index, to=onnx_type(target) if target is not None else TensorProto.INT32)
+    ]

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 from coremltools.converters.mil.mil.ops.defs._utils import solve_slice_by_index_slice
 
-from anekit.sim.ops._util import axis_of, errstate
-from anekit.sim.registry import OpContext, register
+from anekit.ops.defs._util import axis_of, errstate
+from anekit.ops.registry import OpContext, register
 
 #: Scatter ``mode`` -> the ufunc combining ``data`` with each update, in index order.
 _MODES = {

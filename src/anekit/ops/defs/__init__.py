@@ -1,6 +1,6 @@
 """Simulator op implementations; importing this package registers them all."""
 
-from anekit.sim.ops import (
+from anekit.ops.defs import (
     activation,
     control,
     elementwise,

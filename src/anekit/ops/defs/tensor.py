@@ -4,13 +4,16 @@ the interpreter checks every result against the shape MIL declared."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from coremltools.converters.mil.mil.ops.defs._utils import solve_slice_by_index_slice
 
-from anekit.sim.ops._util import axes_of, axis_of, errstate, out_shape
-from anekit.sim.registry import OpContext, register
+from anekit.ops.defs._util import axes_of, axis_of, errstate, out_shape
+from anekit.ops.limits import WIDTH_SLICE_LIMIT
+from anekit.ops.lowering import Lowering, NotLowerable, shape_of
+from anekit.ops.registry import Finding, OpContext, cliff, lowers, register
 
 
 @register("reshape")
@@ -336,3 +339,96 @@ def _broadcast_quant(data: Any, scale: Any, zero_point: Any, axis: Any) -> tuple
         return array.reshape(shape)
 
     return shaped(scale), (np.float32(0) if zero_point is None else shaped(zero_point))
+
+
+# -- ONNX lowerings --------------------------------------------------------------
+
+
+@lowers("reshape")
+def _reshape(low: Lowering, op: Any) -> list[str]:
+    return [low.node("Reshape", low.value(op.x), low.constant(list(shape_of(op.outputs[0]))))]
+
+
+@lowers("transpose")
+def _transpose(low: Lowering, op: Any) -> list[str]:
+    rank = len(shape_of(op.x))
+    perm = [int(p) % rank for p in np.atleast_1d(low.const(op.perm))]
+    return [low.node("Transpose", low.value(op.x), perm=perm)]
+
+
+@lowers("expand_dims", "squeeze")
+def _expand_squeeze(low: Lowering, op: Any) -> list[str]:
+    return [low.node("Reshape", low.value(op.x), low.constant(list(shape_of(op.outputs[0]))))]
+
+
+@lowers("concat")
+def _concat(low: Lowering, op: Any) -> list[str]:
+    if op.interleave is not None and bool(low.const(op.interleave)):
+        raise NotLowerable("interleaved concat")
+    rank = len(shape_of(op.values[0]))
+    axis = int(low.const(op.axis)) % rank
+    return [low.node("Concat", *[low.value(value) for value in op.values], axis=axis)]
+
+
+@lowers("tile")
+def _tile(low: Lowering, op: Any) -> list[str]:
+    reps = [int(r) for r in np.atleast_1d(low.const(op.reps))]
+    return [low.node("Tile", low.value(op.x), low.constant(reps))]
+
+
+@lowers("slice_by_index")
+def _slice_by_index(low: Lowering, op: Any) -> list[str]:
+    shape = shape_of(op.x)
+    rank = len(shape)
+
+    def mask(var: Any) -> np.ndarray:
+        return np.zeros(rank, bool) if var is None else np.asarray(low.const(var), bool)
+
+    stride = np.ones(rank, np.int32) if op.stride is None else np.asarray(low.const(op.stride))
+    slices = solve_slice_by_index_slice(
+        shape, np.asarray(low.const(op.begin)), np.asarray(low.const(op.end)), stride,
+        mask(op.begin_mask), mask(op.end_mask), mask(op.squeeze_mask),
+    )  # fmt: skip
+    starts, ends, steps = [], [], []
+    for item, size in zip(slices, shape, strict=True):
+        start, stop, step = item.indices(size) if isinstance(item, slice) else (item, item + 1, 1)
+        starts.append(start)
+        ends.append(stop if stop >= 0 else -(2**62))  # past the start, for negative steps
+        steps.append(step)
+    sliced = low.node(
+        "Slice", low.value(op.x), low.constant(starts), low.constant(ends),
+        low.constant(list(range(rank))), low.constant(steps),
+    )  # fmt: skip
+    return [low.node("Reshape", sliced, low.constant(list(shape_of(op.outputs[0]))))]
+
+
+@lowers("gather")
+def _gather(low: Lowering, op: Any) -> list[str]:
+    from onnx import TensorProto
+
+    if op.batch_dims is not None and int(low.const(op.batch_dims)) != 0:
+        raise NotLowerable("gather with batch_dims")
+    rank = len(shape_of(op.x))
+    axis = int(low.const(op.axis)) % rank if op.axis is not None else 0
+    indices = low.node("Cast", low.value(op.indices), to=TensorProto.INT64)
+    return [low.node("Gather", low.value(op.x), indices, axis=axis)]
+
+
+# -- numeric cliffs ------------------------------------------------------------------
+
+
+@cliff("slice_by_index", "slice_by_size")
+def _width_slice(op: Any, inputs: Mapping[str, Any], max_abs: float) -> list[Finding]:
+    if "begin" not in inputs or "x" not in inputs:
+        return []
+    begin = np.asarray(inputs["begin"]).reshape(-1)
+    if not begin.size or int(begin[-1]) == 0 or not np.size(inputs["x"]):
+        return []
+    peak = float(np.nanmax(np.abs(np.asarray(inputs["x"], np.float32))))
+    if peak <= WIDTH_SLICE_LIMIT:
+        return []
+    message = (
+        f"slices the last axis at offset {int(begin[-1])} of values up to {peak:.6g}; "
+        f"pre-A16 ANEs saturate above {WIDTH_SLICE_LIMIT:g}"
+    )
+    return [("ane.width_slice_saturation", message)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -10,10 +11,11 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from anekit.ops import composites
 from anekit.ops.conv import conv_padding
+from anekit.ops.defs._util import errstate
 from anekit.ops.groups import CONSTEXPR
+from anekit.ops.limits import ATTENTION_SCORE_LIMIT
+from anekit.ops.registry import Finding, OpContext, cliff, register
 from anekit.ops.spaces import NumpySpace
-from anekit.sim.ops._util import errstate
-from anekit.sim.registry import OpContext, register
 
 
 @register("const")
@@ -106,3 +108,17 @@ def scaled_dot_product_attention(
         space = NumpySpace(rounding=numerics.fp16)
         weights = space.store(composites.softmax(space, scores, np.ndim(scores) - 1))
         return np.matmul(weights, value)
+
+
+# -- numeric cliffs ------------------------------------------------------------------
+
+
+@cliff("scaled_dot_product_attention")
+def _sdpa_score_size(op: Any, inputs: Mapping[str, Any], max_abs: float) -> list[Finding]:
+    if "query" not in inputs or "key" not in inputs:
+        return []
+    elements = int(np.shape(inputs["query"])[-2]) * int(np.shape(inputs["key"])[-2])
+    if elements < ATTENTION_SCORE_LIMIT:
+        return []
+    message = f"per-head score tensor has {elements} elements, at least 2^20"
+    return [("ane.attention_score_size", message)]

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from anekit.sim.ops._util import out_shape
-from anekit.sim.ops.misc import _pool
-from anekit.sim.registry import OpContext, register
+from anekit.ops.defs._util import out_shape
+from anekit.ops.defs.misc import _pool
+from anekit.ops.registry import OpContext, register
 
 
 def grid(length: Any, count: int, mode: str) -> Any:

@@ -16,9 +16,10 @@ from typing import Any
 import numpy as np
 
 from anekit.ops import composites
+from anekit.ops.defs._util import axes_of, broadcastable, errstate
+from anekit.ops.lowering import Lowering, shape_of
+from anekit.ops.registry import OpContext, lowers, register
 from anekit.ops.spaces import NumpySpace
-from anekit.sim.ops._util import axes_of, broadcastable, errstate
-from anekit.sim.registry import OpContext, register
 
 
 def _check_variance(ctx: OpContext, x: Any, variance: Any, what: str) -> None:
@@ -112,3 +113,26 @@ def local_response_norm(
     window = sum(padded[:, i : i + np.shape(x)[1]] for i in range(int(size)))
     with errstate():
         return x / np.power(k + alpha / int(size) * window, beta)
+
+
+# -- ONNX lowerings --------------------------------------------------------------
+
+
+@lowers("layer_norm")
+def _layer_norm(low: Lowering, op: Any) -> list[str]:
+    x = low.float_value(op.x)
+    shape = shape_of(op.x)
+    axes = low.axes(op, len(shape))
+    count = int(np.prod([shape[axis] for axis in axes], dtype=np.int64))
+    epsilon = low.const(op.epsilon) if op.epsilon is not None else 1e-5
+    result, variance = composites.normalize(low.space, x, axes, count, float(epsilon))
+    param_shape = [shape[axis] if axis in axes else 1 for axis in range(len(shape))]
+
+    def param(var: Any) -> str | None:
+        if var is None:
+            return None
+        values = low.numerics.store(low.const(var), np.dtype(np.float32))
+        return low.graph.constant(values.reshape(param_shape), np.float32)
+
+    low.probe = {"variance": low.node("ReduceSum", variance, keepdims=0)}
+    return [composites.affine(low.space, result, param(op.gamma), param(op.beta))]

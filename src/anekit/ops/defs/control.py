@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from anekit.errors import ProgramError
-from anekit.sim.registry import OpContext, register
+from anekit.ops.registry import OpContext, register
 
 #: A ``while_loop`` that runs longer than this is reported instead of hanging the run.
 MAX_ITERATIONS = 1_000_000

@@ -4,16 +4,19 @@ option), which is how a fully masked row with -inf scores turns into NaN."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from scipy import special
 
-from anekit.ops import composites
+from anekit.ops import composites, kernels
+from anekit.ops.attention import per_head_elements, score_producer
+from anekit.ops.defs._util import axis_of, errstate, parallel
+from anekit.ops.limits import ATTENTION_SCORE_LIMIT
+from anekit.ops.lowering import Lowering, NotLowerable, shape_of
+from anekit.ops.registry import Finding, OpContext, cliff, lowers, register
 from anekit.ops.spaces import NumpySpace
-from anekit.sim import kernels
-from anekit.sim.ops._util import axis_of, errstate, parallel
-from anekit.sim.registry import OpContext, register
 
 
 @register("relu")
@@ -116,3 +119,48 @@ def softmax(ctx: OpContext, x: Any, axis: Any) -> Any:
 def _space(ctx: OpContext, *, rounding: bool) -> NumpySpace:
     """NumPy with the simulator's kernels; ``rounding``: store intermediates as fp16."""
     return NumpySpace(rounding=rounding, exp=lambda v: parallel(kernels.exp, v), erf=kernels.erf)
+
+
+# -- ONNX lowerings --------------------------------------------------------------
+
+
+@lowers("relu", "sigmoid")
+def _relu_sigmoid(low: Lowering, op: Any) -> list[str]:
+    onnx_op = "Relu" if op.op_type == "relu" else "Sigmoid"
+    return [low.node(onnx_op, low.float_value(op.x))]
+
+
+@lowers("silu")
+def _silu(low: Lowering, op: Any) -> list[str]:
+    x = low.float_value(op.x)
+    return [low.node("Mul", x, low.node("Sigmoid", x))]
+
+
+@lowers("gelu")
+def _gelu(low: Lowering, op: Any) -> list[str]:
+    mode = str(low.const(op.mode)) if op.mode is not None else "EXACT"
+    if mode not in composites.GELU_MODES:
+        raise NotLowerable(f"gelu mode {mode}")
+    return [composites.gelu(low.space, low.float_value(op.x), mode)]
+
+
+@lowers("softmax")
+def _softmax(low: Lowering, op: Any) -> list[str]:
+    axis = int(low.const(op.axis)) % len(shape_of(op.x))
+    return [composites.softmax(low.space, low.float_value(op.x), axis)]
+
+
+# -- numeric cliffs ------------------------------------------------------------------
+
+
+@cliff("softmax")
+def _score_size(op: Any, inputs: Mapping[str, Any], max_abs: float) -> list[Finding]:
+    producer = score_producer(op.inputs["x"])
+    if producer is None or (elements := per_head_elements(producer)) < ATTENTION_SCORE_LIMIT:
+        return []
+    shape = tuple(int(dim) for dim in producer.outputs[0].shape)
+    message = (
+        f"scores from {producer.name} have {elements} elements per head (shape {shape}), "
+        "at least 2^20"
+    )
+    return [("ane.attention_score_size", message)]

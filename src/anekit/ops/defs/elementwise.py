@@ -1,0 +1,245 @@
+"""Elementwise MIL ops: binary arithmetic and logic, unary math, casts, clips.
+
+Each computes in float32 on float inputs; the interpreter rounds the result to
+fp16 in ``ane`` mode (one rounding per op: the ANE computes transcendentals at
+higher precision and stores fp16).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from anekit._milgraph import numpy_dtype
+from anekit.ops import kernels
+from anekit.ops.defs._util import errstate, parallel
+from anekit.ops.limits import SMALL_LOG_INPUT
+from anekit.ops.lowering import Lowering, NotLowerable
+from anekit.ops.registry import Finding, Lower, OpContext, cliff, lowers, register
+
+#: Binary ops: the NumPy function, and the ONNX op of the same semantics (None: below).
+_BINARY: dict[str, tuple[Callable[[Any, Any], Any], str | None]] = {
+    "add": (np.add, "Add"), "sub": (np.subtract, "Sub"), "mul": (np.multiply, "Mul"),
+    "real_div": (np.true_divide, "Div"), "floor_div": (np.floor_divide, None),
+    "mod": (np.mod, None), "pow": (np.power, "Pow"), "maximum": (np.maximum, "Max"),
+    "minimum": (np.minimum, "Min"), "equal": (np.equal, "Equal"),
+    "not_equal": (np.not_equal, None), "greater": (np.greater, "Greater"),
+    "greater_equal": (np.greater_equal, "GreaterOrEqual"), "less": (np.less, "Less"),
+    "less_equal": (np.less_equal, "LessOrEqual"), "logical_and": (np.logical_and, "And"),
+    "logical_or": (np.logical_or, "Or"), "logical_xor": (np.logical_xor, "Xor"),
+}  # fmt: skip
+
+#: Unary ops: the NumPy function, and the ONNX op of the same semantics (None: below).
+_UNARY: dict[str, tuple[Callable[[Any], Any], str | None]] = {
+    "abs": (np.abs, "Abs"), "exp": (np.exp, "Exp"), "exp2": (np.exp2, None),
+    "sqrt": (np.sqrt, "Sqrt"), "square": (np.square, None), "tanh": (np.tanh, "Tanh"),
+    "sin": (np.sin, "Sin"), "cos": (np.cos, "Cos"), "tan": (np.tan, "Tan"),
+    "asin": (np.arcsin, "Asin"), "acos": (np.arccos, "Acos"), "atan": (np.arctan, "Atan"),
+    "sinh": (np.sinh, "Sinh"), "cosh": (np.cosh, "Cosh"), "atanh": (np.arctanh, "Atanh"),
+    "floor": (np.floor, "Floor"), "ceil": (np.ceil, "Ceil"),
+    # half to even, as MIL documents ("0.5 is rounded to 0"), as ONNX Round does
+    "round": (np.round, "Round"), "sign": (np.sign, "Sign"),
+    "logical_not": (np.logical_not, "Not"), "erf": (kernels.erf, "Erf"),
+}  # fmt: skip
+
+
+def _binary(function: Callable[[Any, Any], Any]) -> Callable[..., Any]:
+    def impl(ctx: OpContext, x: Any, y: Any) -> Any:
+        with errstate():
+            return function(x, y)
+
+    return impl
+
+
+def _unary(function: Callable[[Any], Any]) -> Callable[..., Any]:
+    def impl(ctx: OpContext, x: Any) -> Any:
+        if isinstance(x, np.ndarray) and x.dtype == np.float32:
+            return parallel(function, x)
+        with errstate():
+            return function(x)
+
+    return impl
+
+
+def _binary_lowering(onnx_op: str) -> Lower:
+    def lower(low: Lowering, op: Any) -> list[str]:
+        x, y = low.value(op.x), low.value(op.y)
+        dtype = numpy_dtype(op.x)
+        if onnx_op in ("Div", "Pow") and (dtype is None or dtype.kind != "f"):
+            raise NotLowerable(f"{op.op_type} on {dtype}")
+        return [low.node(onnx_op, x, y)]
+
+    return lower
+
+
+def _unary_lowering(onnx_op: str) -> Lower:
+    def lower(low: Lowering, op: Any) -> list[str]:
+        if onnx_op not in ("Not", "Identity", "Abs", "Sign"):
+            low.float_value(op.x)
+        return [low.node(onnx_op, low.value(op.x))]
+
+    return lower
+
+
+for _name, (_function, _onnx) in _BINARY.items():
+    register(_name)(_binary(_function))
+    if _onnx is not None:
+        lowers(_name)(_binary_lowering(_onnx))
+for _name, (_ufunc, _onnx) in _UNARY.items():
+    register(_name)(_unary(_ufunc))
+    if _onnx is not None:
+        lowers(_name)(_unary_lowering(_onnx))
+lowers("identity")(_unary_lowering("Identity"))
+
+
+@register("log")
+def log(ctx: OpContext, x: Any, epsilon: Any) -> Any:
+    with errstate():
+        return np.log(x + epsilon)
+
+
+@register("rsqrt")
+def rsqrt(ctx: OpContext, x: Any, epsilon: Any) -> Any:
+    with errstate():
+        return 1.0 / np.sqrt(x + epsilon)
+
+
+@register("inverse")
+def inverse(ctx: OpContext, x: Any, epsilon: Any) -> Any:
+    with errstate():
+        return 1.0 / (x + epsilon)
+
+
+@register("threshold")
+def threshold(ctx: OpContext, x: Any, alpha: Any) -> Any:
+    return np.maximum(x, alpha)
+
+
+@register("clip")
+def clip(ctx: OpContext, x: Any, alpha: Any, beta: Any) -> Any:
+    return np.minimum(np.maximum(x, alpha), beta)
+
+
+_CAST_TYPES = {
+    "fp16": np.float32,  # float values stay in compute form; storage rounds them
+    "fp32": np.float32,
+    "int32": np.int32,
+    "int16": np.int16,
+    "uint16": np.uint16,
+    "int8": np.int8,
+    "uint8": np.uint8,
+    "bool": np.bool_,
+}
+
+
+@register("cast")
+def cast(ctx: OpContext, x: Any, dtype: Any) -> Any:
+    target = _CAST_TYPES[str(dtype)]
+    array = np.asarray(x)
+    if target is np.bool_:
+        return array != 0
+    with errstate():
+        return array.astype(target)
+
+
+@register("identity")
+def identity(ctx: OpContext, x: Any) -> Any:
+    return x
+
+
+@register("select")
+def select(ctx: OpContext, cond: Any, a: Any, b: Any) -> Any:
+    return np.where(cond, a, b)
+
+
+# -- ONNX lowerings --------------------------------------------------------------
+
+
+@lowers("not_equal")
+def _not_equal(low: Lowering, op: Any) -> list[str]:
+    return [low.node("Not", low.node("Equal", low.value(op.x), low.value(op.y)))]
+
+
+@lowers("floor_div", "mod")
+def _floor_div_mod(low: Lowering, op: Any) -> list[str]:
+    x, y = low.float_value(op.x), low.float_value(op.y)
+    floor = low.node("Floor", low.node("Div", x, y))
+    if op.op_type == "floor_div":
+        return [floor]
+    return [low.node("Sub", x, low.node("Mul", floor, y))]
+
+
+@lowers("square")
+def _square(low: Lowering, op: Any) -> list[str]:
+    x = low.float_value(op.x)
+    return [low.node("Mul", x, x)]
+
+
+@lowers("exp2")
+def _exp2(low: Lowering, op: Any) -> list[str]:
+    return [low.node("Pow", low.scalar(2.0), low.float_value(op.x))]
+
+
+@lowers("log", "rsqrt", "inverse")
+def _with_epsilon(low: Lowering, op: Any) -> list[str]:
+    shifted = low.node("Add", low.float_value(op.x), low.scalar(low.const(op.epsilon)))
+    if op.op_type == "log":
+        return [low.node("Log", shifted)]
+    if op.op_type == "inverse":
+        return [low.node("Reciprocal", shifted)]
+    return [low.node("Reciprocal", low.node("Sqrt", shifted))]
+
+
+@lowers("threshold")
+def _threshold(low: Lowering, op: Any) -> list[str]:
+    return [low.node("Max", low.float_value(op.x), low.scalar(low.const(op.alpha)))]
+
+
+@lowers("clip")
+def _clip(low: Lowering, op: Any) -> list[str]:
+    low_bound = low.node("Max", low.float_value(op.x), low.scalar(low.const(op.alpha)))
+    return [low.node("Min", low_bound, low.scalar(low.const(op.beta)))]
+
+
+@lowers("cast")
+def _cast(low: Lowering, op: Any) -> list[str]:
+    from onnx import TensorProto
+
+    target = str(low.const(op.dtype))
+    source = numpy_dtype(op.x)
+    if target == "bool":
+        zero = low.constant(np.zeros((), source), source) if source is not None else None
+        if zero is None:
+            raise NotLowerable("cast from a non-tensor")
+        return [low.node("Not", low.node("Equal", low.value(op.x), zero))]
+    kinds = {"fp16": TensorProto.FLOAT, "fp32": TensorProto.FLOAT, "int32": TensorProto.INT32,
+             "int16": TensorProto.INT16, "int8": TensorProto.INT8, "uint8": TensorProto.UINT8,
+             "uint16": TensorProto.UINT16}  # fmt: skip
+    if target not in kinds:
+        raise NotLowerable(f"cast to {target}")
+    return [low.node("Cast", low.value(op.x), to=kinds[target])]
+
+
+@lowers("select")
+def _select(low: Lowering, op: Any) -> list[str]:
+    return [low.node("Where", low.value(op.cond), low.value(op.a), low.value(op.b))]
+
+
+# -- numeric cliffs ------------------------------------------------------------------
+
+
+@cliff("rsqrt", "log")
+def _small_log_input(op: Any, inputs: Mapping[str, Any], max_abs: float) -> list[Finding]:
+    if "x" not in inputs:
+        return []
+    shifted = np.asarray(inputs["x"], np.float32) + np.float32(inputs.get("epsilon") or 0.0)
+    smallest = float(np.nanmin(shifted)) if shifted.size else 0.0
+    if smallest >= SMALL_LOG_INPUT:
+        return []
+    message = (
+        f"input (plus epsilon) goes down to {smallest:.3g}, below {SMALL_LOG_INPUT:g} "
+        "where the ANE returns ±inf"
+    )
+    return [("ane.small_log_input", message)]
