@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install demo test lint typecheck pytest clean
+.PHONY: install demo test test-slow test-all lint typecheck pytest pytest-slow clean
 
 install: $(STAMP)
 
@@ -37,10 +37,22 @@ typecheck: install
 
 # Two workers (CI has 2 cores); each test file stays on one worker, so that its
 # module fixtures are built once. Built model packages are shared by both.
+# `make test` (CI) leaves out the tests marked slow (more crash points, more worker
+# faults, the watcher and servers end to end); `make test-all` runs them too.
+PYTEST := ANEKIT_REQUIRE_TORCH=1 $(BIN)/pytest -q -n 2 --dist loadfile
+
 pytest: install
-	ANEKIT_REQUIRE_TORCH=1 $(BIN)/pytest -q -n 2 --dist loadfile
+	$(PYTEST) -m "not slow"
+
+pytest-slow: install
+	$(PYTEST) -m slow
 
 test: lint typecheck pytest
+
+test-slow: pytest-slow
+
+test-all: lint typecheck
+	$(PYTEST)
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

@@ -108,6 +108,7 @@ def _texts(count: int) -> list[str]:
     return [f"# part {index}\n{base[index % len(base)]}" for index in range(count)]
 
 
+@pytest.mark.slow  # real workers killed and restarted
 def test_embed_killed_mid_run_keeps_every_finished_vector_in_order(tmp_path: Path) -> None:
     """SIGKILL to ``anekit embed`` itself: what it wrote is whole lines, in input order,
     each the vector of its own line; its worker leaves once its parent is gone."""
@@ -160,6 +161,7 @@ def _zombie(pid: int) -> bool:
     return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
 
 
+@pytest.mark.slow  # real workers killed and restarted
 def test_embed_writes_null_for_a_chunk_that_kills_every_worker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

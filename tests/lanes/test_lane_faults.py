@@ -122,6 +122,7 @@ def test_a_worker_killed_while_starting_is_restarted_not_failed(work: Any) -> No
     _check(vectors, reference[:16], 0.98)
 
 
+@pytest.mark.slow  # 30-100 s of worker restarts
 def test_a_worker_dying_on_every_second_batch_loses_no_chunk(work: Any, faults: Any) -> None:
     token_ids, reference = work
     faults("cpu:batch:2")
@@ -133,6 +134,7 @@ def test_a_worker_dying_on_every_second_batch_loses_no_chunk(work: Any, faults: 
     _check(vectors, reference, 0.98)
 
 
+@pytest.mark.slow  # 30-100 s of worker restarts
 def test_a_hung_batch_is_requeued_after_its_deadline(work: Any, faults: Any) -> None:
     token_ids, reference = work
     faults("cpu:hang:600000")
@@ -175,6 +177,7 @@ def test_a_chunk_that_kills_every_worker_is_reported_and_the_rest_embedded(
     assert not [note for note in notes if "chunk 13" in note]
 
 
+@pytest.mark.slow  # 30-100 s of worker restarts
 def test_a_chunk_that_kills_one_lane_is_embedded_by_the_cpu_lane(work: Any, faults: Any) -> None:
     """A chunk that kills the numpy lane's worker (standing in for an ANE driver crash)
     is isolated by bisection and embedded on the CPU lane, started for it."""
@@ -191,6 +194,7 @@ def test_a_chunk_that_kills_one_lane_is_embedded_by_the_cpu_lane(work: Any, faul
     assert (vectors[6] * reference[6]).sum() < 0.9999  # int8 weights: the CPU lane's answer
 
 
+@pytest.mark.slow  # 30-100 s of worker restarts
 def test_a_lane_that_keeps_failing_spends_its_restarts_and_the_run_finishes(
     work: Any, faults: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -237,6 +241,7 @@ def test_nan_rows_from_a_lane_are_re_embedded_on_the_cpu(work: Any, faults: Any)
     _check(vectors, reference[:12], 0.98)
 
 
+@pytest.mark.slow  # 30-100 s of worker restarts
 def test_a_malformed_frame_costs_a_worker_with_a_reason(work: Any, faults: Any) -> None:
     token_ids, reference = work
     faults("cpu:malformed:1")
@@ -284,6 +289,7 @@ def test_when_nothing_can_embed_the_error_says_why(
     )
 
 
+@pytest.mark.slow  # 30-100 s of worker restarts
 def test_an_idle_worker_exits_and_a_new_one_starts(
     work: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -313,6 +319,7 @@ def test_embedder_with_lanes(work: Any) -> None:
     _check(vectors, reference[:8], 0.98)
 
 
+@pytest.mark.slow  # 30-100 s of worker restarts
 def test_embedder_with_lanes_raises_with_the_failed_chunks(work: Any, faults: Any) -> None:
     texts = known_answers.load().texts[:10]
     with Embedder(lanes=["cpu"]) as embedder:
@@ -326,6 +333,7 @@ def test_embedder_with_lanes_raises_with_the_failed_chunks(work: Any, faults: An
     _check(raised.value.vectors[kept], work[1][kept], 0.98)
 
 
+@pytest.mark.slow  # 30-100 s of worker restarts
 def test_lanes_longer_than_the_known_answers_are_admitted(work: Any) -> None:
     """The fixture is checked at its own 256 tokens whatever the lane's length."""
     token_ids, reference = work
@@ -379,6 +387,7 @@ def test_a_worker_that_cannot_load_its_model_says_why_in_one_line(tmp_path: Any)
     assert "model.safetensors" in reason and "Traceback" not in reason
 
 
+@pytest.mark.slow  # 30-100 s of worker restarts
 def test_a_small_input_whose_chunk_kills_workers_never_reaches_the_parent(
     work: Any, faults: Any
 ) -> None:

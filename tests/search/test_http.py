@@ -17,8 +17,6 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
-pytestmark = pytest.mark.slow
-
 MODULE = 'def parse_duration(text):\n    """Seconds in a duration such as 1h30m."""\n    return 0\n'
 
 

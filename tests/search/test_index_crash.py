@@ -31,8 +31,6 @@ from anekit.search import index as index_module
 from anekit.search.cache import VectorCache, cache_key
 from anekit.search.index import Index, IndexSummary
 
-pytestmark = pytest.mark.slow
-
 PYTHON_FILES = 48
 MARKDOWN_FILES = 12
 FILES = PYTHON_FILES + MARKDOWN_FILES
@@ -440,7 +438,14 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", list(CASES))
+#: Run by `make test`; the other kill points by `make test-slow`.
+FAST_CASES = ("in-a-checkpoint", "after-a-checkpoint")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(name, marks=[] if name in FAST_CASES else [pytest.mark.slow]) for name in CASES],
+)
 def test_a_killed_index_run_leaves_a_whole_store_that_the_next_run_completes(
     name: str, clean: Clean, tmp_path: Path
 ) -> None:
@@ -555,6 +560,7 @@ def _serve(root: Path, home: Path, port: int, log: Path) -> subprocess.Popen[byt
         return subprocess.Popen([*command, "--lane", "cpu"], env=env, stderr=output)
 
 
+@pytest.mark.slow
 def test_a_daemon_killed_mid_index_resumes_when_restarted(clean: Clean, tmp_path: Path) -> None:
     """kill -9 of ``anekit serve`` (the daemon alone, as a user would) while its watcher's
     first round embeds: its lane workers leave on their own, the store is whole, and the

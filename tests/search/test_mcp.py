@@ -77,7 +77,6 @@ async def _session(root: Path, home: Path) -> dict[str, Any]:
     return seen
 
 
-@pytest.mark.slow
 def test_mcp_over_stdio_with_the_sdk_client(tmp_path: Path) -> None:
     root = _repo(tmp_path / "repo")
     (tmp_path / "secrets.txt").write_text("not for agents\n")

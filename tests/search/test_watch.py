@@ -111,7 +111,6 @@ def _assert_like_a_clean_index(root: Path, tmp_path: Path, cache: VectorCache) -
     assert _contents(root) == _contents(copy)
 
 
-@pytest.mark.slow
 def test_edits_deletes_renames_and_editor_saves_are_indexed(
     watched: Watched, tmp_path: Path, cache: VectorCache
 ) -> None:
