@@ -64,33 +64,27 @@ def analyze(
     op table); ``function`` one function of a multifunction package.
     """
     functions = [function] if function else None
+    package = None
     if callable(getattr(target, "lowered", None)):  # a CompiledProgram
-        program = target.lowered()
-        name = "main" if not target.converted else target.function_name
-        return analyze_program(
-            program,
-            source=target.source,
-            families=families,
-            functions=functions or [name],
-            platform=platform,
-        )
-    if isinstance(target, str | os.PathLike):
+        program, source = target.lowered(), target.source
+        functions = functions or ["main" if not target.converted else target.function_name]
+    elif isinstance(target, str | os.PathLike):
         from anekit._mlpackage import read_program
 
         path = Path(target)
         program, spec = read_program(path)
-        return analyze_program(
-            program,
-            source=str(path),
-            families=families,
-            functions=functions,
-            package=package_facts(path, spec),
-            platform=platform,
+        source, package = str(path), package_facts(path, spec)
+    elif hasattr(target, "functions"):
+        program, source = target, "<program>"
+    else:
+        raise TypeError(
+            f"cannot analyse a {type(target).__name__}; pass a CompiledProgram, a path or a Program"
         )
-    if hasattr(target, "functions"):
-        return analyze_program(
-            target, source="<program>", families=families, functions=functions, platform=platform
-        )
-    raise TypeError(
-        f"cannot analyse a {type(target).__name__}; pass a CompiledProgram, a path or a Program"
+    return analyze_program(
+        program,
+        source=source,
+        families=families,
+        functions=functions,
+        package=package,
+        platform=platform,
     )

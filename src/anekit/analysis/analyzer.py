@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from anekit import _miltext
-from anekit._milgraph import is_constant, numpy_dtype
+from anekit._milgraph import is_constant, numpy_dtype, static_shape
 from anekit.analysis import optable
 from anekit.analysis.report import Finding, FunctionReport, OpPlacement, PlacementReport
 from anekit.analysis.rules import (
@@ -59,16 +59,13 @@ def _table_findings(
     verdicts: dict[str, str] = {}
     grouped: dict[tuple[str, str, str], list[str]] = {}
     for family in families:
-        if entry is None:
-            verdicts[family] = "cpu"
+        rule = None if entry is None else entry.for_family(family)
+        verdicts[family] = "cpu" if rule is None else rule.verdict
+        if rule is None:
             key = ("cpu", f"{op.op_type} is not in the op table", RULES["op.table"].fix)
-            grouped.setdefault(key, []).append(family)
+        elif rule.verdict == "ane":
             continue
-        rule = entry.for_family(family)
-        verdicts[family] = rule.verdict
-        if rule.verdict == "ane":
-            continue
-        if rule.verdict == "ane_if":
+        elif rule.verdict == "ane_if":
             assert rule.condition is not None
             check, requirement = CONDITIONS[rule.condition]
             if check(op):
@@ -81,6 +78,7 @@ def _table_findings(
                 f"rewrite: {rule.rewrite}",
             )
         else:
+            assert entry is not None  # rule came from it
             why = rule.reason or f"{op.op_type} does not run on the ANE"
             key = ("cpu", why, (entry.rule and RULES[entry.rule].fix) or RULES["op.table"].fix)
         grouped.setdefault(key, []).append(family)
@@ -90,10 +88,6 @@ def _table_findings(
         dispute = f" (disputed: {entry.dispute})" if entry is not None and entry.dispute else ""
         findings.append(_finding("op.table", message + dispute, scoped, fix))
     return verdicts, findings
-
-
-def _outputs_text(op: Any, symbols: dict[str, str]) -> str:
-    return ", ".join(_miltext.type_text(var, symbols) for var in op.outputs)
 
 
 def _weight_bytes(func: Any) -> int:
@@ -118,33 +112,30 @@ def _facts(func: Any, package: PackageFacts, platform: str) -> ProgramFacts:
     def described(var: Any, name: str) -> tuple[str, tuple[Any, ...], np.dtype[Any] | None]:
         return name, tuple(var.shape), numpy_dtype(var)
 
-    largest = 0
-    for op in func.operations:
-        for var in op.outputs:
-            try:
-                largest = max(
-                    largest, int(np.prod([int(dim) for dim in var.shape], dtype=np.int64))
-                )
-            except TypeError:
-                largest = max(largest, MIN_DYNAMIC)
+    def elements(var: Any) -> int:
+        shape = static_shape(var)
+        return MIN_DYNAMIC if shape is None else int(np.prod(shape, dtype=np.int64))
+
     return ProgramFacts(
         inputs=[described(var, name) for name, var in func.inputs.items()],
         outputs=[described(var, var.name) for var in func.outputs],
         weight_bytes=_weight_bytes(func),
         package_bytes=package.size_bytes,
         layers=sum(1 for op in func.operations if op.op_type in MATMUL_LIKE),
-        largest_tensor=largest,
+        largest_tensor=max(
+            (elements(var) for op in func.operations for var in op.outputs), default=0
+        ),
         enumerated_inputs=list(package.enumerated_inputs),
         platform=platform,
     )
 
 
-def _walk(operations: Sequence[Any], enclosing: Any = None) -> Iterator[tuple[Any, Any]]:
+def walk(operations: Sequence[Any], enclosing: Any = None) -> Iterator[tuple[Any, Any]]:
     """Every op with the control-flow op it is nested in (None at the top level)."""
     for op in operations:
         yield op, enclosing
         for block in getattr(op, "blocks", ()):
-            yield from _walk(block.operations, enclosing if enclosing is not None else op)
+            yield from walk(block.operations, enclosing if enclosing is not None else op)
 
 
 def _folded(op: Any) -> bool:
@@ -170,13 +161,13 @@ def analyze_function(
     whole_program = any(finding.rule in WHOLE_PROGRAM_FALLBACK for finding in program_findings)
     placements = []
     symbols: dict[str, str] = {}
-    for op, enclosing in _walk(func.operations):
+    for op, enclosing in walk(func.operations):
         entry = table.entry(op.op_type)
         compute = (entry.is_compute if entry is not None else True) and not _folded(op)
         common: dict[str, Any] = {
             "name": op.name,
             "op_type": op.op_type,
-            "outputs": _outputs_text(op, symbols),
+            "outputs": ", ".join(_miltext.type_text(var, symbols) for var in op.outputs),
             "location": _miltext.op_location(op),
             "output_names": tuple(var.name for var in op.outputs),
         }
@@ -192,12 +183,11 @@ def analyze_function(
             findings.append(
                 _finding("control_flow", f"inside {enclosing.op_type} {enclosing.name}")
             )
-        devices = {}
-        for family in families:
-            blocked = whole_program or any(
-                finding.severity == "fallback" and finding.applies(family) for finding in findings
-            )
-            devices[family] = "cpu" if blocked else "ane"
+        fallbacks = [finding for finding in findings if finding.severity == "fallback"]
+        devices = {
+            family: "cpu" if whole_program or any(f.applies(family) for f in fallbacks) else "ane"
+            for family in families
+        }
         placements.append(
             OpPlacement(**common, compute=True, table=verdicts, device=devices, findings=findings)
         )

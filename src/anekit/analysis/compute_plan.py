@@ -15,11 +15,10 @@ from __future__ import annotations
 import platform
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from anekit._coremltools import core_ml_runtime_available, ct
+from anekit.analysis.analyzer import walk
 from anekit.errors import PlacementError
 
 _FAMILIES = (("M1", "a14"), ("M2", "a15"), ("M3", "a15"), ("M4", "a17"), ("M5", "a17"))
@@ -75,14 +74,6 @@ def _device_name(device: object) -> str:
     return "cpu"
 
 
-def _operations(block: Any) -> Iterator[Any]:
-    """The operations of ``block`` and of the blocks nested in them, in order."""
-    for operation in block.operations:
-        yield operation
-        for inner in operation.blocks:
-            yield from _operations(inner)
-
-
 def actual_devices(package: Path, compute_units: str = "CPU_AND_NE") -> dict[str, dict[str, str]]:
     """Function name -> first output name of each op -> ``ane``/``gpu``/``cpu``.
 
@@ -115,7 +106,7 @@ def actual_devices(package: Path, compute_units: str = "CPU_AND_NE") -> dict[str
         devices: dict[str, dict[str, str]] = {}
         for name, function in program.functions.items():
             found: dict[str, str] = {}
-            for operation in _operations(function.block):
+            for operation, _ in walk(function.block.operations):
                 usage = plan.get_compute_device_usage_for_mlprogram_operation(operation)
                 if usage is None or usage.preferred_compute_device is None:
                     continue  # const ops: Core ML gives them no device

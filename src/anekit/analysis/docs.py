@@ -131,8 +131,7 @@ def op_support_markdown(table: OpTable) -> str:
         "| op | " + " | ".join(f"{key}" for key in families) + " | notes | sources |",
         "|---|" + "---|" * (len(families) + 2),
     ]
-    for name in sorted(compute):
-        entry = compute[name]
+    for name, entry in sorted(compute.items()):
         verdicts = " | ".join(_verdict_text(entry, key) for key in families)
         sources = _cell("; ".join(entry.sources))
         lines.append(f"| `{name}` | {verdicts} | {_notes(entry, families)} | {sources} |")

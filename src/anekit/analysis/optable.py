@@ -12,11 +12,10 @@ import functools
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Literal
+from typing import Any
 
 from anekit.errors import PlacementError
 
-Verdict = Literal["ane", "ane_if", "decompose", "cpu"]
 VERDICTS: tuple[str, ...] = ("ane", "ane_if", "decompose", "cpu")
 
 

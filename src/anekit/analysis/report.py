@@ -7,7 +7,7 @@ program), Markdown, or rich tables by the CLI.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -37,13 +37,7 @@ class Finding:
         return self.families is None or family in self.families
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "rule": self.rule,
-            "severity": self.severity,
-            "message": self.message,
-            "fix": self.fix,
-            "families": None if self.families is None else list(self.families),
-        }
+        return {**asdict(self), "families": None if self.families is None else list(self.families)}
 
 
 @dataclass
@@ -206,10 +200,11 @@ class PlacementReport:
         return json.dumps(self.to_json(), indent=2, sort_keys=True, allow_nan=False) + "\n"
 
     def to_markdown(self) -> str:
-        lines = [f"# Placement report: {self.source}", ""]
-        lines.append(
-            "Expected placement by Core ML (anekit's op table and rules; not a measurement)."
-        )
+        lines = [
+            f"# Placement report: {self.source}",
+            "",
+            "Expected placement by Core ML (anekit's op table and rules; not a measurement).",
+        ]
         for function in self.functions:
             lines += ["", f"## Function `{function.name}`", ""]
             for family in self.families:

@@ -9,7 +9,7 @@ prior-art.md §1.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -127,10 +127,6 @@ def _integer(op: Any) -> list[str]:
     return [f"computes on integers ({kinds})"]
 
 
-def _tile(op: Any) -> list[str]:
-    return ["tile"] if op.op_type == "tile" else []
-
-
 def _kernel_width(op: Any) -> list[str]:
     if op.op_type != "conv" or "weight" not in op.inputs:
         return []
@@ -156,25 +152,18 @@ def _not_bc1s(op: Any) -> list[str]:
     return []
 
 
-def _state(op: Any) -> list[str]:
-    return [op.op_type] if op.op_type in STATE else []
-
-
-def _control_flow(op: Any) -> list[str]:
-    return [op.op_type] if op.op_type in CONTROL_FLOW else []
+def _op_types(op_types: Collection[str]) -> OpCheck:
+    """A check that fires on ops of these types, naming the type."""
+    return lambda op: [op.op_type] if op.op_type in op_types else []
 
 
 def _compressed(op: Any) -> list[str]:
     if op.op_type not in ("linear", "conv", "matmul", "conv_transpose"):
         return []
     for var in op.get_flattened_inputs():
-        producer = var.op
-        if (
-            producer is not None
-            and producer.op_type.startswith("constexpr_")
-            and producer.op_type != "constexpr_cast"
-        ):
-            return [f"weights from {producer.op_type}"]
+        producer = getattr(var.op, "op_type", "")  # "" for an input
+        if producer.startswith("constexpr_") and producer != "constexpr_cast":
+            return [f"weights from {producer}"]
     return []
 
 
@@ -324,7 +313,7 @@ RULES: dict[str, RuleInfo] = {
             "ane-knowledge.md §7.1: tile poisons later evaluations in the process (SKY, M3 Max) "
             "vs correct (AF); conservatively off the ANE",
             "broadcast in the consuming op instead",
-            on_op=_tile,
+            on_op=_op_types({"tile"}),
         ),
         RuleInfo(
             "conv.kernel_width", "fallback", "a convolution kernel 16 or more wide",
@@ -375,13 +364,13 @@ RULES: dict[str, RuleInfo] = {
             "ane-knowledge.md §2.5 rule 32: state is not authorable on the "
             "single-procedure path (AF)",
             "pass state as inputs and outputs, or keep the stateful part on the CPU",
-            on_op=_state,
+            on_op=_op_types(STATE),
         ),
         RuleInfo(
             "control_flow", "fallback", "control flow (cond, while_loop, lists)",
             "ane-knowledge.md §2.5 rule 32: no loops or conditionals on the ANE (MDX, AF)",
             "unroll loops and select with where at trace time",
-            on_op=_control_flow,
+            on_op=_op_types(CONTROL_FLOW),
         ),
         RuleInfo(
             "layout.not_bc1s",
@@ -404,32 +393,26 @@ RULES: dict[str, RuleInfo] = {
 }  # fmt: skip
 
 
+def _hits(checks: dict[str, OpCheck], subject: Any) -> list[Hit]:
+    return [(rule, message) for rule, check in checks.items() for message in check(subject)]
+
+
 def op_checks(op: Any) -> list[Hit]:
     """The rules that fire on one op, in the order of :data:`RULES`."""
-    return [
-        (rule.id, message)
-        for rule in RULES.values()
-        if rule.on_op is not None
-        for message in rule.on_op(op)
-    ]
+    return _hits({rule.id: rule.on_op for rule in RULES.values() if rule.on_op is not None}, op)
 
 
 def program_checks(facts: ProgramFacts) -> list[Hit]:
     """The rules that fire on the whole function, in the order of :data:`RULES`."""
-    return [
-        (rule.id, message)
-        for rule in RULES.values()
-        if rule.on_program is not None
-        for message in rule.on_program(facts)
-    ]
+    checks = {rule.id: rule.on_program for rule in RULES.values() if rule.on_program is not None}
+    return _hits(checks, facts)
 
 
 ConditionCheck = Callable[[Any], bool]
 
 
 def _const_weight(op: Any) -> bool:
-    weight = op.inputs.get("weight")
-    return weight is not None and is_constant(weight)
+    return is_constant(op.inputs.get("weight"))  # False without a weight
 
 
 def _lrn_size(op: Any) -> bool:

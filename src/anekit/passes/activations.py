@@ -14,7 +14,7 @@ from coremltools.converters.mil.mil import Builder as mb
 from coremltools.converters.mil.mil.passes.pass_registry import register_pass
 
 from anekit.passes.base import AnePass
-from anekit.passes.graph import replace_var
+from anekit.passes.graph import ops_of_type, replace_var
 
 
 @register_pass(namespace="ane")
@@ -24,8 +24,8 @@ class gelu_tanh(AnePass):
     default = False
 
     def rewrite(self, function: Any) -> None:
-        for op in list(function.operations):
-            if op.op_type != "gelu" or op.inputs["mode"].val != "EXACT":
+        for op in ops_of_type(function, "gelu"):
+            if op.inputs["mode"].val != "EXACT":
                 continue
             approximate = mb.gelu(
                 x=op.inputs["x"], mode="TANH_APPROXIMATION", before_op=op, name=f"{op.name}_tanh"

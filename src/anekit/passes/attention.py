@@ -18,7 +18,7 @@ from anekit.ops.attention import score_producer
 from anekit.ops.groups import ARITHMETIC, LAYOUT
 from anekit.ops.limits import ATTENTION_SCORE_LIMIT
 from anekit.passes.base import AnePass
-from anekit.passes.graph import consumers, float_dtype, is_output, replace_var
+from anekit.passes.graph import consumers, float_dtype, is_output, replace_var, scalar_value
 
 
 @dataclass
@@ -37,11 +37,9 @@ def find_attention(function: Any) -> list[Attention]:
     for op in function.operations:
         if op.op_type != "softmax":
             continue
-        between: list[Any] = []
+        between: list[Any] = []  # the ops between the score matmul and the softmax
         var = op.inputs["x"]
-        while (
-            var.op is not None and var.op.op_type in ARITHMETIC
-        ):  # between the score matmul and the softmax
+        while var.op is not None and var.op.op_type in ARITHMETIC:
             operands = [var.op.inputs["x"], var.op.inputs["y"]]
             # the operand the scores come through (a mask may be computed at run time too)
             chain = [item for item in operands if score_producer(item) is not None]
@@ -66,16 +64,16 @@ def find_attention(function: Any) -> list[Attention]:
     return found
 
 
-def _scale_of(op: Any, scores: Any) -> float | None:
-    """The constant scalar ``op`` multiplies ``scores`` by (mul s, or real_div 1/s)."""
-    other = op.inputs["y"] if op.inputs["x"] is scores else op.inputs["x"]
-    value = other.val
-    if value is None or np.size(value) != 1:
+def _scale_of(attention: Attention) -> float | None:
+    """The constant scalar the first op after the score matmul multiplies the scores by
+    (mul s, or real_div 1/s)."""
+    if not attention.between:
         return None
-    scalar = float(np.asarray(value).reshape(()))
+    op, scores = attention.between[0], attention.scores.outputs[0]
+    scalar = scalar_value(op.inputs["y"] if op.inputs["x"] is scores else op.inputs["x"])
     if op.op_type == "mul":
         return scalar
-    if op.op_type == "real_div" and op.inputs["x"] is scores and scalar != 0:
+    if op.op_type == "real_div" and op.inputs["x"] is scores and scalar:
         return 1.0 / scalar
     return None
 
@@ -83,21 +81,16 @@ def _scale_of(op: Any, scores: Any) -> float | None:
 def _projection(var: Any) -> Any | None:
     """The linear/conv with constant weights that ``var`` comes from through layout
     ops that nobody else reads."""
-    while (
-        var.op is not None and var.op.op_type in LAYOUT
-    ):  # between a query's projection and the scores
+    # through the layout ops between a query's projection and the scores
+    while var.op is not None and var.op.op_type in LAYOUT:
         if len(consumers(var)) != 1:
             return None
         var = var.op.inputs["x"]
     op = var.op
     if op is None or op.op_type not in ("linear", "conv") or len(consumers(var)) != 1:
         return None
-    if op.inputs["weight"].val is None:
-        return None
-    bias = op.inputs.get("bias")
-    if bias is not None and bias.val is None:
-        return None
-    return op
+    constants = [op.inputs[name] for name in ("weight", "bias") if name in op.inputs]
+    return op if all(constant.val is not None for constant in constants) else None
 
 
 @register_pass(namespace="ane")
@@ -114,15 +107,11 @@ class prescale_query(AnePass):
 
     def rewrite(self, function: Any) -> None:
         for attention in find_attention(function):
-            scores_op = attention.scores
-            if not attention.between:
-                self._clamp(function, attention)
-                continue
-            first = attention.between[0]
-            scale = _scale_of(first, scores_op.outputs[0])
+            scale = _scale_of(attention)
             if scale is None:
                 self._clamp(function, attention)
                 continue
+            scores_op, first = attention.scores, attention.between[0]
             query = scores_op.inputs["x"]
             folded = self._fold(function, query, scale)
             if folded is None:
@@ -133,15 +122,11 @@ class prescale_query(AnePass):
                 how = "query multiplied"
             else:
                 how = "folded into the query projection"
-            transpose = (
-                bool(scores_op.inputs["transpose_x"].val),
-                bool(scores_op.inputs["transpose_y"].val),
-            )
             scores = mb.matmul(
                 x=folded,
                 y=scores_op.inputs["y"],
-                transpose_x=transpose[0],
-                transpose_y=transpose[1],
+                transpose_x=bool(scores_op.inputs["transpose_x"].val),
+                transpose_y=bool(scores_op.inputs["transpose_y"].val),
                 before_op=first,
                 name=f"{scores_op.name}_prescaled",
             )
@@ -153,15 +138,11 @@ class prescale_query(AnePass):
         projection = _projection(query)
         if projection is None:
             return None
-        weight = np.asarray(projection.inputs["weight"].val)
-        inputs: dict[str, Any] = {
-            name: var for name, var in projection.inputs.items() if name not in ("weight", "bias")
-        }
-        inputs["weight"] = (weight * scale).astype(weight.dtype)
-        bias = projection.inputs.get("bias")
-        if bias is not None:
-            value = np.asarray(bias.val)
-            inputs["bias"] = (value * scale).astype(value.dtype)
+        inputs: dict[str, Any] = dict(projection.inputs)
+        for name in ("weight", "bias"):  # both constants (_projection checked)
+            if name in inputs:
+                value = np.asarray(inputs[name].val)
+                inputs[name] = (value * scale).astype(value.dtype)
         builder = getattr(mb, projection.op_type)
         scaled = builder(**inputs, before_op=projection, name=f"{projection.name}_prescaled")
         replace_var(function, projection, projection.outputs[0], scaled)
@@ -192,8 +173,7 @@ class prescale_query(AnePass):
 
 
 def _slice(var: Any, axis: int, start: int, stop: int, before: Any, name: str) -> Any:
-    rank = var.rank
-    begin = [0] * rank
+    begin = [0] * var.rank
     end = [int(dim) for dim in var.shape]
     begin[axis], end[axis] = start, stop
     return mb.slice_by_index(x=var, begin=begin, end=end, before_op=before, name=name)
@@ -244,13 +224,9 @@ class attention_split(AnePass):
                 other = op.inputs["y"] if chain_is_x else op.inputs["x"]
                 if other.rank >= 2 and other.shape[-2] == queries and queries > 1:
                     other = _slice(other, other.rank - 2, start, stop, output, f"{piece}_{op.name}")
+                operands = {"x": part, "y": other} if chain_is_x else {"x": other, "y": part}
                 builder = getattr(mb, op.op_type)
-                named = f"{piece}_{op.name}_out"
-                part = (
-                    builder(x=part, y=other, before_op=output, name=named)
-                    if chain_is_x
-                    else builder(x=other, y=part, before_op=output, name=named)
-                )
+                part = builder(**operands, before_op=output, name=f"{piece}_{op.name}_out")
                 previous = op.outputs[0]
             weights = mb.softmax(x=part, axis=-1, before_op=output, name=f"{piece}_weights")
             pieces.append(

@@ -24,7 +24,7 @@ from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY, r
 
 from anekit._milgraph import static_shape
 from anekit.passes.base import AnePass
-from anekit.passes.graph import replace_var
+from anekit.passes.graph import ops_of_type, replace_var
 from anekit.passes.layout import carry_regions, fold_head_reshapes
 
 #: coremltools passes run after the rewrite, in order, to cancel and merge transposes.
@@ -44,12 +44,9 @@ def _linear_parts(op: Any) -> tuple[Any, np.ndarray, np.ndarray | None] | None:
         return op.inputs["x"], np.asarray(weight), None if bias is None else np.asarray(bias.val)
     if op.op_type == "matmul":
         y = op.inputs["y"].val
-        if (
-            y is None
-            or np.ndim(y) != 2
-            or op.inputs["transpose_x"].val
-            or op.inputs["x"].val is not None
-        ):
+        if y is None or np.ndim(y) != 2:
+            return None
+        if op.inputs["transpose_x"].val or op.inputs["x"].val is not None:
             return None
         weight = np.asarray(y) if op.inputs["transpose_y"].val else np.asarray(y).T
         return op.inputs["x"], weight, None
@@ -58,9 +55,7 @@ def _linear_parts(op: Any) -> tuple[Any, np.ndarray, np.ndarray | None] | None:
 
 def _drop_squeeze_expand_pairs(function: Any) -> None:
     """expand_dims(squeeze(t, axes), axes) -> t: what two adjacent convs leave."""
-    for op in list(function.operations):
-        if op.op_type != "expand_dims":
-            continue
+    for op in ops_of_type(function, "expand_dims"):
         squeeze = op.inputs["x"].op
         if squeeze is None or squeeze.op_type != "squeeze":
             continue
@@ -69,10 +64,6 @@ def _drop_squeeze_expand_pairs(function: Any) -> None:
             continue
         if list(np.atleast_1d(axes)) == list(np.atleast_1d(squeezed.val)):
             replace_var(function, op, op.outputs[0], squeeze.inputs["x"])
-
-
-def _count(function: Any, op_type: str) -> int:
-    return sum(1 for op in function.operations if op.op_type == op_type)
 
 
 def _cleanup(prog: Any) -> None:
@@ -90,17 +81,15 @@ class to_bc1s(AnePass):
         self._renames: list[tuple[Any, str]] = []
 
     def apply(self, prog: Any) -> None:
-        before = {name: _count(f, "transpose") for name, f in prog.functions.items()}
+        before = {name: len(ops_of_type(f, "transpose")) for name, f in prog.functions.items()}
         super().apply(prog)
         if not self.result.changed:
             return
         for function in prog.functions.values():
-            with function:
-                fold_head_reshapes(function)
-            _cleanup(prog)
-            with function:
-                carry_regions(function)
-            _cleanup(prog)
+            for step in (fold_head_reshapes, carry_regions):
+                with function:
+                    step(function)
+                _cleanup(prog)
             with function:
                 _drop_squeeze_expand_pairs(function)
         _cleanup(prog)
@@ -112,7 +101,7 @@ class to_bc1s(AnePass):
                 kernel.name = kernel.op.name = name
                 taken.add(name)
         for name, function in prog.functions.items():
-            left = _count(function, "transpose")
+            left = len(ops_of_type(function, "transpose"))
             self.note(
                 f"function {name}: {left} transpose(s) left ({before[name]} before the rewrite)"
             )

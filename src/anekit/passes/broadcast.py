@@ -16,19 +16,13 @@ import numpy as np
 from coremltools.converters.mil.mil import Builder as mb
 from coremltools.converters.mil.mil.passes.pass_registry import register_pass
 
+from anekit._milgraph import static_shape
 from anekit.ops.groups import BINARY_ELEMENTWISE
 from anekit.passes.base import AnePass
-from anekit.passes.graph import consumers, float_dtype, is_output, replace_var
+from anekit.passes.graph import consumers, float_dtype, is_output, ops_of_type, replace_var
 
 #: Largest zeros constant no_tile adds for a reader that does not broadcast itself.
 MAX_ZEROS_ELEMENTS = 1 << 20
-
-
-def _static(shape: Any) -> tuple[int, ...] | None:
-    try:
-        return tuple(int(dim) for dim in shape)
-    except TypeError:
-        return None
 
 
 def _broadcasts_in_place(reader: Any, tiled: Any, small: tuple[int, ...]) -> bool:
@@ -38,8 +32,7 @@ def _broadcasts_in_place(reader: Any, tiled: Any, small: tuple[int, ...]) -> boo
     others = [var for var in (reader.inputs.get("x"), reader.inputs.get("y")) if var is not tiled]
     if len(others) != 1:
         return False
-    other = _static(others[0].shape)
-    full = _static(tiled.shape)
+    other, full = static_shape(others[0]), static_shape(tiled)
     if other is None or full is None:
         return False
     try:
@@ -53,21 +46,18 @@ class no_tile(AnePass):
     """tile of singleton axes -> broadcasting."""
 
     def rewrite(self, function: Any) -> None:
-        for op in list(function.operations):
-            if op.op_type != "tile":
-                continue
+        for op in ops_of_type(function, "tile"):
             x, tiled = op.inputs["x"], op.outputs[0]
             reps = op.inputs["reps"].val
-            small, full = _static(x.shape), _static(tiled.shape)
+            small, full = static_shape(x), static_shape(tiled)
             if reps is None or small is None or full is None:
                 self.note(f"{op.name}: tile with run-time repeats or shapes left as is")
                 continue
             if any(int(rep) != 1 and dim != 1 for rep, dim in zip(reps, small, strict=True)):
                 self.note(f"{op.name}: tile repeats a non-singleton axis; left as is")
                 continue
-            readers = consumers(tiled)
             if not is_output(tiled, function) and all(
-                _broadcasts_in_place(reader, tiled, small) for reader in readers
+                _broadcasts_in_place(reader, tiled, small) for reader in consumers(tiled)
             ):
                 replace_var(function, op, tiled, x, same_type=False)
                 self.changed(op, f"readers broadcast {small} themselves")

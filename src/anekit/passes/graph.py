@@ -16,6 +16,11 @@ def consumers(var: Any) -> list[Any]:
     return list(dict.fromkeys(var.child_ops))
 
 
+def ops_of_type(function: Any, *op_types: str) -> list[Any]:
+    """The ops of these types, in order, as a new list (safe to rewrite while iterating)."""
+    return [op for op in function.operations if op.op_type in op_types]
+
+
 def is_output(var: Any, function: Any) -> bool:
     return any(var is output for output in function.outputs)
 
@@ -24,6 +29,14 @@ def const_value(var: Any) -> np.ndarray | None:
     """The compile-time value of ``var`` (a const or a folded value), else None."""
     value = getattr(var, "val", None)
     return None if value is None else np.asarray(value)
+
+
+def scalar_value(var: Any) -> float | None:
+    """The value of ``var`` when it is a compile-time constant of one element, else None."""
+    value = var.val
+    if value is None or np.size(value) != 1:
+        return None
+    return float(np.asarray(value).reshape(()))
 
 
 def float_dtype(var: Any) -> np.dtype[Any]:
@@ -56,6 +69,8 @@ __all__ = [
     "float_dtype",
     "is_output",
     "mb",
+    "ops_of_type",
     "remove_dead_code",
     "replace_var",
+    "scalar_value",
 ]

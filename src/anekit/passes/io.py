@@ -25,20 +25,10 @@ from anekit.passes.base import AnePass
 from anekit.passes.graph import replace_var
 
 
-def _numpy_dtype(var: Any) -> np.dtype[Any]:
-    dtype = numpy_dtype(var)
-    assert dtype is not None
-    return dtype
-
-
-def _narrow(var: Any) -> bool:
+def _narrow(var: Any) -> tuple[int, ...] | None:
+    """The shape of a tensor whose last axis holds fewer than 32 values, else None."""
     shape = static_shape(var)
-    return (
-        types.is_tensor(var.sym_type)
-        and shape is not None
-        and len(shape) >= 1
-        and shape[-1] < MIN_IO_WIDTH
-    )
+    return shape if types.is_tensor(var.sym_type) and shape and shape[-1] < MIN_IO_WIDTH else None
 
 
 @register_pass(namespace="ane")
@@ -47,15 +37,15 @@ class pad_io_width(AnePass):
 
     def rewrite(self, function: Any) -> None:
         for name, var in list(function.inputs.items()):
-            if _narrow(var) and var.child_ops:
-                self._pad_input(function, name, var)
+            shape = _narrow(var)
+            if shape and var.child_ops:
+                self._pad_input(function, name, var, shape)
         for var in list(function.outputs):
-            if _narrow(var) and var.op is not None:
-                self._pad_output(function, var)
+            shape = _narrow(var)
+            if shape and var.op is not None:
+                self._pad_output(function, var, shape)
 
-    def _pad_input(self, function: Any, name: str, var: Any) -> None:
-        shape = static_shape(var)
-        assert shape is not None
+    def _pad_input(self, function: Any, name: str, var: Any, shape: tuple[int, ...]) -> None:
         wide = Placeholder((*shape[:-1], MIN_IO_WIDTH), dtype=var.dtype, name=name)
         wide.set_name(name)
         function.placeholder_inputs[name] = wide
@@ -68,16 +58,14 @@ class pad_io_width(AnePass):
             before_op=first,
             name=f"{name}_unpadded",
         )
-        function.replace_uses_of_var_after_op(anchor_op=narrow.op, old_var=var, new_var=narrow)
+        replace_var(function, narrow.op, var, narrow)
         self.result.changes.append(
             f"input {name}: last axis {shape[-1]} padded to {MIN_IO_WIDTH} (sliced back inside)"
         )
 
-    def _pad_output(self, function: Any, var: Any) -> None:
-        shape = static_shape(var)
-        assert shape is not None
+    def _pad_output(self, function: Any, var: Any, shape: tuple[int, ...]) -> None:
         # concat with zeros, not ``pad``: pad is disputed on the ANE (op table)
-        zeros = np.zeros((*shape[:-1], MIN_IO_WIDTH - shape[-1]), _numpy_dtype(var))
+        zeros = np.zeros((*shape[:-1], MIN_IO_WIDTH - shape[-1]), numpy_dtype(var))
         padded = mb.concat(  # appended at the end of the function
             values=[var, zeros], axis=len(shape) - 1, name=f"{var.name}_padded"
         )

@@ -29,7 +29,7 @@ from coremltools.converters.mil.mil import types
 
 from anekit._milgraph import static_shape
 from anekit.ops.groups import FLOAT_BINARY, LAYOUT_REDUCTIONS, UNARY_ELEMENTWISE
-from anekit.passes.graph import is_output
+from anekit.passes.graph import is_output, ops_of_type, replace_var
 
 
 def _flippable(var: Any) -> bool:
@@ -123,8 +123,7 @@ def _regions(function: Any) -> Iterator[Region]:
     for start in list(known):
         if start in seen:
             continue
-        region = Region()
-        region.parity[start] = 0
+        region = Region(parity={start: 0})
         stack = [start]
         seen.add(start)
         while stack:
@@ -167,9 +166,7 @@ def _transposed_constant(value: Any, rank: int) -> np.ndarray:
 def _rebuild(op: Any, physical: dict[int, Any], flipped: bool) -> Any:
     """``op`` again, reading the stored tensors, with axes and constants remapped when
     its tensors are stored (B, C, S)."""
-    inputs: dict[str, Any] = {}
-    for name, var in op.inputs.items():
-        inputs[name] = physical.get(id(var), var)
+    inputs = {name: physical.get(id(var), var) for name, var in op.inputs.items()}
     if flipped:
         rank = op.outputs[0].rank
         if op.op_type in FLOAT_BINARY:
@@ -206,8 +203,7 @@ def _rewrite(region: Region, flipped: dict[int, bool], function: Any) -> None:
             source = op.inputs["x"]
             physical[id(out)] = physical.get(id(source), source)
             continue
-        needs = flipped[id(out)] or any(id(var) in physical for var in op.inputs.values())
-        if needs:
+        if flipped[id(out)] or any(id(var) in physical for var in op.inputs.values()):
             physical[id(out)] = _rebuild(op, physical, flipped[id(out)])
     # readers outside the region get the tensor they expect
     handovers = []
@@ -221,11 +217,8 @@ def _rewrite(region: Region, flipped: dict[int, bool], function: Any) -> None:
         stored = physical[key]
         if flipped[key]:
             first = min(outside, key=lambda op: order[id(op)]) if outside else None
-            stored = mb.transpose(
-                x=stored,
-                perm=list(_swapped(var.rank)),
-                name=f"{var.name}_bsc_out",
-                **({"before_op": first} if first is not None else {}),
+            stored = mb.transpose(  # before_op=None: at the end of the function
+                x=stored, perm=list(_swapped(var.rank)), before_op=first, name=f"{var.name}_bsc_out"
             )
         handovers.append((var, stored, outside))
     operations = list(function.operations)
@@ -240,55 +233,45 @@ def _rewrite(region: Region, flipped: dict[int, bool], function: Any) -> None:
                 new_var=stored,
             )
         if is_output(var, function):
-            function.replace_uses_of_var_after_op(
-                anchor_op=operations[-1], old_var=var, new_var=stored
-            )
+            replace_var(function, operations[-1], var, stored)
 
 
-def carry_regions(function: Any) -> int:
-    """Rewrite each region that ends up with fewer transposes; returns transposes saved."""
-    saved = 0
+def carry_regions(function: Any) -> None:
+    """Rewrite each region that ends up with fewer transposes."""
     for region in list(_regions(function)):
         if not region.consistent or not region.ops:
             continue
         current = sum(1 for op in region.ops if is_flip(op))
         if current == 0:
             continue
-        best: tuple[int, dict[int, bool]] | None = None
-        for choice in (0, 1):
-            flipped = {key: bool(parity ^ choice) for key, parity in region.parity.items()}
-            cost = _boundary_cost(region, flipped, function)
-            if best is None or cost < best[0]:
-                best = (cost, flipped)
-        assert best is not None
-        if best[0] < current:
-            _rewrite(region, best[1], function)
-            saved += current - best[0]
-    return saved
+        # store the tensors of parity 0, or those of parity 1, as (B, C, S): the cheaper
+        options = [
+            {key: bool(parity ^ choice) for key, parity in region.parity.items()}
+            for choice in (0, 1)
+        ]
+        costs = [_boundary_cost(region, flipped, function) for flipped in options]
+        if min(costs) < current:
+            _rewrite(region, options[costs.index(min(costs))], function)
 
 
-def fold_head_reshapes(function: Any) -> int:
-    """The two head-reshape identities of the module docstring; returns rewrites made."""
-    count = 0
-    for op in list(function.operations):
-        if op.op_type == "reshape" and op.inputs["x"].op is not None and is_flip(op.inputs["x"].op):
-            count += _split_heads(function, op)
-        elif (
-            is_flip(op) and op.inputs["x"].op is not None and op.inputs["x"].op.op_type == "reshape"
-        ):
-            count += _merge_heads(function, op)
-    return count
+def fold_head_reshapes(function: Any) -> None:
+    """The two head-reshape identities of the module docstring."""
+    for op in ops_of_type(function, "reshape", "transpose"):
+        source = op.inputs["x"].op
+        if op.op_type == "reshape" and source is not None and is_flip(source):
+            _split_heads(function, op, source)
+        elif is_flip(op) and source is not None and source.op_type == "reshape":
+            _merge_heads(function, op, source)
 
 
-def _split_heads(function: Any, reshape: Any) -> int:
-    flip = reshape.inputs["x"].op
+def _split_heads(function: Any, reshape: Any, flip: Any) -> None:
     y = flip.inputs["x"]  # (B, C, S)
     source, target = static_shape(y), static_shape(reshape.outputs[0])
     if source is None or target is None or len(source) != 3 or len(target) != 4:
-        return 0
+        return
     batch, channels, sequence = source
     if target[0] != batch or target[1] != sequence or target[2] * target[3] != channels:
-        return 0
+        return
     heads, depth = target[2], target[3]
     grouped = mb.reshape(
         x=y, shape=[batch, heads, depth, sequence], before_op=reshape, name=f"{reshape.name}_bhds"
@@ -296,24 +279,19 @@ def _split_heads(function: Any, reshape: Any) -> int:
     moved = mb.transpose(
         x=grouped, perm=[0, 3, 1, 2], before_op=reshape, name=f"{reshape.name}_bshd"
     )
-    function.replace_uses_of_var_after_op(
-        anchor_op=reshape, old_var=reshape.outputs[0], new_var=moved
-    )
-    return 1
+    replace_var(function, reshape, reshape.outputs[0], moved)
 
 
-def _merge_heads(function: Any, flip: Any) -> int:
-    reshape = flip.inputs["x"].op
+def _merge_heads(function: Any, flip: Any, reshape: Any) -> None:
     z = reshape.inputs["x"]  # (B, S, H, D)
     source, target = static_shape(z), static_shape(reshape.outputs[0])
     if source is None or target is None or len(source) != 4 or len(target) != 3:
-        return 0
+        return
     batch, sequence, heads, depth = source
     if target != (batch, sequence, heads * depth):
-        return 0
+        return
     moved = mb.transpose(x=z, perm=[0, 2, 3, 1], before_op=flip, name=f"{flip.name}_bhds")
     merged = mb.reshape(
         x=moved, shape=[batch, heads * depth, sequence], before_op=flip, name=f"{flip.name}_bcs"
     )
-    function.replace_uses_of_var_after_op(anchor_op=flip, old_var=flip.outputs[0], new_var=merged)
-    return 1
+    replace_var(function, flip, flip.outputs[0], merged)

@@ -29,34 +29,21 @@ from anekit.ops.attention import score_producer
 from anekit.ops.groups import LAYOUT
 from anekit.ops.limits import MASK_FILL
 from anekit.passes.base import AnePass
-from anekit.passes.graph import float_dtype, replace_var
+from anekit.passes.graph import float_dtype, ops_of_type, replace_var
 
 #: Constant values at or below this are "minus infinity" fills.
 FILL_THRESHOLD = -3e4
-#: Ops through which a constant stays part of an additive mask on its way to a softmax.
-_MASK_PATH = LAYOUT | {
-    "add",
-    "sub",
-    "mul",
-    "select",
-    "cast",
-    "tile",
-    "fill",
-    "identity",
-    "minimum",
-    "maximum",
-}
 #: Ops through which a function input stays "a mask given at run time".
 _CARRIERS = LAYOUT | {"cast", "identity"}
+#: Ops through which a constant stays part of an additive mask on its way to a softmax.
+_MASK_PATH = _CARRIERS | {"add", "sub", "mul", "select", "tile", "fill", "minimum", "maximum"}
 
 
 def _softmax_masks(function: Any) -> list[tuple[Any, Any, int]]:
     """(add op, mask operand, softmax axis in the add's output) for each softmax whose
     input is scores + mask."""
     found = []
-    for op in function.operations:
-        if op.op_type != "softmax":
-            continue
+    for op in ops_of_type(function, "softmax"):
         add = op.inputs["x"].op
         if add is None or add.op_type != "add":
             continue
@@ -65,8 +52,7 @@ def _softmax_masks(function: Any) -> list[tuple[Any, Any, int]]:
         if scores_x == scores_y:
             continue
         mask = y if scores_x else x
-        rank = len(add.outputs[0].shape)
-        axis = int(op.inputs["axis"].val) % rank
+        axis = int(op.inputs["axis"].val) % add.outputs[0].rank
         found.append((add, mask, axis))
     return found
 
@@ -99,13 +85,10 @@ class finite_masks(AnePass):
     """-inf / finfo.min fills -> -1e4; fully masked rows keep one key open."""
 
     def rewrite(self, function: Any) -> None:
-        for op in list(function.operations):
-            if op.op_type != "const":
+        for op in ops_of_type(function, "const"):
+            array = np.asarray(op.outputs[0].val)  # of dtype object when there is no value
+            if array.dtype.kind != "f":
                 continue
-            value = op.outputs[0].val
-            if value is None or np.asarray(value).dtype.kind != "f":
-                continue
-            array = np.asarray(value)
             fills = array <= FILL_THRESHOLD
             if not fills.any() or not _reaches_softmax(op.outputs[0]):
                 continue

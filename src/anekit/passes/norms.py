@@ -56,7 +56,7 @@ from coremltools.converters.mil.mil import Builder as mb
 from coremltools.converters.mil.mil.passes.pass_registry import register_pass
 
 from anekit.passes.base import AnePass
-from anekit.passes.graph import consumers, float_dtype, replace_var
+from anekit.passes.graph import consumers, float_dtype, replace_var, scalar_value
 
 #: fp16's smallest positive value: an epsilon below it is 0 in fp16.
 FP16_TINY = 2.0**-24
@@ -78,15 +78,8 @@ class _Root:
     root: Any
     v: Any
     reduce: Any
-    scale: Any | None  # a mul/real_div of the reduction by a scalar constant
+    scale: tuple[str, float] | None  # (mul or real_div, c): the reduction times or over c
     eps: float
-
-
-def _scalar(var: Any) -> float | None:
-    value = var.val
-    if value is None or np.size(value) != 1:
-        return None
-    return float(np.asarray(value).reshape(()))
 
 
 def _square_of(var: Any) -> Any | None:
@@ -94,11 +87,9 @@ def _square_of(var: Any) -> Any | None:
     op = var.op
     if op is None:
         return None
-    if op.op_type == "mul" and op.inputs["x"] is op.inputs["y"]:
+    if op.op_type == "square" or (op.op_type == "mul" and op.inputs["x"] is op.inputs["y"]):
         return op.inputs["x"]
-    if op.op_type == "square":
-        return op.inputs["x"]
-    if op.op_type == "pow" and _scalar(op.inputs["y"]) == 2.0:
+    if op.op_type == "pow" and scalar_value(op.inputs["y"]) == 2.0:
         return op.inputs["x"]
     return None
 
@@ -107,7 +98,7 @@ def _constant_and_other(op: Any) -> tuple[float, Any] | None:
     """(c, other) when ``op``'s operands are a scalar constant and a computed value."""
     x, y = op.inputs["x"], op.inputs["y"]
     for constant, other in ((y, x), (x, y)):
-        value = _scalar(constant)
+        value = scalar_value(constant)
         if value is not None and other.val is None:
             if op.op_type == "real_div" and constant is not y:
                 return None  # c / reduce is not a mean square
@@ -133,7 +124,7 @@ def _match(op: Any) -> _Root | None:
         found = _constant_and_other(inner.op)
         if found is None:
             return None
-        scale, inner = inner.op, found[1]
+        scale, inner = (inner.op.op_type, found[0]), found[1]
     reduce = inner.op
     if reduce is None or reduce.op_type not in _SUM_OF_SQUARES or eps < 0:
         return None
@@ -196,21 +187,17 @@ class fp16_safe_norm(AnePass):
             scaled = mb.mul(x=v, y=inverse, before_op=op, name=f"{name}_unit")
         else:
             peak, scaled = self._centre(function, mean, axes, floor, name)
-        if reduce.op_type in ("reduce_sum_square", "reduce_l2_norm"):
-            mark = _MARK if reduce.op_type == "reduce_l2_norm" else ""
-            total = getattr(mb, reduce.op_type)(
-                x=scaled, axes=axes, keep_dims=keep, before_op=op, name=f"{name}_sumsq{mark}"
-            )
-        else:
+        squares = scaled  # reduce_sum_square and reduce_l2_norm square it themselves
+        if reduce.op_type not in ("reduce_sum_square", "reduce_l2_norm"):
             squares = mb.mul(x=scaled, y=scaled, before_op=op, name=f"{name}_squares")
-            total = getattr(mb, reduce.op_type)(
-                x=squares, axes=axes, keep_dims=keep, before_op=op, name=f"{name}_sumsq"
-            )
+        mark = _MARK if reduce.op_type == "reduce_l2_norm" else ""
+        total = getattr(mb, reduce.op_type)(
+            x=squares, axes=axes, keep_dims=keep, before_op=op, name=f"{name}_sumsq{mark}"
+        )
         if found.scale is not None:
-            factor = _constant_and_other(found.scale)
-            assert factor is not None
-            total = getattr(mb, found.scale.op_type)(
-                x=total, y=dtype.type(factor[0]), before_op=op, name=f"{name}_scaled"
+            scale_op, factor = found.scale
+            total = getattr(mb, scale_op)(
+                x=total, y=dtype.type(factor), before_op=op, name=f"{name}_scaled"
             )
         if not keep:
             peak = mb.reshape(
@@ -229,9 +216,8 @@ class fp16_safe_norm(AnePass):
                 )
                 eps = mb.mul(x=relative, y=relative, before_op=op, name=f"{name}_eps")
                 total = mb.add(x=total, y=eps, before_op=op, name=f"{name}_plus_eps")
-        if op.op_type == "reduce_l2_norm":
-            root = total  # reduce_l2_norm already took the root
-        else:
+        root = total  # when reduce_l2_norm, which already took the root
+        if op.op_type != "reduce_l2_norm":
             root = mb.sqrt(x=total, before_op=op, name=f"{name}{_MARK}")
         divided = self._divide_directly(function, found, scaled, root)
         result = mb.mul(x=root, y=peak, before_op=op, name=f"{name}_rescaled")
@@ -304,7 +290,7 @@ class fp16_safe_norm(AnePass):
 
     def _layer_norm(self, function: Any, op: Any) -> None:
         epsilon = op.inputs.get("epsilon")
-        eps = 1e-5 if epsilon is None else _scalar(epsilon)
+        eps = 1e-5 if epsilon is None else scalar_value(epsilon)
         if eps is None or op.inputs.get("axes") is None or op.inputs["axes"].val is None:
             return
         x = op.inputs["x"]
@@ -327,11 +313,9 @@ class fp16_safe_norm(AnePass):
             what = f"layer_norm(x / max(max|x|, 2^{k}))"
         else:
             inverse, what = dtype.type(2.0**-k), f"layer_norm(x * 2^-{k})"
-        scaled = (
-            mb.mul(x=x, y=inverse, before_op=op, name=f"{op.name}_prescale")
-            if self.dynamic or k
-            else x
-        )
+        scaled = x
+        if self.dynamic or k:
+            scaled = mb.mul(x=x, y=inverse, before_op=op, name=f"{op.name}_prescale")
         affine = {name: op.inputs[name] for name in ("gamma", "beta") if name in op.inputs}
         result = mb.layer_norm(
             x=scaled,

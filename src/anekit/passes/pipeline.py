@@ -55,8 +55,7 @@ def pipeline(disable: Iterable[str] = (), enable: Iterable[str] = ()) -> list[st
     off = {pass_id(name) for name in disable}
     on = {pass_id(name) for name in enable}
     chosen = [name for name in ANE_PIPELINE if name not in off]
-    chosen += [name for name in OPTIONAL_PASSES if name in on and name not in off]
-    return chosen
+    return chosen + [name for name in OPTIONAL_PASSES if name in on and name not in off]
 
 
 @contextmanager
@@ -111,7 +110,6 @@ def run_pipeline(
     ``options`` sets pass options by pass name, e.g. ``{"prescale_query":
     {"logit_clamp": 50.0}, "fp16_safe_norm": {"scale_exponent": 4}}``.
     """
-    disable, enable = list(disable), list(enable)
     chosen = pipeline(disable, enable)
     settings = {pass_id(name): dict(values) for name, values in (options or {}).items()}
     report = PassReport(skipped=[name for name in ANE_PIPELINE if name not in chosen])

@@ -15,15 +15,9 @@ from typing import Any
 from coremltools.converters.mil.mil import Builder as mb
 from coremltools.converters.mil.mil.passes.pass_registry import register_pass
 
+from anekit._milgraph import static_shape
 from anekit.passes.base import AnePass
 from anekit.passes.graph import consumers, is_output, replace_var
-
-
-def _static(shape: Any) -> tuple[int, ...] | None:
-    try:
-        return tuple(int(dim) for dim in shape)
-    except TypeError:
-        return None
 
 
 def _adjacent(perm: list[int], axis: int) -> bool:
@@ -65,9 +59,8 @@ def _fold(shape: tuple[int, ...], perms: list[list[int]]) -> tuple[int, bool] | 
 
 
 def _new_perm(perm: list[int], axis: int, drop: bool) -> list[int]:
-    if drop:
-        return [p - (p > axis) for p in perm if p != axis]
-    return [p - (p > axis) for p in perm if p != axis + 1]
+    removed = axis if drop else axis + 1  # a dropped axis, or the second of a merged pair
+    return [p - (p > axis) for p in perm if p != removed]
 
 
 @register_pass(namespace="ane")
@@ -78,7 +71,7 @@ class rank5_to_rank4(AnePass):
         for op in list(function.operations):
             if op.op_type != "reshape" or op not in function.operations:
                 continue
-            shape = _static(op.outputs[0].shape)
+            shape = static_shape(op.outputs[0])
             if shape is None or len(shape) != 5:
                 continue
             plan = _plan(op, function)
