@@ -13,14 +13,17 @@ does not pay for coremltools or torch.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import click
-from rich.console import Console
+from rich.console import Console, OverflowMethod
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn
+from rich.table import Table
 
 from anekit import errors
 
@@ -44,34 +47,55 @@ def emit_json(payload: Any) -> None:
     click.echo(json.dumps(payload, indent=2, allow_nan=False))
 
 
-def fail(error: Exception, as_json: bool, verbose: bool) -> None:
-    code = error.code if isinstance(error, errors.AnekitError) else type(error).__name__
-    if as_json:
-        emit_json({"error": code, "message": str(error)})
-    else:
-        stderr.print(f"[bold red]error[/] ({code}): {esc(error)}", markup=True)
-        if verbose:
-            stderr.print_exception()
-    sys.exit(EXIT_ERROR)
-
-
 def handles_errors(func: F) -> F:
     """Turn AnekitErrors into one-line messages and exit status 2."""
 
+    @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        context = click.get_current_context()
-        verbose = bool(context.find_root().params.get("verbose"))
+        verbose = click.get_current_context().find_root().params.get("verbose")
         try:
             return func(*args, **kwargs)
         except errors.AnekitError as error:
-            fail(error, bool(kwargs.get("as_json")), verbose)
+            if kwargs.get("as_json"):
+                emit_json({"error": error.code, "message": str(error)})
+            else:
+                stderr.print(f"[bold red]error[/] ({error.code}): {esc(error)}", markup=True)
+                if verbose:
+                    stderr.print_exception()
+            sys.exit(EXIT_ERROR)
 
-    wrapper.__name__ = func.__name__
-    wrapper.__doc__ = func.__doc__
     return wrapper  # type: ignore[return-value]
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+
+
+def with_json(func: F) -> F:
+    """A command's ``--json`` option (:data:`json_option`) and :func:`handles_errors`,
+    which prints an error as JSON under it: the pair every command with JSON output carries."""
+    return json_option(handles_errors(func))
+
+
+def titled_table(title: str, columns: Iterable[str], overflow: OverflowMethod = "fold") -> Table:
+    """A table titled on its left, with ``columns`` whose cells fold (by default)."""
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column, overflow=overflow)
+    return table
+
+
+def progress_bar(label: str, *columns: ProgressColumn, quiet: bool = False) -> Progress:
+    """A bar on stderr (``label``, the bar, done/total, ``columns``) that goes when done,
+    and is not drawn when ``quiet`` or in a log (nor the blank line it would leave)."""
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        *columns,
+        console=stderr,
+        transient=True,
+        disable=quiet or not stderr.is_terminal,
+    )
 
 
 def format_bytes(count: int) -> str:

@@ -9,15 +9,7 @@ from typing import Any
 
 import click
 
-from anekit.cli._common import (
-    emit_json,
-    esc,
-    format_bytes,
-    handles_errors,
-    json_option,
-    stderr,
-    stdout,
-)
+from anekit.cli._common import emit_json, esc, format_bytes, stderr, stdout, with_json
 from anekit.errors import ConversionError
 
 
@@ -127,8 +119,7 @@ def _pass_options(texts: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     show_default=True,
     help="dtype of float inputs and outputs in the package.",
 )
-@json_option
-@handles_errors
+@with_json
 def convert(
     model: Path,
     inputs: tuple[str, ...],

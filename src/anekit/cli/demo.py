@@ -6,18 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
 
 from anekit import config
-from anekit.cli._common import (
-    emit_json,
-    esc,
-    format_bytes,
-    handles_errors,
-    json_option,
-    stderr,
-    stdout,
-)
+from anekit.cli._common import emit_json, esc, format_bytes, stderr, stdout, titled_table, with_json
 
 
 @click.command()
@@ -33,8 +24,7 @@ from anekit.cli._common import (
     is_flag=True,
     help="Skip the embedding model's package (built once, about a minute).",
 )
-@json_option
-@handles_errors
+@with_json
 def demo(out_dir: Path | None, no_model: bool, as_json: bool) -> None:
     """Trace the LLaMA-style FFN block (seed 003) and save it as an .mlpackage."""
     from anekit import demo as demo_module
@@ -66,9 +56,8 @@ def demo(out_dir: Path | None, no_model: bool, as_json: bool) -> None:
     stdout.print(
         f"\n[bold]{esc(program.source)}[/]  ->  MIL program, opset {program.deployment_target}\n"
     )
-    io_table = Table(title="Inputs and outputs", title_justify="left")
-    for column in ("", "name", "shape", "dtype"):
-        io_table.add_column(column)
+    columns = ("", "name", "shape", "dtype")
+    io_table = titled_table("Inputs and outputs", columns, overflow="ellipsis")
     for kind, specs in (("input", program.input_specs), ("output", program.output_specs)):
         for spec in specs:
             io_table.add_row(
@@ -76,9 +65,7 @@ def demo(out_dir: Path | None, no_model: bool, as_json: bool) -> None:
             )
     stdout.print(io_table)
 
-    ops_table = Table(title="Ops", title_justify="left")
-    for column in ("#", "op", "type", "output", "traced from"):
-        ops_table.add_column(column, overflow="fold")
+    ops_table = titled_table("Ops", ("#", "op", "type", "output", "traced from"))
     compute = [op for op in program.ops() if op.op_type != "const"]
     for index, op in enumerate(compute, 1):
         ops_table.add_row(

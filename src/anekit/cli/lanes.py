@@ -7,18 +7,25 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.progress import TimeElapsedColumn
 
-from anekit.cli._common import emit_json, esc, handles_errors, json_option, stderr, stdout
+from anekit.cli._common import (
+    emit_json,
+    esc,
+    handles_errors,
+    progress_bar,
+    stderr,
+    stdout,
+    titled_table,
+    with_json,
+)
+from anekit.cli.search import lane_names, model_option
 
-
-def _lane_names(lanes: tuple[str, ...]) -> list[str] | None:
-    names = [name.strip() for item in lanes for name in item.split(",") if name.strip()]
-    return names or None
+if TYPE_CHECKING:  # imported where used: the embedder loads NumPy and the models
+    from anekit.embedder import Embedder
 
 
 @click.command()
@@ -26,9 +33,8 @@ def _lane_names(lanes: tuple[str, ...]) -> list[str] | None:
     "--lane", "lanes", multiple=True, help="Lanes to start (repeatable or comma-separated)."
 )
 @click.option("--all", "every", is_flag=True, help="Start every lane this machine can run.")
-@click.option("--model", default=None, help="Model name or Hugging Face folder.")
-@json_option
-@handles_errors
+@model_option
+@with_json
 def lanes(lanes: tuple[str, ...], every: bool, model: str | None, as_json: bool) -> None:
     """Start the lanes, admit them on the known answers, report each, and stop them.
 
@@ -37,7 +43,7 @@ def lanes(lanes: tuple[str, ...], every: bool, model: str | None, as_json: bool)
     """
     from anekit.lanes import LANES, Scheduler, unavailable_reason
 
-    names = _lane_names(lanes)
+    names = lane_names(lanes)
     unavailable: list[dict[str, Any]] = []
     if every:
         names = [name for name in LANES if name != "sim" and unavailable_reason(name) is None]
@@ -54,9 +60,8 @@ def lanes(lanes: tuple[str, ...], every: bool, model: str | None, as_json: bool)
     if as_json:
         emit_json(report)
         return
-    table = Table(title="Lanes", title_justify="left")
-    for column in ("lane", "state", "device", "tokens/s", "chunks/s", "min cosine", "why"):
-        table.add_column(column, overflow="fold")
+    columns = ("lane", "state", "device", "tokens/s", "chunks/s", "min cosine", "why")
+    table = titled_table("Lanes", columns)
     for item in report:
         rate = item.get("rate_tokens_per_s")
         chunks = item.get("chunks_per_s")
@@ -79,6 +84,7 @@ FORMATS = ("auto", "text", "jsonl")
 _JSONL_SUFFIXES = (".jsonl", ".ndjson")
 _QUOTED = 60  # characters of a bad line quoted in its warning
 _LISTED = 10  # line numbers listed in the summary
+_TRUNCATED_CHARACTER = "truncated (no newline at the end, in the middle of a UTF-8 character)"
 
 
 @dataclass
@@ -154,12 +160,7 @@ def _read_input(source: str, chosen: str) -> _Input:
             line = encoded.decode("utf-8")
         except UnicodeDecodeError as error:
             if unterminated and error.reason == "unexpected end of data":
-                read.bad.append(
-                    (
-                        number,
-                        "truncated (no newline at the end, in the middle of a UTF-8 character)",
-                    )
-                )
+                read.bad.append((number, _TRUNCATED_CHARACTER))
                 continue
             raise ModelError(f"{read.name}, line {number}: not UTF-8 ({error.reason})") from None
         text, problem = _text_of(line, form, unterminated)
@@ -187,7 +188,7 @@ def _listed(numbers: list[int]) -> str:
     "source", default="-", type=click.Path(exists=True, dir_okay=False, allow_dash=True)
 )
 @click.option("--lane", "lanes", multiple=True, help="Lanes to use (default: this machine's).")
-@click.option("--model", default=None, help="Model name or Hugging Face folder.")
+@model_option
 @click.option("--max-length", type=int, default=None, help="Truncation length (max 512).")
 @click.option("--deadline", type=float, default=30.0, show_default=True, help="Seconds per batch.")
 @click.option(
@@ -225,6 +226,7 @@ def embed(
     written as null, named on stderr, and the exit status is 1. Progress and a
     summary (embedded, retried and failed chunks) go to stderr.
     """
+    from anekit.embedder import Embedder
     from anekit.errors import ModelError
 
     read = _read_input(source, form)
@@ -239,7 +241,11 @@ def embed(
             f"[yellow]warning[/]: {esc(read.name)}, line {number}: {esc(problem)}; skipped"
         )
     writer = _LineWriter(read.lines)
-    summary = _embed(read, writer, lanes, model, max_length, deadline)
+    # Made even for no texts: a bad lane, model or ANEKIT_FAULT is named all the same.
+    with Embedder(
+        model, lanes=lane_names(lanes) or [], max_length=max_length, deadline=deadline
+    ) as embedder:
+        summary = _embed(read, writer, embedder)
     writer.finish()
     skipped = [number for number, _ in read.bad]
     failed = summary.get("failed_lines", [])
@@ -280,55 +286,32 @@ class _LineWriter:
 
     def _emit(self, vector: Any) -> None:
         values = None if vector is None else [round(float(value), 7) for value in vector]
-        sys.stdout.write(json.dumps(values) + "\n")
-        sys.stdout.flush()
+        click.echo(json.dumps(values))  # flushed
         self.next += 1
 
 
-def _embed(
-    read: _Input,
-    writer: _LineWriter,
-    lanes: tuple[str, ...],
-    model: str | None,
-    max_length: int | None,
-    deadline: float,
-) -> dict[str, Any]:
-    """Embed ``read``'s texts through the lanes, writing each vector as it is done,
-    with a progress bar on stderr; the run's summary (:class:`RunSummary` as a dict,
-    plus ``failed_lines``)."""
-    from anekit.embedder import Embedder
-
+def _embed(read: _Input, writer: _LineWriter, embedder: Embedder) -> dict[str, Any]:
+    """Embed ``read``'s texts with ``embedder``'s lanes, writing each vector as it is
+    done, with a progress bar on stderr; the run's summary (:class:`RunSummary` as a
+    dict, plus ``failed_lines``)."""
     texts = [text for _, text in read.texts]
-    # Made even for no texts: a bad lane, model or ANEKIT_FAULT is named all the same.
-    with Embedder(
-        model, lanes=_lane_names(lanes) or [], max_length=max_length, deadline=deadline
-    ) as embedder:
-        if not texts:
-            return {"embedded": 0}  # no worker started for nothing
-        token_ids = embedder.tokenize(texts)
-        progress = Progress(
-            TextColumn("embedding"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=stderr,
-            transient=True,
-            disable=not stderr.is_terminal,  # no bar, nor the blank line it leaves, in a log
-        )
-        failed_lines: list[int] = []
-        with progress:
-            task = progress.add_task("embed", total=len(texts))
-            scheduler = embedder.scheduler
-            scheduler.progress = lambda done, total: progress.update(task, completed=done)
-            scheduler.notify = lambda line: stderr.print(f"note: {esc(line)}")
-            for index, vector, why, _ in scheduler.stream(token_ids):
-                number = read.texts[index][0]
-                if why is not None:
-                    failed_lines.append(number)
-                    stderr.print(
-                        f"[red]error[/]: {esc(read.name)}, line {number}: not embedded: {esc(why)}"
-                    )
-                writer.write(number, vector)
-        summary: dict[str, Any] = scheduler.summary.as_dict()
-        summary["failed_lines"] = failed_lines
-        return summary
+    if not texts:
+        return {"embedded": 0}  # no worker started for nothing
+    token_ids = embedder.tokenize(texts)
+    failed_lines: list[int] = []
+    with progress_bar("embedding", TimeElapsedColumn()) as progress:
+        task = progress.add_task("embed", total=len(texts))
+        scheduler = embedder.scheduler
+        scheduler.progress = lambda done, total: progress.update(task, completed=done)
+        scheduler.notify = lambda line: stderr.print(f"note: {esc(line)}")
+        for index, vector, why, _ in scheduler.stream(token_ids):
+            number = read.texts[index][0]
+            if why is not None:
+                failed_lines.append(number)
+                stderr.print(
+                    f"[red]error[/]: {esc(read.name)}, line {number}: not embedded: {esc(why)}"
+                )
+            writer.write(number, vector)
+    summary: dict[str, Any] = scheduler.summary.as_dict()
+    summary["failed_lines"] = failed_lines
+    return summary

