@@ -708,7 +708,7 @@ def bench_reindex(trees: Trees, files: int, repeats: int) -> dict[str, Any]:
     build = trees.index(root, store)
     _say(f"  built in {build['seconds']:.1f} s: {build['files']} files, {build['chunks']} chunks")
     anekit = Path(sys.executable).with_name("anekit")
-    cli = [str(anekit)] if anekit.exists() else [sys.executable, "-m", "anekit.cli"]
+    cli = [str(anekit)] if anekit.exists() else [sys.executable, "-m", "anekit"]
     cli += ["index", str(root), "--store", str(store), "--lane", "cpu", "--json"]
     passes: list[dict[str, Any]] = []
     for number in range(repeats):
