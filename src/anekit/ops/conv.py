@@ -1,4 +1,4 @@
-"""Padding of MIL's convolution and pooling ops."""
+"""Strides, dilations and padding of MIL's convolution and pooling ops."""
 
 from __future__ import annotations
 
@@ -37,4 +37,22 @@ def conv_padding(
     raise ValueError(f"conv: unknown pad_type {pad_type!r}")
 
 
-__all__ = ["conv_padding"]
+def conv_geometry(
+    spatial: tuple[int, ...],
+    kernel: tuple[int, ...],
+    strides: Any = None,
+    dilations: Any = None,
+    pad_type: Any = None,
+    pad: Any = None,
+) -> tuple[list[int], list[int], list[tuple[int, int]]]:
+    """The strides, dilations and (begin, end) padding per spatial axis of a conv-like op
+    (``conv``, a pooling) on input sizes ``spatial``, from its MIL arguments (None: MIL's
+    default, ``valid`` padding)."""
+    rank = len(spatial)
+    stride = [1] * rank if strides is None else [int(s) for s in np.ravel(strides)]
+    dilation = [1] * rank if dilations is None else [int(d) for d in np.ravel(dilations)]
+    kind = "valid" if pad_type is None else str(pad_type)
+    return stride, dilation, conv_padding(kind, pad, spatial, kernel, stride, dilation)
+
+
+__all__ = ["conv_geometry", "conv_padding"]

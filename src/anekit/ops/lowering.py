@@ -31,18 +31,9 @@ def onnx_type(dtype: np.dtype[Any]) -> int:
 
     if dtype.kind == "f":
         return int(TensorProto.FLOAT)
-    table = {
-        "int32": TensorProto.INT32,
-        "int16": TensorProto.INT16,
-        "int8": TensorProto.INT8,
-        "uint8": TensorProto.UINT8,
-        "uint16": TensorProto.UINT16,
-        "bool": TensorProto.BOOL,
-        "int64": TensorProto.INT64,
-    }
-    if dtype.name not in table:
+    if dtype.name not in ("int32", "int16", "int8", "uint8", "uint16", "bool", "int64"):
         raise NotLowerable(f"dtype {dtype}")
-    return int(table[dtype.name])
+    return int(getattr(TensorProto, dtype.name.upper()))  # INT32, ..., BOOL
 
 
 def shape_of(var: Any) -> tuple[int, ...]:
@@ -121,6 +112,10 @@ class Lowering:
         if var.op is None or var.op.op_type != "const":
             raise NotLowerable(f"input {var.name} must be a constant here")
         return var.val
+
+    def weight(self, var: Any) -> np.ndarray:
+        """A constant float input (a weight, a bias) as the run's numerics store it."""
+        return np.asarray(self.numerics.store(self.const(var), np.dtype(np.float32)))
 
     def constant(self, values: Any, dtype: Any = np.int64) -> str:
         return self.graph.constant(values, dtype)

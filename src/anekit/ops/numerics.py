@@ -44,15 +44,13 @@ class Numerics:
     accumulation: Accumulation = "fp16"
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ProgramError(
-                f"unknown simulator mode {self.mode!r}; choose one of {', '.join(MODES)}"
-            )
-        if self.accumulation not in ACCUMULATIONS:
-            raise ProgramError(
-                f"unknown accumulation {self.accumulation!r}; "
-                f"choose one of {', '.join(ACCUMULATIONS)}"
-            )
+        checks = (
+            ("simulator mode", self.mode, MODES),
+            ("accumulation", self.accumulation, ACCUMULATIONS),
+        )
+        for what, value, choices in checks:
+            if value not in choices:
+                raise ProgramError(f"unknown {what} {value!r}; choose one of {', '.join(choices)}")
 
     @property
     def fp16(self) -> bool:

@@ -41,32 +41,20 @@ class NumpySpace:
     def const(self, value: float) -> Any:
         return self.dtype.type(value)
 
-    def add(self, x: Any, y: Any) -> Any:
-        return np.add(x, y)
-
-    def sub(self, x: Any, y: Any) -> Any:
-        return np.subtract(x, y)
-
-    def mul(self, x: Any, y: Any) -> Any:
-        return np.multiply(x, y)
-
-    def div(self, x: Any, y: Any) -> Any:
-        return np.divide(x, y)
+    # The elementwise operations are NumPy's own.
+    add = staticmethod(np.add)
+    sub = staticmethod(np.subtract)
+    mul = staticmethod(np.multiply)
+    div = staticmethod(np.divide)
+    tanh = staticmethod(np.tanh)
+    sigmoid = staticmethod(special.expit)
+    sqrt = staticmethod(np.sqrt)
 
     def exp(self, x: Any) -> Any:
         return self._exp(x)
 
     def erf(self, x: Any) -> Any:
         return np.asarray(self._erf(x), np.result_type(x))
-
-    def tanh(self, x: Any) -> Any:
-        return np.tanh(x)
-
-    def sigmoid(self, x: Any) -> Any:
-        return special.expit(x)
-
-    def sqrt(self, x: Any) -> Any:
-        return np.sqrt(x)
 
     def max(self, x: Any, axes: tuple[int, ...]) -> Any:
         return np.max(x, axis=axes, keepdims=True)
@@ -80,6 +68,15 @@ class NumpySpace:
 
     def pad_last(self, x: Any) -> Any:
         return np.concatenate([x, np.zeros((*x.shape[:-1], 1), x.dtype)], axis=-1)
+
+
+def _onnx_op(op_type: str) -> Callable[..., str]:
+    """A :class:`GraphSpace` method adding one ``op_type`` node of its inputs."""
+
+    def method(self: GraphSpace, *inputs: str) -> str:
+        return self.graph.node(op_type, *inputs)
+
+    return method
 
 
 class GraphSpace:
@@ -98,32 +95,16 @@ class GraphSpace:
     def const(self, value: float) -> str:
         return self.graph.constant(np.float32(value), np.float32)
 
-    def add(self, x: str, y: str) -> str:
-        return self._node("Add", x, y)
-
-    def sub(self, x: str, y: str) -> str:
-        return self._node("Sub", x, y)
-
-    def mul(self, x: str, y: str) -> str:
-        return self._node("Mul", x, y)
-
-    def div(self, x: str, y: str) -> str:
-        return self._node("Div", x, y)
-
-    def exp(self, x: str) -> str:
-        return self._node("Exp", x)
-
-    def erf(self, x: str) -> str:
-        return self._node("Erf", x)
-
-    def tanh(self, x: str) -> str:
-        return self._node("Tanh", x)
-
-    def sigmoid(self, x: str) -> str:
-        return self._node("Sigmoid", x)
-
-    def sqrt(self, x: str) -> str:
-        return self._node("Sqrt", x)
+    # The elementwise operations: one ONNX node each.
+    add = _onnx_op("Add")
+    sub = _onnx_op("Sub")
+    mul = _onnx_op("Mul")
+    div = _onnx_op("Div")
+    exp = _onnx_op("Exp")
+    erf = _onnx_op("Erf")
+    tanh = _onnx_op("Tanh")
+    sigmoid = _onnx_op("Sigmoid")
+    sqrt = _onnx_op("Sqrt")
 
     def max(self, x: str, axes: tuple[int, ...]) -> str:
         return self.graph.reduce("ReduceMax", x, list(axes), keepdims=True)

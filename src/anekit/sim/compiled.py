@@ -28,13 +28,7 @@ import numpy as np
 from anekit._milgraph import numpy_dtype
 from anekit.ops import defs  # noqa: F401  (defines the ops)
 from anekit.ops.groups import PERMUTES, VALUE_PRESERVING
-from anekit.ops.lowering import (
-    LoweredOp,
-    Lowering,
-    NotLowerable,
-    onnx_type,
-    shape_of,
-)
+from anekit.ops.lowering import LoweredOp, Lowering, NotLowerable, onnx_type, shape_of
 from anekit.ops.numerics import Numerics
 from anekit.ops.registry import record as op_record
 
@@ -66,24 +60,18 @@ class CompiledFunction:
 def compile_function(func: Any, numerics: Numerics) -> CompiledFunction:
     """Lower ``func`` to one ONNX graph; raises :class:`NotLowerable`."""
     low = Lowering(func, numerics)
-    input_names = []
     for name, var in func.inputs.items():
         dtype = numpy_dtype(var)
         if dtype is None:
             raise NotLowerable(f"input {name}")
-        low.names[id(var)] = low.graph.input(
-            f"in_{name}", len(shape_of(var)), onnx_type(dtype), shape_of(var)
-        )
-        if dtype.kind == "f" and numerics.fp16:
-            low.names[id(var)] = low.store(low.names[id(var)])
-        input_names.append(name)
+        value = low.graph.input(f"in_{name}", len(shape_of(var)), onnx_type(dtype), shape_of(var))
+        low.names[id(var)] = low.store(value) if dtype.kind == "f" else value
     for op in func.operations:
         if op.op_type == "const" or op.op_type.startswith("constexpr_"):
             for var, value in zip(op.outputs, _constant_value(op, numerics), strict=True):
-                if numpy_dtype(var) is None:
-                    continue  # strings (modes) are read at lowering time
                 declared = numpy_dtype(var)
-                assert declared is not None
+                if declared is None:
+                    continue  # strings (modes) are read at lowering time
                 dtype = np.dtype(np.float32) if declared.kind == "f" else declared
                 low.pending[id(var)] = (np.asarray(value), dtype)
             continue
@@ -101,22 +89,17 @@ def compile_function(func: Any, numerics: Numerics) -> CompiledFunction:
                 if op.op_type in PERMUTES and source is not None and id(source) in low.summaries:
                     # Same values as the input, rearranged: reuse its statistics.
                     peak, total, smallest = low.summaries[id(source)]
-                    low.records.append(LoweredOp(op, var, peak, total, {"low": smallest}))
-                    low.summaries[id(var)] = low.summaries[id(source)]
-                    low.names[id(var)] = name
-                    continue
-                # ReduceSum propagates NaN and inf (ReduceMax does not reliably): the
-                # sum is finite exactly when the result is.
-                record = LoweredOp(
-                    op,
-                    var,
-                    peak=low.node("ReduceMax", name, keepdims=0),
-                    total=low.node("ReduceSum", name, keepdims=0),
-                    probes={"low": low.node("ReduceMin", name, keepdims=0), **low.probe},
-                )
-                _add_cliff_probes(low, op, record)
+                    record = LoweredOp(op, var, peak, total, {"low": smallest})
+                else:
+                    # ReduceSum propagates NaN and inf (ReduceMax does not reliably): the
+                    # sum is finite exactly when the result is.
+                    peak = low.node("ReduceMax", name, keepdims=0)
+                    total = low.node("ReduceSum", name, keepdims=0)
+                    smallest = low.node("ReduceMin", name, keepdims=0)
+                    record = LoweredOp(op, var, peak, total, {"low": smallest, **low.probe})
+                    _add_cliff_probes(low, op, record)
                 low.records.append(record)
-                low.summaries[id(var)] = (record.peak, record.total, record.probes["low"])
+                low.summaries[id(var)] = (peak, total, smallest)
             low.names[id(var)] = name
     outputs = [low.names[id(var)] for var in func.outputs]
     types_out = []
@@ -133,24 +116,21 @@ def compile_function(func: Any, numerics: Numerics) -> CompiledFunction:
     session = low.graph.session(
         *outputs, *stats, types=types_out + [onnx_type(np.dtype(np.float32))] * len(stats)
     )
-    return CompiledFunction(session, input_names, list(func.outputs), low.records, numerics)
+    return CompiledFunction(session, list(func.inputs), list(func.outputs), low.records, numerics)
 
 
 def _add_cliff_probes(low: Lowering, op: Any, record: LoweredOp) -> None:
     if op.op_type in ("log", "rsqrt"):
         epsilon = low.scalar(low.const(op.epsilon))
-        record.probes["min_input"] = low.node(
-            "ReduceMin", low.node("Add", low.value(op.x), epsilon), keepdims=0
-        )
+        shifted = low.node("Add", low.value(op.x), epsilon)
+        record.probes["min_input"] = low.node("ReduceMin", shifted, keepdims=0)
     if op.op_type in ("slice_by_index", "slice_by_size"):
-        record.probes["input_peak"] = low.node(
-            "ReduceMax", low.node("Abs", low.value(op.x)), keepdims=0
-        )
+        magnitude = low.node("Abs", low.value(op.x))
+        record.probes["input_peak"] = low.node("ReduceMax", magnitude, keepdims=0)
 
 
-_CACHE: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], CompiledFunction | None]] = (
-    weakref.WeakKeyDictionary()
-)
+_Entries = dict[tuple[Any, ...], CompiledFunction | None]
+_CACHE: weakref.WeakKeyDictionary[Any, _Entries] = weakref.WeakKeyDictionary()
 
 
 def _fingerprint(func: Any) -> int:

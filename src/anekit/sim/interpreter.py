@@ -38,18 +38,19 @@ class SimResult:
     intermediates: dict[str, np.ndarray] | None = None
 
 
-def _float_stats(value: np.ndarray) -> tuple[float, int]:
-    """(max |finite value|, count of inf/NaN) of a float array."""
-    if value.size == 0:
-        return 0.0, 0
-    high, low = float(np.max(value)), float(np.min(value))
-    if np.isfinite(high) and np.isfinite(low):  # NaN or inf anywhere would show here
-        return max(abs(high), abs(low)), 0
-    finite = np.isfinite(value)
-    nonfinite = int(value.size - np.count_nonzero(finite))
-    if nonfinite == value.size:
-        return 0.0, nonfinite
-    return float(np.max(np.abs(value[finite]))), nonfinite
+def _stats(name: str, op_type: str, value: Any, location: str | None) -> OpStats:
+    """What the float array ``value`` looks like: its largest |finite value| and its count
+    of inf/NaN."""
+    array = np.asarray(value)
+    max_abs, nonfinite = 0.0, 0
+    if array.size:
+        high, low = float(np.max(array)), float(np.min(array))
+        max_abs = max(abs(high), abs(low))
+        if not (np.isfinite(high) and np.isfinite(low)):  # NaN or inf anywhere shows here
+            finite = np.isfinite(array)
+            nonfinite = int(array.size - np.count_nonzero(finite))
+            max_abs = float(np.max(np.abs(array[finite]))) if nonfinite < array.size else 0.0
+    return OpStats(name, op_type, tuple(array.shape), max_abs, nonfinite, location)
 
 
 def _is_float(value: Any) -> bool:
@@ -121,8 +122,7 @@ class _Run:
             stored = self.numerics.store(self.numerics.load(value), numpy_dtype(var))
             self.env[id(var)] = stored
             if _is_float(stored) and not bool(np.isfinite(stored).all()):
-                max_abs, count = _float_stats(np.asarray(stored))
-                stats = OpStats(input_name, "input", tuple(stored.shape), max_abs, count, None)
+                stats = _stats(input_name, "input", stored, None)
                 reason = "does not fit fp16" if np.isfinite(value).all() else "holds inf/NaN"
                 self.origins[id(var)] = _Origin(stats, f"values of the input: it {reason}")
 
@@ -165,7 +165,7 @@ class _Run:
             self.execute(None, op)
         return [self.numerics.load(self.env[id(var)]) for var in block.outputs]
 
-    def _implementation(self, op: Any) -> Any:
+    def _call(self, op: Any, arguments: dict[str, Any]) -> tuple[tuple[Any, ...], bool]:
         impl = record(op.op_type).reference
         if impl is None:
             where = _miltext.op_location(op)
@@ -174,12 +174,9 @@ class _Run:
                 + (f", traced from {where}" if where else "")
                 + f"); it runs: {', '.join(supported_ops())}"
             )
-        return impl
-
-    def _call(self, op: Any, arguments: dict[str, Any]) -> tuple[tuple[Any, ...], bool]:
         ctx = OpContext(numerics=self.numerics, op=op, run_block=self.run_block)
         try:
-            result = self._implementation(op)(ctx, **arguments)
+            result = impl(ctx, **arguments)
         except (UnsupportedOpError, ProgramError):
             raise
         except Exception as error:
@@ -243,11 +240,7 @@ class _Run:
             self.env[id(var)] = value
             if _is_float(value) and not bool(np.isfinite(value).all()):
                 reason = "does not fit fp16 (|x| > 65504)" if was_finite else "holds inf/NaN"
-                max_abs, count = _float_stats(np.asarray(value))
-                stats = OpStats(
-                    var.name, op.op_type, tuple(np.shape(value)), max_abs, count,
-                    _miltext.op_location(op),
-                )  # fmt: skip
+                stats = _stats(var.name, op.op_type, value, _miltext.op_location(op))
                 self.origins[id(var)] = _Origin(stats, f"values of the constant: it {reason}")
             dtype = numpy_dtype(var)
             if self.kept is not None and dtype is not None:
@@ -269,22 +262,15 @@ class _Run:
 
     def _record(self, op: Any, var: Any, stored: Any, arguments: Mapping[str, Any]) -> None:
         location = _miltext.op_location(op)
-        max_abs, nonfinite = _float_stats(np.asarray(stored))
-        stats = OpStats(var.name, op.op_type, tuple(np.shape(stored)), max_abs, nonfinite, location)
+        stats = _stats(var.name, op.op_type, stored, location)
         self.report.ops.append(stats)
-        if nonfinite:
-            inherited = next(
-                (
-                    self.origins[id(source)]
-                    for source in op.get_flattened_inputs()
-                    if id(source) in self.origins
-                ),
-                None,
-            )
+        if stats.nonfinite:
+            sources = (self.origins.get(id(source)) for source in op.get_flattened_inputs())
+            inherited = next((origin for origin in sources if origin is not None), None)
             origin = inherited or _Origin(stats, "values are inf/NaN from finite inputs")
             self.origins[id(var)] = origin
             self._report_origin(origin)
-        for rule, message in record(op.op_type).check(op, arguments, max_abs):
+        for rule, message in record(op.op_type).check(op, arguments, stats.max_abs):
             self.report.warnings.append(
                 NumericsFinding(rule, var.name, op.op_type, message, location)
             )
@@ -299,14 +285,10 @@ class _Run:
             self.report.first_nonfinite = stats
         if stats.op_type in CONSTANT or stats.op_type == "input":
             self.report.ops.append(stats)
+        total = int(np.prod(stats.shape, dtype=np.int64))
+        message = f"{stats.nonfinite} of {total} {origin.reason}"
         self.report.warnings.append(
-            NumericsFinding(
-                "sim.nonfinite",
-                stats.name,
-                stats.op_type,
-                f"{stats.nonfinite} of {int(np.prod(stats.shape, dtype=np.int64))} {origin.reason}",
-                stats.location,
-            )
+            NumericsFinding("sim.nonfinite", stats.name, stats.op_type, message, stats.location)
         )
 
     def outputs(self) -> dict[str, np.ndarray]:

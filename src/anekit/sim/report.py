@@ -65,8 +65,7 @@ class NumericsFinding:
     location: str | None
 
     def __str__(self) -> str:
-        where = f" at {self.location}" if self.location else ""
-        return f"[{self.rule}] {self.op} ({self.op_type}){where}: {self.message}"
+        return f"[{self.rule}] {_op_place(self.op, self.op_type, self.location)}: {self.message}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -116,11 +115,8 @@ class NumericsReport:
             lines.append(f"largest |value|: {peak.max_abs:.6g} at {peak.name} ({peak.op_type})")
         if self.first_nonfinite is not None:
             first = self.first_nonfinite
-            where = f" at {first.location}" if first.location else ""
-            lines.append(
-                f"first inf/NaN: {first.name} ({first.op_type}){where}, "
-                f"{first.nonfinite} non-finite values"
-            )
+            place = _op_place(first.name, first.op_type, first.location)
+            lines.append(f"first inf/NaN: {place}, {first.nonfinite} non-finite values")
         else:
             lines.append("no inf or NaN produced")
         lines.extend(f"warning {warning}" for warning in self.warnings)
@@ -148,9 +144,7 @@ class NumericsReport:
             "mode": self.mode,
             "accumulation": self.accumulation,
             "function": self.function,
-            "first_nonfinite": None
-            if self.first_nonfinite is None
-            else self.first_nonfinite.to_json(),
+            "first_nonfinite": self.first_nonfinite and self.first_nonfinite.to_json(),
             "warnings": [warning.to_json() for warning in self.warnings],
             "ops": [item.to_json() for item in self.ops],
         }

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+from coremltools.converters.mil.mil.ops.defs._utils import solve_slice_by_index_slice
 
 #: Arrays smaller than this run single-threaded: splitting costs more than it saves.
 PARALLEL_MIN_SIZE = 1 << 17
@@ -26,6 +27,26 @@ def axis_of(axis: Any, ndim: int) -> int:
     return int(axis) % ndim if ndim else 0
 
 
+def wrap_indices(indices: Any, size: Any, validate: Any = False) -> np.ndarray:
+    """Indices as int64, negatives wrapped as in iOS15 MIL.
+
+    iOS17 MIL calls negative indices out of bounds: with ``validate_indices`` any index
+    outside ``[0, size)`` is an error; without it, out-of-bound behaviour is undefined.
+    """
+    array = np.asarray(indices).astype(np.int64)
+    if validate and np.any((array < 0) | (array >= size)):
+        raise IndexError(f"indices out of bounds [0, {size}) with validate_indices")
+    return np.where(array < 0, array + size, array)
+
+
+def index_slices(shape: Any, begin: Any, end: Any, stride: Any, *masks: Any) -> tuple[Any, ...]:
+    """The slices MIL's ``slice_by_index`` (and ``slice_update``) takes of a tensor of
+    ``shape``; ``masks`` are begin, end and squeeze masks, None their defaults (a squeezed
+    axis keeps its one element here)."""
+    steps = None if stride is None else [int(step) for step in np.ravel(stride)]
+    return tuple(solve_slice_by_index_slice(shape, np.ravel(begin), np.ravel(end), steps, *masks))
+
+
 def out_shape(ctx: Any, index: int = 0) -> tuple[int, ...] | None:
     """The static shape MIL declares for output ``index``, if it is fully known."""
     shape = ctx.op.outputs[index].shape
@@ -35,12 +56,21 @@ def out_shape(ctx: Any, index: int = 0) -> tuple[int, ...] | None:
         return None
 
 
-def broadcastable(param: np.ndarray, ndim: int, axes: tuple[int, ...]) -> np.ndarray:
-    """A parameter over ``axes`` (layer_norm's gamma) reshaped to broadcast on rank ``ndim``."""
+def broadcastable(param: Any, ndim: int, axes: tuple[int, ...]) -> Any:
+    """A parameter over ``axes`` (layer_norm's gamma) reshaped to broadcast on rank ``ndim``
+    (None, an absent one, stays None)."""
+    if param is None:
+        return None
     shape = [1] * ndim
     for axis, size in zip(axes, np.shape(param), strict=True):
         shape[axis] = size
     return np.reshape(param, shape)
+
+
+def per_channel(param: Any, x: Any) -> Any:
+    """A per-channel parameter (a bias, prelu's alpha) shaped to broadcast on axis 1 of
+    ``x`` (N, C, ...)."""
+    return np.reshape(param, (1, -1) + (1,) * (np.ndim(x) - 2))
 
 
 def errstate() -> Any:

@@ -12,7 +12,7 @@ from scipy import special
 
 from anekit.ops import composites, kernels
 from anekit.ops.attention import per_head_elements, score_producer
-from anekit.ops.defs._util import axis_of, errstate, parallel
+from anekit.ops.defs._util import axis_of, errstate, parallel, per_channel
 from anekit.ops.limits import ATTENTION_SCORE_LIMIT
 from anekit.ops.lowering import Lowering, NotLowerable, shape_of
 from anekit.ops.registry import Finding, OpContext, cliff, lowers, register
@@ -90,18 +90,14 @@ def thresholded_relu(ctx: OpContext, x: Any, alpha: Any) -> Any:
     return np.where(x >= alpha, x, 0).astype(x.dtype)  # MIL: x if x >= alpha
 
 
-def _per_channel(param: Any, x: Any) -> Any:
-    return np.reshape(param, (1, -1) + (1,) * (np.ndim(x) - 2))
-
-
 @register("prelu")
 def prelu(ctx: OpContext, x: Any, alpha: Any) -> Any:
-    return np.where(x >= 0, x, _per_channel(alpha, x) * x)
+    return np.where(x >= 0, x, per_channel(alpha, x) * x)
 
 
 @register("softplus_parametric")
 def softplus_parametric(ctx: OpContext, x: Any, alpha: Any, beta: Any) -> Any:
-    return _per_channel(alpha, x) * np.logaddexp(np.float32(0), _per_channel(beta, x) * x)
+    return per_channel(alpha, x) * np.logaddexp(np.float32(0), per_channel(beta, x) * x)
 
 
 @register("softmax")

@@ -16,7 +16,7 @@ from anekit._milgraph import numpy_dtype
 from anekit.ops import kernels
 from anekit.ops.defs._util import errstate, parallel
 from anekit.ops.limits import SMALL_LOG_INPUT
-from anekit.ops.lowering import Lowering, NotLowerable
+from anekit.ops.lowering import Lowering, NotLowerable, onnx_type
 from anekit.ops.registry import Finding, Lower, OpContext, cliff, lowers, register
 
 #: Binary ops: the NumPy function, and the ONNX op of the same semantics (None: below).
@@ -94,22 +94,14 @@ for _name, (_ufunc, _onnx) in _UNARY.items():
 lowers("identity")(_unary_lowering("Identity"))
 
 
-@register("log")
-def log(ctx: OpContext, x: Any, epsilon: Any) -> Any:
+@register("log", "rsqrt", "inverse")
+def with_epsilon(ctx: OpContext, x: Any, epsilon: Any) -> Any:
+    """``log``, ``rsqrt`` (1 / sqrt) or ``inverse`` (1 / x) of ``x + epsilon``."""
     with errstate():
-        return np.log(x + epsilon)
-
-
-@register("rsqrt")
-def rsqrt(ctx: OpContext, x: Any, epsilon: Any) -> Any:
-    with errstate():
-        return 1.0 / np.sqrt(x + epsilon)
-
-
-@register("inverse")
-def inverse(ctx: OpContext, x: Any, epsilon: Any) -> Any:
-    with errstate():
-        return 1.0 / (x + epsilon)
+        shifted = x + epsilon
+        if ctx.op.op_type == "log":
+            return np.log(shifted)
+        return 1.0 / (np.sqrt(shifted) if ctx.op.op_type == "rsqrt" else shifted)
 
 
 @register("threshold")
@@ -192,21 +184,16 @@ def _with_epsilon(low: Lowering, op: Any) -> list[str]:
     return [low.node("Reciprocal", low.node("Sqrt", shifted))]
 
 
-@lowers("threshold")
-def _threshold(low: Lowering, op: Any) -> list[str]:
-    return [low.node("Max", low.float_value(op.x), low.scalar(low.const(op.alpha)))]
-
-
-@lowers("clip")
-def _clip(low: Lowering, op: Any) -> list[str]:
+@lowers("threshold", "clip")
+def _threshold_clip(low: Lowering, op: Any) -> list[str]:
     low_bound = low.node("Max", low.float_value(op.x), low.scalar(low.const(op.alpha)))
+    if op.op_type == "threshold":
+        return [low_bound]
     return [low.node("Min", low_bound, low.scalar(low.const(op.beta)))]
 
 
 @lowers("cast")
 def _cast(low: Lowering, op: Any) -> list[str]:
-    from onnx import TensorProto
-
     target = str(low.const(op.dtype))
     source = numpy_dtype(op.x)
     if target == "bool":
@@ -214,12 +201,9 @@ def _cast(low: Lowering, op: Any) -> list[str]:
         if zero is None:
             raise NotLowerable("cast from a non-tensor")
         return [low.node("Not", low.node("Equal", low.value(op.x), zero))]
-    kinds = {"fp16": TensorProto.FLOAT, "fp32": TensorProto.FLOAT, "int32": TensorProto.INT32,
-             "int16": TensorProto.INT16, "int8": TensorProto.INT8, "uint8": TensorProto.UINT8,
-             "uint16": TensorProto.UINT16}  # fmt: skip
-    if target not in kinds:
+    if target not in _CAST_TYPES:
         raise NotLowerable(f"cast to {target}")
-    return [low.node("Cast", low.value(op.x), to=kinds[target])]
+    return [low.node("Cast", low.value(op.x), to=onnx_type(np.dtype(_CAST_TYPES[target])))]
 
 
 @lowers("select")

@@ -1,9 +1,9 @@
-"""Image resizing and cropping ops: upsampling, resizing, crops and l2 pooling.
+"""Image resizing and cropping ops: upsampling, resizing and crops.
 
 The bilinear ops sample the input on the grid of a MIL ``sampling_mode`` (see
 :func:`grid`) and interpolate between the four pixels around each grid point; the
 nearest-neighbour ops pick one pixel. Definitions: coremltools'
-``mil/ops/defs/iOS15|16|17/image_resizing.py`` and ``iOS15/pool.py``.
+``mil/ops/defs/iOS15|16|17/image_resizing.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from anekit.ops.defs._util import out_shape
-from anekit.ops.defs.misc import _pool
 from anekit.ops.registry import OpContext, register
 
 
@@ -227,18 +226,3 @@ def crop_resize(
     # [N, 1, ...]): each box's crop is repeated to fit.
     declared = out_shape(ctx)
     return result if declared is None else np.broadcast_to(result, declared)
-
-
-@register("l2_pool")
-def l2_pool(
-    ctx: OpContext,
-    x: Any,
-    kernel_sizes: Any,
-    strides: Any = None,
-    pad_type: Any = "valid",
-    pad: Any = None,
-    ceil_mode: Any = False,
-) -> Any:
-    """sqrt of the sum of squares over each window (MIL iOS15 pool.py); padding adds 0."""
-    windows, _ = _pool(x, kernel_sizes, strides, pad_type, pad, ceil_mode, 0.0)
-    return np.sqrt(np.square(windows).sum(axis=tuple(range(-(np.ndim(x) - 2), 0))))

@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from coremltools.converters.mil.mil.ops.defs._utils import solve_slice_by_index_slice
 
-from anekit.ops.defs._util import axis_of, errstate
+from anekit.ops.defs._util import axis_of, errstate, index_slices, wrap_indices
 from anekit.ops.registry import OpContext, register
 
 #: Scatter ``mode`` -> the ufunc combining ``data`` with each update, in index order.
@@ -23,18 +22,6 @@ _MODES = {
     "max": np.maximum,
     "min": np.minimum,
 }
-
-
-def _checked(indices: Any, size: Any, validate: Any) -> np.ndarray:
-    """Indices as int64, negatives wrapped as in iOS15 MIL.
-
-    iOS17 MIL calls negative indices out of bounds: with ``validate_indices`` any index
-    outside ``[0, size)`` is an error; without it, out-of-bound behaviour is undefined.
-    """
-    array = np.asarray(indices).astype(np.int64)
-    if validate and np.any((array < 0) | (array >= size)):
-        raise IndexError(f"indices out of bounds [0, {size}) with validate_indices")
-    return np.where(array < 0, array + size, array)
 
 
 def _scatter(data: Any, where: tuple[Any, ...], updates: Any, mode: Any) -> np.ndarray:
@@ -54,7 +41,7 @@ def _scatter(data: Any, where: tuple[Any, ...], updates: Any, mode: Any) -> np.n
     return out
 
 
-@register("scatter")
+@register("scatter", "scatter_along_axis")
 def scatter(
     ctx: OpContext,
     data: Any,
@@ -64,27 +51,15 @@ def scatter(
     mode: Any = "add",
     validate_indices: Any = False,
 ) -> Any:
-    """MIL ``scatter``: ``updates`` slices into ``data`` at ``indices`` along ``axis``."""
+    """MIL ``scatter``: ``updates`` slices into ``data`` at ``indices`` along ``axis``;
+    ``scatter_along_axis``: ``updates[p]`` into ``data`` at ``p`` with ``p[axis]``
+    replaced by ``indices[p]``."""
     index = axis_of(axis, np.ndim(data))
-    picked = _checked(indices, np.shape(data)[index], validate_indices)
-    return _scatter(data, (slice(None),) * index + (picked,), updates, mode)
-
-
-@register("scatter_along_axis")
-def scatter_along_axis(
-    ctx: OpContext,
-    data: Any,
-    indices: Any,
-    updates: Any,
-    axis: Any = 0,
-    mode: Any = "add",
-    validate_indices: Any = False,
-) -> Any:
-    """MIL ``scatter_along_axis``: ``updates[p]`` into ``data`` at ``p`` with
-    ``p[axis]`` replaced by ``indices[p]``."""
-    index = axis_of(axis, np.ndim(data))
+    picked = wrap_indices(indices, np.shape(data)[index], validate_indices)
+    if ctx.op.op_type == "scatter":
+        return _scatter(data, (slice(None),) * index + (picked,), updates, mode)
     where = list(np.indices(np.shape(indices), sparse=True))
-    where[index] = _checked(indices, np.shape(data)[index], validate_indices)
+    where[index] = picked
     return _scatter(data, tuple(where), updates, mode)
 
 
@@ -99,7 +74,7 @@ def scatter_nd(
 ) -> Any:
     """MIL ``scatter_nd``: ``updates[i...]`` into ``data[indices[i..., :]]``."""
     depth = np.shape(indices)[-1]
-    picked = _checked(indices, np.asarray(np.shape(data)[:depth]), validate_indices)
+    picked = wrap_indices(indices, np.asarray(np.shape(data)[:depth]), validate_indices)
     return _scatter(data, tuple(np.moveaxis(picked, -1, 0)), updates, mode)
 
 
@@ -150,10 +125,7 @@ def slice_update(
 ) -> Any:
     """MIL ``slice_update`` (iOS18): ``x`` with the slice ``slice_by_index`` would take
     replaced by ``update``."""
-    steps = None if stride is None else [int(s) for s in np.asarray(stride).reshape(-1)]
-    where = solve_slice_by_index_slice(
-        np.shape(x), np.asarray(begin), np.asarray(end), steps, begin_mask, end_mask, squeeze_mask
-    )
+    where = index_slices(np.shape(x), begin, end, stride, begin_mask, end_mask, squeeze_mask)
     out = np.array(x)
     out[where] = np.reshape(update, np.shape(out[where]))
     return out

@@ -14,8 +14,8 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from anekit.ops import kernels
-from anekit.ops.conv import conv_padding
-from anekit.ops.defs._util import errstate, out_shape
+from anekit.ops.conv import conv_geometry
+from anekit.ops.defs._util import errstate, out_shape, per_channel
 from anekit.ops.groups import MATMUL_LIKE
 from anekit.ops.limits import MATMUL_SATURATION
 from anekit.ops.lowering import Lowering, NotLowerable, shape_of
@@ -78,22 +78,13 @@ def conv(
     weight = np.asarray(weight)
     spatial_rank = x.ndim - 2
     kernel = tuple(weight.shape[2:])
-    stride = (
-        [1] * spatial_rank if strides is None else [int(s) for s in np.asarray(strides).reshape(-1)]
-    )
-    dilation = (
-        [1] * spatial_rank
-        if dilations is None
-        else [int(d) for d in np.asarray(dilations).reshape(-1)]
+    stride, dilation, padding = conv_geometry(
+        tuple(x.shape[2:]), kernel, strides, dilations, pad_type, pad
     )
     groups = int(groups)
-    padding = conv_padding(str(pad_type), pad, tuple(x.shape[2:]), kernel, stride, dilation)
     with errstate():
-        pointwise = (
-            all(k == 1 for k in kernel)
-            and all(s == 1 for s in stride)
-            and not any(a or b for a, b in padding)
-        )
+        unpadded = not any(a or b for a, b in padding)
+        pointwise = all(k == 1 for k in kernel) and all(s == 1 for s in stride) and unpadded
         if pointwise and groups == 1:
             # The ANE's linear layer: one BLAS matmul over channels.
             flat = x.reshape(x.shape[0], x.shape[1], -1)
@@ -121,7 +112,7 @@ def conv(
                 parts.append(np.moveaxis(contracted, -1, 1))
             result = np.concatenate(parts, axis=1) if groups > 1 else parts[0]
         if bias is not None:
-            result = result + np.reshape(bias, (1, -1) + (1,) * spatial_rank)
+            result = result + per_channel(bias, x)
     return result
 
 
@@ -142,16 +133,9 @@ def conv_transpose(
     weight = np.asarray(weight)  # (C_in, C_out / groups, *kernel)
     spatial_rank = x.ndim - 2
     kernel = tuple(weight.shape[2:])
-    stride = (
-        [1] * spatial_rank if strides is None else [int(s) for s in np.asarray(strides).reshape(-1)]
-    )
-    dilation = (
-        [1] * spatial_rank
-        if dilations is None
-        else [int(d) for d in np.asarray(dilations).reshape(-1)]
-    )
-    groups = int(groups)
     in_spatial = x.shape[2:]
+    stride, dilation, _ = conv_geometry(in_spatial, kernel, strides, dilations)
+    groups = int(groups)
     full = [
         (n - 1) * s + (k - 1) * d + 1
         for n, s, k, d in zip(in_spatial, stride, kernel, dilation, strict=True)
@@ -163,22 +147,14 @@ def conv_transpose(
         for group in range(groups):
             xs = x[:, group * in_per_group : (group + 1) * in_per_group]
             ws = weight[group * in_per_group : (group + 1) * in_per_group]
+            channels = slice(group * out_per_group, (group + 1) * out_per_group)
             for offsets in itertools.product(*(range(k) for k in kernel)):
-                contribution = np.tensordot(
-                    xs, ws[(slice(None), slice(None), *offsets)], axes=([1], [0])
-                )
-                contribution = np.moveaxis(contribution, -1, 1)
+                contribution = np.tensordot(xs, ws[:, :, *offsets], axes=([1], [0]))
                 target = tuple(
                     slice(o * d, o * d + (n - 1) * s + 1, s)
                     for o, d, n, s in zip(offsets, dilation, in_spatial, stride, strict=True)
                 )
-                result[
-                    (
-                        slice(None),
-                        slice(group * out_per_group, (group + 1) * out_per_group),
-                        *target,
-                    )
-                ] += contribution
+                result[:, channels, *target] += np.moveaxis(contribution, -1, 1)
     # MIL's type inference declares the size (output_shape, else from pad_type); the
     # full result is cropped from pad[2i] (custom), half the excess (same, the odd one
     # cropped at the end, as TF) or 0 (valid), and extended with zeros where the
@@ -198,7 +174,7 @@ def conv_transpose(
     )
     result = result[(slice(None), slice(None), *crop)]
     if bias is not None:
-        result = result + np.reshape(bias, (1, -1) + (1,) * spatial_rank)
+        result = result + per_channel(bias, x)
     return result
 
 
@@ -210,26 +186,30 @@ def _matmul(low: Lowering, op: Any) -> list[str]:
     x, y = low.float_value(op.x), low.float_value(op.y)
     if len(shape_of(op.x)) < 2 or len(shape_of(op.y)) < 2:
         raise NotLowerable("matmul of a rank-1 operand")
-    for name, flag, var in (("x", op.transpose_x, op.x), ("y", op.transpose_y, op.y)):
-        if flag is not None and bool(low.const(flag)):
-            rank = len(shape_of(var))
-            perm = [*range(rank - 2), rank - 1, rank - 2]
-            if name == "x":
-                x = low.node("Transpose", x, perm=perm)
-            else:
-                y = low.node("Transpose", y, perm=perm)
+
+    def transposed(value: str, flag: Any, var: Any) -> str:
+        if flag is None or not bool(low.const(flag)):
+            return value
+        rank = len(shape_of(var))
+        return low.node("Transpose", value, perm=[*range(rank - 2), rank - 1, rank - 2])
+
+    x, y = transposed(x, op.transpose_x, op.x), transposed(y, op.transpose_y, op.y)
     return [low.node("MatMul", x, y)]
+
+
+def _weighted(low: Lowering, x: str, weight: np.ndarray, bias: Any) -> list[str]:
+    """The inputs of a Gemm or Conv: ``x``, the weight and the bias as stored."""
+    inputs = [x, low.graph.constant(weight, np.float32)]
+    if bias is not None:
+        inputs.append(low.graph.constant(low.weight(bias), np.float32))
+    return inputs
 
 
 @lowers("linear")
 def _linear(low: Lowering, op: Any) -> list[str]:
     x = low.float_value(op.x)
     shape = shape_of(op.x)
-    weight = low.numerics.store(low.const(op.weight), np.dtype(np.float32))
-    inputs = [x, low.graph.constant(weight, np.float32)]
-    if op.bias is not None:
-        bias = low.numerics.store(low.const(op.bias), np.dtype(np.float32))
-        inputs.append(low.graph.constant(bias, np.float32))
+    inputs = _weighted(low, x, low.weight(op.weight), op.bias)
     if len(shape) != 2:
         # One GEMM over all leading axes, bias fused, as the interpreter does.
         inputs[0] = low.node("Reshape", x, low.constant([-1, shape[-1]]))
@@ -242,34 +222,18 @@ def _linear(low: Lowering, op: Any) -> list[str]:
 @lowers("conv")
 def _conv(low: Lowering, op: Any) -> list[str]:
     x = low.float_value(op.x)
-    weight = low.numerics.store(low.const(op.weight), np.dtype(np.float32))
-    rank = len(shape_of(op.x)) - 2
-    strides = (
-        [int(s) for s in np.atleast_1d(low.const(op.strides))]
-        if op.strides is not None
-        else [1] * rank
+    weight = low.weight(op.weight)
+    arguments = {
+        name: low.const(getattr(op, name)) for name in ("strides", "dilations", "pad_type", "pad")
+    }
+    strides, dilations, padding = conv_geometry(
+        shape_of(op.x)[2:], tuple(weight.shape[2:]), **arguments
     )
-    dilations = (
-        [int(d) for d in np.atleast_1d(low.const(op.dilations))]
-        if op.dilations is not None
-        else [1] * rank
-    )
-    pad_type = str(low.const(op.pad_type)) if op.pad_type is not None else "valid"
-    explicit = low.const(op.pad) if op.pad is not None else None
-    kernel = tuple(weight.shape[2:])
-    padding = conv_padding(pad_type, explicit, shape_of(op.x)[2:], kernel, strides, dilations)
     pads = [begin for begin, _ in padding] + [end for _, end in padding]
-    inputs = [x, low.graph.constant(weight, np.float32)]
-    if op.bias is not None:
-        inputs.append(
-            low.graph.constant(
-                low.numerics.store(low.const(op.bias), np.dtype(np.float32)), np.float32
-            )
-        )
     groups = int(low.const(op.groups)) if op.groups is not None else 1
-    return [
-        low.node("Conv", *inputs, strides=strides, dilations=dilations, pads=pads, group=groups)
-    ]
+    inputs = _weighted(low, x, weight, op.bias)
+    conv = low.node("Conv", *inputs, strides=strides, dilations=dilations, pads=pads, group=groups)
+    return [conv]
 
 
 # -- numeric cliffs ------------------------------------------------------------------

@@ -10,7 +10,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from anekit.ops import composites
-from anekit.ops.conv import conv_padding
+from anekit.ops.conv import conv_geometry
 from anekit.ops.defs._util import errstate
 from anekit.ops.groups import CONSTEXPR
 from anekit.ops.limits import ATTENTION_SCORE_LIMIT
@@ -29,48 +29,8 @@ def constexpr(ctx: OpContext, **_: Any) -> Any:
     return ctx.op.materialized_val_inference()
 
 
-def _pool(
-    x: Any, kernel_sizes: Any, strides: Any, pad_type: Any, pad: Any, ceil_mode: Any, fill: float
-) -> tuple[Any, Any]:
-    spatial_rank = np.ndim(x) - 2
-    kernel = tuple(int(k) for k in np.asarray(kernel_sizes).reshape(-1))
-    stride = (
-        [int(s) for s in np.asarray(strides).reshape(-1)]
-        if strides is not None
-        else [1] * spatial_rank
-    )
-    padding = conv_padding(
-        str(pad_type), pad, tuple(np.shape(x)[2:]), kernel, stride, [1] * spatial_rank
-    )
-    if ceil_mode:
-        padding = [
-            (b, e + (s - (n + b + e - k) % s) % s)
-            for (b, e), n, k, s in zip(padding, np.shape(x)[2:], kernel, stride, strict=True)
-        ]
-    padded = np.pad(x, [(0, 0), (0, 0), *padding], constant_values=fill)
-    valid = np.pad(np.ones(np.shape(x)[2:], np.float32), padding)
-    windows = sliding_window_view(padded, kernel, axis=tuple(range(2, np.ndim(x))))  # type: ignore[call-overload]
-    counts = sliding_window_view(valid, kernel)
-    step = tuple(slice(None, None, s) for s in stride)
-    return windows[(slice(None), slice(None), *step)], counts[step]
-
-
-@register("max_pool")
-def max_pool(
-    ctx: OpContext,
-    x: Any,
-    kernel_sizes: Any,
-    strides: Any = None,
-    pad_type: Any = "valid",
-    pad: Any = None,
-    ceil_mode: Any = False,
-) -> Any:
-    windows, _ = _pool(x, kernel_sizes, strides, pad_type, pad, ceil_mode, -np.inf)
-    return windows.max(axis=tuple(range(-(np.ndim(x) - 2), 0)))
-
-
-@register("avg_pool")
-def avg_pool(
+@register("max_pool", "avg_pool", "l2_pool")
+def pool(
     ctx: OpContext,
     x: Any,
     kernel_sizes: Any,
@@ -80,15 +40,32 @@ def avg_pool(
     exclude_padding_from_average: Any = False,
     ceil_mode: Any = False,
 ) -> Any:
-    windows, counts = _pool(x, kernel_sizes, strides, pad_type, pad, ceil_mode, 0.0)
-    kernel_axes = tuple(range(-(np.ndim(x) - 2), 0))
-    total = windows.sum(axis=kernel_axes)
-    divisor = (
-        counts.sum(axis=kernel_axes)
-        if exclude_padding_from_average
-        else np.prod(np.shape(windows)[-(np.ndim(x) - 2) :])
-    )
-    return total / divisor
+    """The maximum, the average (over the window, or over its input positions with
+    ``exclude_padding_from_average``) or the l2 norm (sqrt of the sum of squares, MIL
+    iOS15 pool.py) of each window; padding adds nothing to any of them."""
+    spatial = tuple(np.shape(x)[2:])
+    kernel = tuple(int(k) for k in np.asarray(kernel_sizes).reshape(-1))
+    stride, _, padding = conv_geometry(spatial, kernel, strides, None, pad_type, pad)
+    if ceil_mode:
+        padding = [
+            (b, e + (s - (n + b + e - k) % s) % s)
+            for (b, e), n, k, s in zip(padding, spatial, kernel, stride, strict=True)
+        ]
+    fill = -np.inf if ctx.op.op_type == "max_pool" else 0.0
+    padded = np.pad(x, [(0, 0), (0, 0), *padding], constant_values=fill)
+    step = tuple(slice(None, None, s) for s in stride)
+    windows = sliding_window_view(padded, kernel, axis=tuple(range(2, np.ndim(x))))  # type: ignore[call-overload]
+    windows = windows[:, :, *step]
+    axes = tuple(range(-len(spatial), 0))
+    if ctx.op.op_type == "max_pool":
+        return windows.max(axis=axes)
+    if ctx.op.op_type == "l2_pool":
+        return np.sqrt(np.square(windows).sum(axis=axes))
+    total = windows.sum(axis=axes)
+    if exclude_padding_from_average:
+        counts = sliding_window_view(np.pad(np.ones(spatial, np.float32), padding), kernel)
+        return total / counts[step].sum(axis=axes)
+    return total / np.prod(kernel)
 
 
 @register("scaled_dot_product_attention")

@@ -22,21 +22,22 @@ from anekit.ops.registry import OpContext, lowers, register
 from anekit.ops.spaces import NumpySpace
 
 
-def _check_variance(ctx: OpContext, x: Any, variance: Any, what: str) -> None:
-    if ctx.numerics.fp16 and not np.isfinite(variance).all() and np.isfinite(x).all():
-        ctx.note(
-            "sim.internal_overflow",
-            f"{what}: the variance overflowed fp16 (a squared deviation, or their sum over "
-            "the normalized axes, above 65504); its output is wrong",
-        )
-
-
-def _normalize(ctx: OpContext, x: Any, axes: tuple[int, ...], epsilon: Any, what: str) -> Any:
+def _normalize(
+    ctx: OpContext, x: Any, axes: tuple[int, ...], epsilon: Any, gamma: Any, beta: Any
+) -> Any:
+    """``x`` normalized over ``axes``, scaled by ``gamma`` and shifted by ``beta`` (shaped to
+    broadcast; None: none); notes an fp16 overflow of the variance."""
     count = int(np.prod([np.shape(x)[axis] for axis in axes], dtype=np.int64))
     space = NumpySpace(rounding=ctx.numerics.fp16)
     with errstate():
         result, variance = composites.normalize(space, x, axes, count, epsilon)
-    _check_variance(ctx, x, variance, what)
+        result = composites.affine(space, result, gamma, beta)
+    if ctx.numerics.fp16 and not np.isfinite(variance).all() and np.isfinite(x).all():
+        ctx.note(
+            "sim.internal_overflow",
+            f"{ctx.op.op_type}: the variance overflowed fp16 (a squared deviation, or their sum "
+            "over the normalized axes, above 65504); its output is wrong",
+        )
     return result
 
 
@@ -49,28 +50,18 @@ def layer_norm(
     beta: Any = None,
     epsilon: Any = 1e-5,
 ) -> Any:
-    chosen = axes_of(axes, np.ndim(x))
-    result = _normalize(ctx, x, chosen, epsilon, "layer_norm")
-
-    def param(value: Any) -> Any:
-        return None if value is None else broadcastable(value, np.ndim(x), chosen)
-
-    with errstate():
-        space = NumpySpace(rounding=ctx.numerics.fp16)
-        return composites.affine(space, result, param(gamma), param(beta))
+    rank = np.ndim(x)
+    chosen = axes_of(axes, rank)
+    scale, shift = broadcastable(gamma, rank, chosen), broadcastable(beta, rank, chosen)
+    return _normalize(ctx, x, chosen, epsilon, scale, shift)
 
 
 @register("instance_norm")
 def instance_norm(
     ctx: OpContext, x: Any, gamma: Any = None, beta: Any = None, epsilon: Any = 1e-5
 ) -> Any:
-    result = _normalize(ctx, x, tuple(range(2, np.ndim(x))), epsilon, "instance_norm")
-    with errstate():
-        if gamma is not None:
-            result = ctx.numerics.round(result * broadcastable(gamma, np.ndim(x), (1,)))
-        if beta is not None:
-            result = result + broadcastable(beta, np.ndim(x), (1,))
-    return result
+    scale, shift = broadcastable(gamma, np.ndim(x), (1,)), broadcastable(beta, np.ndim(x), (1,))
+    return _normalize(ctx, x, tuple(range(2, np.ndim(x))), epsilon, scale, shift)
 
 
 @register("batch_norm")
@@ -131,8 +122,7 @@ def _layer_norm(low: Lowering, op: Any) -> list[str]:
     def param(var: Any) -> str | None:
         if var is None:
             return None
-        values = low.numerics.store(low.const(var), np.dtype(np.float32))
-        return low.graph.constant(values.reshape(param_shape), np.float32)
+        return low.graph.constant(low.weight(var).reshape(param_shape), np.float32)
 
     low.probe = {"variance": low.node("ReduceSum", variance, keepdims=0)}
     return [composites.affine(low.space, result, param(op.gamma), param(op.beta))]

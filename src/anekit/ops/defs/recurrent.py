@@ -60,14 +60,15 @@ def _project(x: Any, weight: Any, *biases: Any) -> Array:
 
 
 def _scan(
-    ctx: OpContext, cell: Cell, projected: Array, states: tuple[Array, ...], reverse: bool
+    ctx: OpContext, cell: Cell, projected: Array, states: tuple[Array, ...], direction: Any
 ) -> tuple[Array, tuple[Array, ...]]:
     """Run ``cell(projected_t, *states) -> states`` over time (last step first if
-    ``reverse``); returns each step's h (``states[0]``) in processing order and the final states."""
+    ``direction`` is "reverse"; MIL's type inference checks the direction); returns each
+    step's h (``states[0]``) in processing order and the final states."""
     steps = range(projected.shape[0])
     outputs = []
     with errstate():
-        for t in reversed(steps) if reverse else steps:
+        for t in reversed(steps) if str(direction) == "reverse" else steps:
             states = tuple(ctx.numerics.round(_f32(s)) for s in cell(projected[t], *states))
             outputs.append(states[0])
     return np.stack(outputs), states
@@ -97,8 +98,7 @@ def rnn(
         return (act(p + h @ w_hh.T),)
 
     projected = _project(x, weight_ih, bias)
-    reverse = str(direction) == "reverse"  # MIL's type inference checks the direction
-    sequence, states = _scan(ctx, cell, projected, (_f32(initial_h),), reverse)
+    sequence, states = _scan(ctx, cell, projected, (_f32(initial_h),), direction)
     return _results(sequence, states, output_sequence)
 
 
@@ -137,8 +137,7 @@ def gru(
         return ((1 - z) * act(p_o + recurrent) + z * h,)
 
     projected = _project(x, weight_ih, b_in, input_bias)
-    reverse = str(direction) == "reverse"  # MIL's type inference checks the direction
-    sequence, states = _scan(ctx, cell, projected, (_f32(initial_h),), reverse)
+    sequence, states = _scan(ctx, cell, projected, (_f32(initial_h),), direction)
     return _results(sequence, states, output_sequence)
 
 
@@ -170,7 +169,7 @@ def lstm(
     reversed sequence and concatenates [forward | backward] on the hidden axis."""
     rec, cell_act, act = _act(recurrent_activation), _act(cell_activation), _act(activation)
 
-    def run(w_ih: Any, w_hh: Any, b: Any, peep: Any, h0: Array, c0: Array, reverse: bool) -> Any:
+    def run(w_ih: Any, w_hh: Any, b: Any, peep: Any, h0: Array, c0: Array, direction: Any) -> Any:
         w_hh = _f32(w_hh)
         p_i, p_f, p_o = np.split(
             np.zeros(3 * w_hh.shape[1], np.float32) if peep is None else _f32(peep), 3
@@ -183,17 +182,17 @@ def lstm(
                 c = np.clip(c, -clip, clip)
             return rec(g_o + p_o * c) * act(c), c
 
-        return _scan(ctx, cell, _project(x, w_ih, b), (h0, c0), reverse)
+        return _scan(ctx, cell, _project(x, w_ih, b), (h0, c0), direction)
 
     h0, c0 = _f32(initial_h), _f32(initial_c)
     if str(direction) != "bidirectional":
-        reverse = str(direction) == "reverse"
-        sequence, states = run(weight_ih, weight_hh, bias, peephole, h0, c0, reverse)
+        sequence, states = run(weight_ih, weight_hh, bias, peephole, h0, c0, direction)
         return _results(sequence, states, output_sequence)
     hidden = h0.shape[-1] // 2
-    fwd_seq, fwd = run(weight_ih, weight_hh, bias, peephole, h0[:, :hidden], c0[:, :hidden], False)
+    forward = (weight_ih, weight_hh, bias, peephole, h0[:, :hidden], c0[:, :hidden])
+    fwd_seq, fwd = run(*forward, "forward")
     back = (weight_ih_back, weight_hh_back, bias_back, peephole_back)
-    back_seq, bwd = run(*back, h0[:, hidden:], c0[:, hidden:], True)
+    back_seq, bwd = run(*back, h0[:, hidden:], c0[:, hidden:], "reverse")
     sequence = np.concatenate([fwd_seq, back_seq[::-1]], axis=-1)  # back aligned to input time
     states = tuple(np.concatenate(pair, axis=-1) for pair in zip(fwd, bwd, strict=True))
     return _results(sequence, states, output_sequence)

@@ -72,11 +72,8 @@ def reduce_l2_norm(ctx: OpContext, x: Any, axes: Any = None, keep_dims: Any = Fa
 @register("reduce_log_sum")
 def reduce_log_sum(ctx: OpContext, x: Any, axes: Any = None, keep_dims: Any = False) -> Any:
     with errstate():
-        return np.log(
-            ctx.numerics.round(
-                ctx.numerics.sum(np.asarray(x), axes_of(axes, np.ndim(x)), bool(keep_dims))
-            )
-        )
+        total = ctx.numerics.sum(np.asarray(x), axes_of(axes, np.ndim(x)), bool(keep_dims))
+        return np.log(ctx.numerics.round(total))
 
 
 @register("reduce_log_sum_exp")
@@ -90,21 +87,13 @@ def reduce_log_sum_exp(ctx: OpContext, x: Any, axes: Any = None, keep_dims: Any 
     return result if keep_dims else np.squeeze(result, axis=chosen)
 
 
-@register("reduce_argmax")
-def reduce_argmax(
+@register("reduce_argmax", "reduce_argmin")
+def reduce_arg(
     ctx: OpContext, x: Any, axis: Any = -1, keep_dims: Any = False, output_dtype: Any = "int32"
 ) -> Any:
     index = axis_of(axis, np.ndim(x))
-    result = np.argmax(x, axis=index).astype(np.dtype(str(output_dtype)))
-    return np.expand_dims(result, index) if keep_dims else result
-
-
-@register("reduce_argmin")
-def reduce_argmin(
-    ctx: OpContext, x: Any, axis: Any = -1, keep_dims: Any = False, output_dtype: Any = "int32"
-) -> Any:
-    index = axis_of(axis, np.ndim(x))
-    result = np.argmin(x, axis=index).astype(np.dtype(str(output_dtype)))
+    find = np.argmax if ctx.op.op_type == "reduce_argmax" else np.argmin
+    result = find(x, axis=index).astype(np.dtype(str(output_dtype)))
     return np.expand_dims(result, index) if keep_dims else result
 
 
@@ -117,13 +106,9 @@ def cumsum(
     with errstate():
         result = np.cumsum(values, axis=index, dtype=values.dtype)
     if exclusive:
-        result = np.concatenate(
-            [
-                np.zeros_like(np.take(result, [0], axis=index)),
-                np.take(result, range(result.shape[index] - 1), axis=index),
-            ],
-            axis=index,
-        )
+        head = np.zeros_like(np.take(result, [0], axis=index))
+        body = np.take(result, range(result.shape[index] - 1), axis=index)
+        result = np.concatenate([head, body], axis=index)
     return np.flip(result, index) if reverse else result
 
 
@@ -159,14 +144,11 @@ def _reduce_other(low: Lowering, op: Any) -> list[str]:
 
 @lowers("reduce_argmax", "reduce_argmin")
 def _argmax(low: Lowering, op: Any) -> list[str]:
-    from onnx import TensorProto
-
     rank = len(shape_of(op.x))
     axis = int(low.const(op.axis)) % rank
     keep = int(low.keepdims(op))
     onnx_op = "ArgMax" if op.op_type == "reduce_argmax" else "ArgMin"
     index = low.node(onnx_op, low.value(op.x), axis=axis, keepdims=keep)
     target = numpy_dtype(op.outputs[0])
-    return [
-        low.node("Cast", index, to=onnx_type(target) if target is not None else TensorProto.INT32)
-    ]
+    cast = onnx_type(np.dtype(np.int32) if target is None else target)
+    return [low.node("Cast", index, to=cast)]

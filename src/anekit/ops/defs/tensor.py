@@ -8,11 +8,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from coremltools.converters.mil.mil.ops.defs._utils import solve_slice_by_index_slice
 
-from anekit.ops.defs._util import axes_of, axis_of, errstate, out_shape
+from anekit.ops.defs._util import axes_of, axis_of, errstate, index_slices, out_shape, wrap_indices
 from anekit.ops.limits import WIDTH_SLICE_LIMIT
-from anekit.ops.lowering import Lowering, NotLowerable, shape_of
+from anekit.ops.lowering import Lowering, NotLowerable, onnx_type, shape_of
 from anekit.ops.registry import Finding, OpContext, cliff, lowers, register
 
 
@@ -101,18 +100,10 @@ def slice_by_index(
     end_mask: Any = None,
     squeeze_mask: Any = None,
 ) -> Any:
-    rank = np.ndim(x)
-    masks = [
-        np.zeros(rank, bool) if m is None else np.asarray(m, bool)
-        for m in (begin_mask, end_mask, squeeze_mask)
-    ]
-    steps = np.ones(rank, np.int32) if stride is None else np.asarray(stride)
-    slices = solve_slice_by_index_slice(
-        np.shape(x), np.asarray(begin), np.asarray(end), steps, *masks
-    )
-    result = np.asarray(x)[tuple(slices)]
-    squeeze_axes = tuple(i for i, flag in enumerate(masks[2]) if flag)
-    return np.squeeze(result, axis=squeeze_axes) if squeeze_axes else result
+    slices = index_slices(np.shape(x), begin, end, stride, begin_mask, end_mask, squeeze_mask)
+    result = np.asarray(x)[slices]
+    squeezed = () if squeeze_mask is None else tuple(np.flatnonzero(squeeze_mask).tolist())
+    return np.squeeze(result, axis=squeezed) if squeezed else result
 
 
 @register("slice_by_size")
@@ -146,20 +137,12 @@ _PAD_MODES = {
 
 @register("pad")
 def pad(ctx: OpContext, x: Any, pad: Any, mode: Any = "constant", constant_val: Any = 0.0) -> Any:
-    flat = [int(v) for v in np.asarray(pad).reshape(-1)]
-    count = len(flat) // 2
-    widths = [(0, 0)] * (np.ndim(x) - count) + [
-        (flat[2 * i], flat[2 * i + 1]) for i in range(count)
-    ]
+    pairs = [(int(begin), int(end)) for begin, end in np.reshape(pad, (-1, 2))]
+    widths = [(0, 0)] * (np.ndim(x) - len(pairs)) + pairs
     numpy_mode = _PAD_MODES[str(mode)]
     if numpy_mode == "constant":
         return np.pad(x, widths, mode="constant", constant_values=constant_val)
     return np.pad(x, widths, mode=numpy_mode)  # type: ignore[call-overload]
-
-
-def _wrap_indices(indices: Any, size: int) -> Any:
-    array = np.asarray(indices).astype(np.int64)
-    return np.where(array < 0, array + size, array)
 
 
 @register("gather")
@@ -173,7 +156,7 @@ def gather(
 ) -> Any:
     index = axis_of(axis, np.ndim(x))
     batch = int(batch_dims)
-    picked = _wrap_indices(indices, np.shape(x)[index])
+    picked = wrap_indices(indices, np.shape(x)[index])
     if batch == 0:
         return np.take(x, picked, axis=index)
     batch_shape = np.shape(x)[:batch]
@@ -188,7 +171,8 @@ def gather_along_axis(
     ctx: OpContext, x: Any, indices: Any, axis: Any = 0, validate_indices: Any = False
 ) -> Any:
     index = axis_of(axis, np.ndim(x))
-    return np.take_along_axis(np.asarray(x), _wrap_indices(indices, np.shape(x)[index]), axis=index)
+    picked = wrap_indices(indices, np.shape(x)[index])
+    return np.take_along_axis(np.asarray(x), picked, axis=index)
 
 
 @register("gather_nd")
@@ -200,7 +184,7 @@ def gather_nd(
     picked = np.asarray(indices).astype(np.int64)
     batch, dims = int(batch_dims), np.shape(x)
     batches = list(np.indices(picked.shape[:-1], sparse=True)[:batch])
-    wrapped = [_wrap_indices(picked[..., i], dims[batch + i]) for i in range(picked.shape[-1])]
+    wrapped = [wrap_indices(picked[..., i], dims[batch + i]) for i in range(picked.shape[-1])]
     return np.asarray(x)[tuple(batches + wrapped)]
 
 
@@ -344,7 +328,7 @@ def _broadcast_quant(data: Any, scale: Any, zero_point: Any, axis: Any) -> tuple
 # -- ONNX lowerings --------------------------------------------------------------
 
 
-@lowers("reshape")
+@lowers("reshape", "expand_dims", "squeeze")
 def _reshape(low: Lowering, op: Any) -> list[str]:
     return [low.node("Reshape", low.value(op.x), low.constant(list(shape_of(op.outputs[0]))))]
 
@@ -354,11 +338,6 @@ def _transpose(low: Lowering, op: Any) -> list[str]:
     rank = len(shape_of(op.x))
     perm = [int(p) % rank for p in np.atleast_1d(low.const(op.perm))]
     return [low.node("Transpose", low.value(op.x), perm=perm)]
-
-
-@lowers("expand_dims", "squeeze")
-def _expand_squeeze(low: Lowering, op: Any) -> list[str]:
-    return [low.node("Reshape", low.value(op.x), low.constant(list(shape_of(op.outputs[0]))))]
 
 
 @lowers("concat")
@@ -380,21 +359,13 @@ def _tile(low: Lowering, op: Any) -> list[str]:
 def _slice_by_index(low: Lowering, op: Any) -> list[str]:
     shape = shape_of(op.x)
     rank = len(shape)
-
-    def mask(var: Any) -> np.ndarray:
-        return np.zeros(rank, bool) if var is None else np.asarray(low.const(var), bool)
-
-    stride = np.ones(rank, np.int32) if op.stride is None else np.asarray(low.const(op.stride))
-    slices = solve_slice_by_index_slice(
-        shape, np.asarray(low.const(op.begin)), np.asarray(low.const(op.end)), stride,
-        mask(op.begin_mask), mask(op.end_mask), mask(op.squeeze_mask),
-    )  # fmt: skip
-    starts, ends, steps = [], [], []
-    for item, size in zip(slices, shape, strict=True):
-        start, stop, step = item.indices(size) if isinstance(item, slice) else (item, item + 1, 1)
-        starts.append(start)
-        ends.append(stop if stop >= 0 else -(2**62))  # past the start, for negative steps
-        steps.append(step)
+    names = ("begin", "end", "stride", "begin_mask", "end_mask", "squeeze_mask")
+    slices = index_slices(shape, *(low.const(getattr(op, name)) for name in names))
+    bounds = [item.indices(size) for item, size in zip(slices, shape, strict=True)]
+    starts = [start for start, _, _ in bounds]
+    # -(2**62): past the start, for negative steps.
+    ends = [stop if stop >= 0 else -(2**62) for _, stop, _ in bounds]
+    steps = [step for _, _, step in bounds]
     sliced = low.node(
         "Slice", low.value(op.x), low.constant(starts), low.constant(ends),
         low.constant(list(range(rank))), low.constant(steps),
@@ -404,13 +375,11 @@ def _slice_by_index(low: Lowering, op: Any) -> list[str]:
 
 @lowers("gather")
 def _gather(low: Lowering, op: Any) -> list[str]:
-    from onnx import TensorProto
-
     if op.batch_dims is not None and int(low.const(op.batch_dims)) != 0:
         raise NotLowerable("gather with batch_dims")
     rank = len(shape_of(op.x))
     axis = int(low.const(op.axis)) % rank if op.axis is not None else 0
-    indices = low.node("Cast", low.value(op.indices), to=TensorProto.INT64)
+    indices = low.node("Cast", low.value(op.indices), to=onnx_type(np.dtype(np.int64)))
     return [low.node("Gather", low.value(op.x), indices, axis=axis)]
 
 
