@@ -20,6 +20,8 @@ from anekit.errors import ShapeError, TraceError
 from anekit.ops import composites
 from anekit.ops.spaces import NumpySpace
 from anekit.trace import primitives as P
+from anekit.trace.context import current
+from anekit.trace.indexing import gather
 from anekit.trace.source import user_location
 from anekit.trace.tracer import Tracer
 
@@ -38,10 +40,6 @@ __all__ = [
 ]
 
 Array = Any  # an ndarray or a Tracer
-
-
-def _traced(*values: Any) -> bool:
-    return P.any_tracer(values)
 
 
 def _float_input(x: Any, what: str) -> Any:
@@ -66,12 +64,32 @@ def _constant(value: Any, dtype: np.dtype[Any]) -> Any:
     return np.asarray(value).astype(dtype, copy=False)
 
 
-def _tracer_of(x: Tracer, value: Any) -> Tracer:
-    """A constant as a traced array in ``x``'s trace."""
+def _tracer_of(value: Any, dtype: np.dtype[Any]) -> Tracer:
+    """A weight or input as a traced array; a constant becomes a ``const`` of ``dtype``."""
     if isinstance(value, Tracer):
         return value
+    return P.constant(current(), value, dtype)
+
+
+def _weight_inputs(x: Tracer, **weights: Any) -> dict[str, Any]:
+    """MIL inputs: ``x`` and the given weights (all but ``None``) as constants of its dtype.
+
+    The caller's arrays (not the dtype-cast copies) keep the user's names in MIL.
+    """
     ctx = P.context_of([x])
-    return P.wrap(ctx, ctx.constant(value, x.dtype), frozenset())
+    inputs = {"x": x._var}
+    for name, value in weights.items():
+        if value is not None:
+            inputs[name] = ctx.constant(np.asarray(value), x.dtype)
+    return inputs
+
+
+def _check_bias(bias: Any, out_features: int, what: str) -> None:
+    if bias is not None and tuple(bias.shape) != (out_features,):
+        raise ShapeError(
+            f"anekit.nn.{what}: bias must have shape ({out_features},), got {tuple(bias.shape)}",
+            location=user_location(),
+        )
 
 
 # -- activations ----------------------------------------------------------------------
@@ -130,9 +148,9 @@ def gelu(x: Array, approximate: Literal["none", "tanh"] = "none") -> Array:
     if approximate not in ("none", "tanh"):
         raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
     x = _float_input(x, "gelu")
-    if isinstance(x, Tracer):
-        return P.unary("gelu", x, mode="EXACT" if approximate == "none" else "TANH_APPROXIMATION")
     mode = "EXACT" if approximate == "none" else "TANH_APPROXIMATION"
+    if isinstance(x, Tracer):
+        return P.unary("gelu", x, mode=mode)
     wide = NumpySpace(dtype=np.float64)
     return np.asarray(composites.gelu(wide, x.astype(np.float64), mode)).astype(x.dtype)
 
@@ -140,24 +158,22 @@ def gelu(x: Array, approximate: Literal["none", "tanh"] = "none") -> Array:
 # -- normalization --------------------------------------------------------------------
 
 
-def _norm_axes(x: Any, axis: int | Sequence[int], what: str) -> tuple[int, ...]:
+def _norm_axes(x: Any, axis: int | Sequence[int], what: str, **params: Any) -> tuple[int, ...]:
+    """The normalized axes of ``x``; each weight in ``params`` must have their shape."""
     if isinstance(x, Tracer):
-        return P.normalize_axes(axis, x.ndim, what)
-    items = (axis,) if isinstance(axis, int) else tuple(axis)
-    return tuple(sorted(item % x.ndim for item in items))
-
-
-def _check_param(param: Any, x: Any, axes: tuple[int, ...], name: str, what: str) -> None:
-    if param is None:
-        return
+        axes = P.normalize_axes(axis, x.ndim, what)
+    else:
+        items = (axis,) if isinstance(axis, int) else tuple(axis)
+        axes = tuple(sorted(item % x.ndim for item in items))
     expected = tuple(x.shape[axis] for axis in axes)
-    shape = param.shape if isinstance(param, Tracer) else np.shape(param)
-    if tuple(shape) != expected:
-        raise ShapeError(
-            f"anekit.nn.{what}: {name} must have shape {expected} (the normalized axes of "
-            f"x {tuple(x.shape)}), got {tuple(shape)}",
-            location=user_location(),
-        )
+    for name, param in params.items():
+        if param is not None and tuple(P.shape_of(param)) != expected:
+            raise ShapeError(
+                f"anekit.nn.{what}: {name} must have shape {expected} (the normalized axes of "
+                f"x {tuple(x.shape)}), got {tuple(P.shape_of(param))}",
+                location=user_location(),
+            )
+    return axes
 
 
 def _param_view(param: Any, x: Any, axes: tuple[int, ...]) -> Any:
@@ -181,18 +197,12 @@ def layer_norm(
     ``weight`` and ``bias`` have the shape of the normalized axes.
     """
     x = _float_input(x, "layer_norm")
-    axes = _norm_axes(x, axis, "layer_norm")
-    _check_param(weight, x, axes, "weight", "layer_norm")
-    _check_param(bias, x, axes, "bias", "layer_norm")
+    axes = _norm_axes(x, axis, "layer_norm", weight=weight, bias=bias)
     gamma, beta = _constant(weight, x.dtype), _constant(bias, x.dtype)
-    if isinstance(x, Tracer) and not _traced(gamma, beta):
-        ctx = P.context_of([x])
-        inputs: dict[str, Any] = {"x": x._var, "axes": list(axes), "epsilon": x.dtype.type(eps)}
-        if gamma is not None:
-            inputs["gamma"] = ctx.constant(np.asarray(weight), x.dtype)
-        if beta is not None:
-            inputs["beta"] = ctx.constant(np.asarray(bias), x.dtype)
-        return P.expect(P.emit("layer_norm", [x], **inputs), x.dtype, x.shape)
+    if isinstance(x, Tracer) and not P.any_tracer((gamma, beta)):
+        inputs = _weight_inputs(x, gamma=weight, beta=bias)
+        result = P.emit("layer_norm", [x], **inputs, axes=list(axes), epsilon=x.dtype.type(eps))
+        return P.expect(result, x.dtype, x.shape)
     space = NumpySpace(dtype=x.dtype)
     count = int(np.prod([x.shape[axis] for axis in axes], dtype=np.int64))
     normalized, _ = composites.normalize(space, x, axes, count, eps)
@@ -214,8 +224,7 @@ def rms_norm(
     (with ``eps`` as its epsilon) and ``mul``.
     """
     x = _float_input(x, "rms_norm")
-    axes = _norm_axes(x, axis, "rms_norm")
-    _check_param(weight, x, axes, "weight", "rms_norm")
+    axes = _norm_axes(x, axis, "rms_norm", weight=weight)
     gamma = _constant(weight, x.dtype)
     if isinstance(x, Tracer):
         squares = P.binary("mul", x, x, x.dtype, x.dtype)
@@ -223,7 +232,7 @@ def rms_norm(
         scale = P.unary("rsqrt", mean_square, epsilon=x.dtype.type(eps))
         result = P.binary("mul", x, scale, x.dtype, x.dtype)
         if gamma is not None:
-            gamma_view = _tracer_of(x, _param_view(gamma, x, axes))
+            gamma_view = _tracer_of(_param_view(gamma, x, axes), x.dtype)
             result = P.binary("mul", result, gamma_view, x.dtype, x.dtype)
         return result
     mean_square = np.mean(x * x, axis=axes, keepdims=True)
@@ -243,23 +252,13 @@ def embedding(ids: Array, table: Array) -> Array:
     for the concrete index), so traced code spells the lookup this way. Note that
     ``gather`` does not run on the ANE: anekit's models do lookups on the host.
     """
-    if not _traced(ids, table):
+    if not P.any_tracer((ids, table)):
         return np.asarray(table)[np.asarray(ids)]
-    from anekit.trace.indexing import gather
-
     ctx = P.context_of([ids, table])
-    traced_table = (
-        table
-        if isinstance(table, Tracer)
-        else P.wrap(
-            ctx,
-            ctx.constant(np.asarray(table), P.canonical(np.asarray(table).dtype, "embedding")),
-            frozenset(),
-        )
-    )
-    if not isinstance(ids, Tracer):
-        return gather(traced_table, np.asarray(ids), 0)
-    return gather(traced_table, ids, 0)
+    if not isinstance(table, Tracer):
+        array = np.asarray(table)
+        table = P.constant(ctx, array, P.canonical(array.dtype, "embedding"))
+    return gather(table, ids, 0)
 
 
 # -- linear layers -------------------------------------------------------------------
@@ -279,25 +278,17 @@ def linear(x: Array, weight: Array, bias: Array | None = None) -> Array:
             f"anekit.nn.linear: weight must have shape (out, {x.shape[-1]}), got {tuple(w.shape)}",
             location=user_location(),
         )
-    if b is not None and tuple(b.shape) != (w.shape[0],):
-        raise ShapeError(
-            f"anekit.nn.linear: bias must have shape ({w.shape[0]},), got {tuple(b.shape)}",
-            location=user_location(),
-        )
-    if isinstance(x, Tracer) and not _traced(w, b) and 1 <= x.ndim <= 3:
-        ctx = P.context_of([x])
-        # The caller's arrays (not the dtype-cast copies) keep the user's names in MIL.
-        inputs: dict[str, Any] = {"x": x._var, "weight": ctx.constant(np.asarray(weight), x.dtype)}
-        if b is not None:
-            inputs["bias"] = ctx.constant(np.asarray(bias), x.dtype)
+    _check_bias(b, w.shape[0], "linear")
+    if isinstance(x, Tracer) and not P.any_tracer((w, b)) and 1 <= x.ndim <= 3:
+        inputs = _weight_inputs(x, weight=weight, bias=bias)
         return P.expect(P.emit("linear", [x], **inputs), x.dtype, (*x.shape[:-1], w.shape[0]))
-    if _traced(x, w, b):
-        ctx = P.context_of([x, w, b])
-        tx = x if isinstance(x, Tracer) else P.wrap(ctx, ctx.constant(x, w.dtype), frozenset())
-        product = P.matmul(tx, P.transpose(_tracer_of(tx, w), (1, 0)))
+    if P.any_tracer((x, w, b)):
+        P.context_of([x, w, b])
+        tx = _tracer_of(x, x.dtype)
+        product = P.matmul(tx, P.transpose(_tracer_of(w, x.dtype), (1, 0)))
         if b is None:
             return product
-        return P.binary("add", product, _tracer_of(tx, b), product.dtype, product.dtype)
+        return P.binary("add", product, _tracer_of(b, x.dtype), product.dtype, product.dtype)
     result = x @ w.T
     return result if b is None else result + b
 
@@ -328,42 +319,25 @@ def conv1x1(x: Array, weight: Array, bias: Array | None = None) -> Array:
             f"anekit.nn.conv1x1: weight must be (C_out, {x.shape[1]}), got {tuple(w.shape)}",
             location=user_location(),
         )
-    if b is not None and tuple(b.shape) != (w.shape[0],):
-        raise ShapeError(
-            f"anekit.nn.conv1x1: bias must have shape ({w.shape[0]},), got {tuple(b.shape)}",
-            location=user_location(),
-        )
+    _check_bias(b, w.shape[0], "conv1x1")
     batch, _, height, width = x.shape
     out_channels = w.shape[0]
-    if isinstance(x, Tracer) and not _traced(w, b):
-        ctx = P.context_of([x])
-        inputs: dict[str, Any] = {
-            "x": x._var,
-            "weight": ctx.constant(
-                np.asarray(weight)
-                if np.ndim(weight) == 4
-                else np.asarray(weight)[:, :, None, None],
-                x.dtype,
-            ),
-            "strides": [1, 1],
-            "pad_type": "valid",
-            "dilations": [1, 1],
-            "groups": 1,
-        }
-        if b is not None:
-            inputs["bias"] = ctx.constant(np.asarray(bias), x.dtype)
-        return P.expect(
-            P.emit("conv", [x], **inputs), x.dtype, (batch, out_channels, height, width)
+    if isinstance(x, Tracer) and not P.any_tracer((w, b)):
+        kernel = np.asarray(weight)
+        kernel = kernel if kernel.ndim == 4 else kernel[:, :, None, None]
+        inputs = _weight_inputs(x, weight=kernel, bias=bias)
+        conv = P.emit(
+            "conv", [x], **inputs, strides=[1, 1], pad_type="valid", dilations=[1, 1], groups=1
         )
-    if _traced(x, w, b):
-        ctx = P.context_of([x, w, b])
-        tx = x if isinstance(x, Tracer) else P.wrap(ctx, ctx.constant(x, w.dtype), frozenset())
-        flat = P.reshape(tx, (batch, x.shape[1], height * width))
-        product = P.matmul(_tracer_of(tx, w), flat)
+        return P.expect(conv, x.dtype, (batch, out_channels, height, width))
+    if P.any_tracer((x, w, b)):
+        P.context_of([x, w, b])
+        flat = P.reshape(_tracer_of(x, x.dtype), (batch, x.shape[1], height * width))
+        product = P.matmul(_tracer_of(w, x.dtype), flat)
         result = P.reshape(product, (batch, out_channels, height, width))
         if b is None:
             return result
-        bias_view = P.reshape(_tracer_of(tx, b), (1, out_channels, 1, 1))
+        bias_view = P.reshape(_tracer_of(b, x.dtype), (1, out_channels, 1, 1))
         return P.binary("add", result, bias_view, result.dtype, result.dtype)
     rows = np.asarray(x).reshape(batch, x.shape[1], height * width)
     result = np.matmul(w, rows).reshape(batch, out_channels, height, width)

@@ -21,7 +21,7 @@ from anekit import dtypes
 from anekit._coremltools import Function, Program, ct, mb
 from anekit.errors import TraceError, UnsupportedDtypeError
 from anekit.specs import OutputTree, TensorSpec
-from anekit.trace.context import TraceContext, is_valid_name
+from anekit.trace.context import TraceContext, is_valid_name, var_dtype, var_shape
 from anekit.trace.source import SourceLocation, user_location
 from anekit.trace.tracer import Tracer
 
@@ -233,7 +233,7 @@ def trace_function(
     }
     function = Function(placeholders, opset_version=target)
     fn_name = getattr(fn, "__name__", "function")
-    ctx = TraceContext(function, fn_name)
+    ctx = TraceContext(function)
     with ctx.active():
         tracers = [
             Tracer(function.inputs[spec.name], ctx, frozenset({str(spec.name)})) for spec in specs
@@ -250,14 +250,7 @@ def trace_function(
     program.add_function("main", function)
     PASS_REGISTRY["common::dead_code_elimination"](program)
     program.validate()
-    output_specs = tuple(
-        TensorSpec(
-            tuple(int(dim) for dim in var.shape),
-            dtypes.from_mil(var.dtype),
-            var.name,
-        )
-        for var in outputs
-    )
+    output_specs = tuple(TensorSpec(var_shape(var), var_dtype(var), var.name) for var in outputs)
     module = getattr(fn, "__module__", None) or "<unknown>"
     return TraceResult(
         program=program,

@@ -52,9 +52,8 @@ def is_valid_name(name: str) -> bool:
 class TraceContext:
     """Builds one MIL function while a user function runs on tracers."""
 
-    def __init__(self, function: Function, function_name: str) -> None:
+    def __init__(self, function: Function) -> None:
         self.function = function
-        self.function_name = function_name
         self.locations: dict[str, SourceLocation] = {}
         self._op_counts: Counter[str] = Counter()
         self._names: set[str] = set(function.inputs)

@@ -9,22 +9,15 @@ from typing import Any
 from anekit.errors import ShapeError
 from anekit.trace import primitives as P
 from anekit.trace.einsum import einsum
-from anekit.trace.lowering import (
-    as_tracer,
-    finish,
-    result_dtype,
-    unsupported,
-)
+from anekit.trace.lowering import finish, promoted, unsupported
 from anekit.trace.source import user_location
 from anekit.trace.tracer import Tracer
 
 
 def dot(a: Any, b: Any, out: Any = None) -> Tracer:
-    ctx = P.context_of((a, b))
-    target = result_dtype([a, b], "np.dot")
-    x, y = as_tracer(ctx, a, target), as_tracer(ctx, b, target)
+    x, y = promoted((a, b), "np.dot")
     if x.ndim == 0 or y.ndim == 0:
-        result = P.binary("mul", x, y, target, target)
+        result = P.binary("mul", x, y, x.dtype, x.dtype)
     elif y.ndim <= 2:
         result = P.matmul(x, y)
     else:
@@ -33,9 +26,7 @@ def dot(a: Any, b: Any, out: Any = None) -> Tracer:
 
 
 def tensordot(a: Any, b: Any, axes: Any = 2) -> Tracer:
-    ctx = P.context_of((a, b))
-    target = result_dtype([a, b], "np.tensordot")
-    x, y = as_tracer(ctx, a, target), as_tracer(ctx, b, target)
+    x, y = promoted((a, b), "np.tensordot")
     if isinstance(axes, numbers.Integral):
         count = int(axes)
         axes_a = list(range(x.ndim - count, x.ndim))
@@ -52,13 +43,11 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Tracer:
         raise ShapeError("tensordot: shape-mismatch for sum", location=user_location())
     free_a = [i for i in range(x.ndim) if i not in axes_a]
     free_b = [j for j in range(y.ndim) if j not in axes_b]
+    rows = math.prod(x.shape[i] for i in free_a)
     contracted = math.prod(x.shape[i] for i in axes_a)
-    left = P.reshape(
-        P.transpose(x, free_a + axes_a), (math.prod(x.shape[i] for i in free_a), contracted)
-    )
-    right = P.reshape(
-        P.transpose(y, axes_b + free_b), (contracted, math.prod(y.shape[j] for j in free_b))
-    )
+    cols = math.prod(y.shape[j] for j in free_b)
+    left = P.reshape(P.transpose(x, free_a + axes_a), (rows, contracted))
+    right = P.reshape(P.transpose(y, axes_b + free_b), (contracted, cols))
     product = P.matmul(left, right)
     return P.reshape(product, [x.shape[i] for i in free_a] + [y.shape[j] for j in free_b])
 
@@ -74,7 +63,4 @@ def einsum_function(
         raise unsupported("np.einsum with dtype=, casting= or order=")
     if not isinstance(subscripts, str):
         raise unsupported("np.einsum in the interleaved (operand, sublist) form")
-    ctx = P.context_of(operands)
-    target = result_dtype(list(operands), "np.einsum")
-    tracers = [as_tracer(ctx, operand, target) for operand in operands]
-    return finish(einsum(subscripts, tracers), out)
+    return finish(einsum(subscripts, promoted(operands, "np.einsum")), out)

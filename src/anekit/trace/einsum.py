@@ -24,11 +24,8 @@ _LETTERS = string.ascii_letters
 def parse(subscripts: str, shapes: Sequence[tuple[int, ...]]) -> tuple[list[str], str]:
     """Input and output index strings, with ``...`` expanded to fresh letters."""
     text = subscripts.replace(" ", "")
-    if "->" in text:
-        inputs_text, output = text.split("->", 1)
-        explicit = True
-    else:
-        inputs_text, output, explicit = text, "", False
+    inputs_text, arrow, output = text.partition("->")
+    explicit = bool(arrow)
     inputs = inputs_text.split(",")
     if len(inputs) != len(shapes):
         raise ShapeError(
@@ -82,9 +79,8 @@ def _sum_out(x: Tracer, term: str, keep: set[str]) -> tuple[Tracer, str]:
     axes = [i for i, letter in enumerate(term) if letter not in keep]
     if not axes:
         return x, term
-    return P.reduce("reduce_sum", x, axes, False), "".join(
-        letter for letter in term if letter in keep
-    )
+    kept = "".join(letter for letter in term if letter in keep)
+    return P.reduce("reduce_sum", x, axes, False), kept
 
 
 def _contract(a: Tracer, ta: str, b: Tracer, tb: str, keep: set[str]) -> tuple[Tracer, str]:
@@ -133,16 +129,11 @@ def einsum(subscripts: str, operands: Sequence[Tracer]) -> Tracer:
     """Evaluate an einsum on traced operands of one dtype."""
     terms, output = parse(subscripts, [operand.shape for operand in operands])
     result, term = operands[0], terms[0]
-    for index in range(1, len(operands) + 1):
-        later = "".join(terms[index + 1 :]) if index < len(operands) else ""
-        keep = set(output) | set(later)
-        if index < len(operands):
-            keep |= set(terms[index])
+    for index in range(1, len(operands)):
+        later = set(output) | set("".join(terms[index + 1 :]))
+        keep = later | set(terms[index])
         result, term = _sum_out(result, term, keep)
-        if index == len(operands):
-            break
         other, other_term = _sum_out(operands[index], terms[index], keep | set(term))
-        keep = set(output) | set(later)
-        result, term = _contract(result, term, other, other_term, keep)
-    result = P.transpose(result, [term.index(letter) for letter in output])
-    return result
+        result, term = _contract(result, term, other, other_term, later)
+    result, term = _sum_out(result, term, set(output))
+    return P.transpose(result, [term.index(letter) for letter in output])

@@ -21,41 +21,33 @@ from anekit.trace.source import user_location
 from anekit.trace.tracer import Tracer
 
 
-def _is_array_index(item: Any) -> bool:
-    return isinstance(item, Tracer | np.ndarray | list)
-
-
 def _expand(key: Any, ndim: int) -> list[Any]:
     items = list(key) if isinstance(key, tuple) else [key]
-    if sum(1 for item in items if item is Ellipsis) > 1:
+    ellipses = [i for i, item in enumerate(items) if item is Ellipsis]
+    if len(ellipses) > 1:
         raise ShapeError(
             "an index can only have a single ellipsis ('...')", location=user_location()
         )
-    consumed = 0
-    for item in items:
-        if item is None or item is Ellipsis:
-            continue
-        if isinstance(item, np.ndarray) and item.dtype == np.bool_:
-            consumed += max(item.ndim, 1)
-        else:
-            consumed += 1
+    consumed = sum(
+        max(item.ndim, 1) if isinstance(item, np.ndarray) and item.dtype == np.bool_ else 1
+        for item in items
+        if item is not None and item is not Ellipsis
+    )
     if consumed > ndim:
         raise ShapeError(
             f"too many indices for array: array is {ndim}-dimensional, but {consumed} were indexed",
             location=user_location(),
         )
-    ellipses = [i for i, item in enumerate(items) if item is Ellipsis]
-    if ellipses:
-        items[ellipses[0] : ellipses[0] + 1] = [slice(None)] * (ndim - consumed)
-    else:
-        items += [slice(None)] * (ndim - consumed)
+    # The axes left unindexed take whole slices: at the ellipsis, or else at the end.
+    position = ellipses[0] if ellipses else len(items)
+    items[position : position + 1] = [slice(None)] * (ndim - consumed)
     return items
 
 
 def getitem(x: Tracer, key: Any) -> Tracer:
     P.context_of([x])
     items = _expand(key, x.ndim)
-    arrays = [i for i, item in enumerate(items) if _is_array_index(item)]
+    arrays = [i for i, item in enumerate(items) if isinstance(item, Tracer | np.ndarray | list)]
     if not arrays:
         return P.view_of(_basic(x, items), x)
     if len(arrays) > 1:
@@ -74,9 +66,7 @@ def getitem(x: Tracer, key: Any) -> Tracer:
         )
     index = items[position]
     items[position] = slice(None)
-    sliced = _basic(x, items)
-    axis = position
-    return gather(sliced, index, axis)
+    return gather(_basic(x, items), index, position)
 
 
 def gather(x: Tracer, index: Any, axis: int) -> Tracer:
@@ -122,24 +112,20 @@ def gather(x: Tracer, index: Any, axis: int) -> Tracer:
             if normalized.ndim
             else normalized[()]
         )
-    result = P.emit("gather", [x, index], x=x._var, indices=indices, axis=axis)
-    return result
+    return P.emit("gather", [x, index], x=x._var, indices=indices, axis=axis)
 
 
 def _basic(x: Tracer, items: list[Any]) -> Tracer:
-    begin: list[int] = []
-    end: list[int] = []
-    stride: list[int] = []
-    end_mask: list[bool] = []
-    squeeze: list[bool] = []
+    # slice_by_index's (begin, end, stride, end_mask, squeeze_mask) for each axis of x
+    axes: list[tuple[int, int, int, bool, bool]] = []
     new_axes: list[int] = []
     out_dim = 0
-    dim = 0
     for item in items:
         if item is None:
             new_axes.append(out_dim)
             out_dim += 1
             continue
+        dim = len(axes)
         size = x.shape[dim]
         if isinstance(item, slice):
             start, stop, step = item.indices(size)
@@ -150,11 +136,7 @@ def _basic(x: Tracer, items: list[Any]) -> Tracer:
                     "zero-size arrays cannot be traced",
                     location=user_location(),
                 )
-            begin.append(start)
-            end.append(stop if stop >= 0 else 0)
-            end_mask.append(stop < 0)
-            stride.append(step)
-            squeeze.append(False)
+            axes.append((start, max(stop, 0), step, stop < 0, False))
             out_dim += 1
         elif P.is_int(item):
             index = int(item)
@@ -164,11 +146,7 @@ def _basic(x: Tracer, items: list[Any]) -> Tracer:
                     location=user_location(),
                 )
             index %= size
-            begin.append(index)
-            end.append(index + 1)
-            end_mask.append(False)
-            stride.append(1)
-            squeeze.append(True)
+            axes.append((index, index + 1, 1, False, True))
         elif isinstance(item, Tracer):
             raise TraceError(
                 "a traced scalar used as an index",
@@ -180,13 +158,9 @@ def _basic(x: Tracer, items: list[Any]) -> Tracer:
                 f"indexing with {type(item).__name__} is not supported by anekit's tracer",
                 location=user_location(),
             )
-        dim += 1
-    whole = all(
-        b == 0 and e == size and s == 1 and not q
-        for b, e, s, q, size in zip(begin, end, stride, squeeze, x.shape, strict=True)
-    )
     result = P.copy(x)
-    if not whole:
+    if axes != [(0, size, 1, False, False) for size in x.shape]:
+        begin, end, stride, end_mask, squeeze = map(list, zip(*axes, strict=True))
         result = P.emit(
             "slice_by_index",
             [x],

@@ -10,6 +10,7 @@ import itertools
 import math
 import numbers
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ import numpy as np
 from anekit.errors import ShapeError, UnsupportedDtypeError
 from anekit.trace import primitives as P
 from anekit.trace.lowering import (
-    as_tracers,
+    as_tracer,
     finish,
     result_dtype,
     static_axis,
@@ -60,14 +61,9 @@ def reshape(
     if len(unknown) > 1 or any(dim < -1 for dim in dims):
         raise ShapeError(f"reshape: invalid shape {tuple(dims)}", location=user_location())
     known = math.prod(dim for dim in dims if dim != -1)
-    if unknown:
-        if known == 0 or t.size % known:
-            raise ShapeError(
-                f"cannot reshape array of size {t.size} into shape {tuple(dims)}",
-                location=user_location(),
-            )
+    if unknown and known and t.size % known == 0:
         dims[unknown[0]] = t.size // known
-    if math.prod(dims) != t.size:
+    if -1 in dims or math.prod(dims) != t.size:
         raise ShapeError(
             f"cannot reshape array of size {t.size} into shape {tuple(dims)}",
             location=user_location(),
@@ -94,8 +90,7 @@ def transpose(x: Any, axes: Any = None) -> Tracer:
 
 def swapaxes(x: Any, axis1: int, axis2: int) -> Tracer:
     t = tracer_arg(x, "swapaxes")
-    a = P.normalize_axis(axis1, t.ndim, "swapaxes")
-    b = P.normalize_axis(axis2, t.ndim, "swapaxes")
+    a, b = (P.normalize_axis(axis, t.ndim, "swapaxes") for axis in (axis1, axis2))
     perm = list(range(t.ndim))
     perm[a], perm[b] = perm[b], perm[a]
     return P.view_of(P.transpose(t, perm), t)
@@ -139,8 +134,6 @@ def squeeze(x: Any, axis: Any = None) -> Tracer:
                     f"(axis {axis_index} of shape {t.shape})",
                     location=user_location(),
                 )
-    if not axes:
-        return P.view_of(P.copy(t), t)
     return P.view_of(P.reshape(t, [dim for i, dim in enumerate(t.shape) if i not in axes]), t)
 
 
@@ -162,7 +155,8 @@ def _joined_parts(arrays: Sequence[Any], dtype: Any, what: str) -> list[Tracer]:
     if not items:
         raise ShapeError(f"need at least one array to {what}", location=user_location())
     target = P.canonical(np.dtype(dtype), what) if dtype is not None else result_dtype(items, what)
-    return as_tracers(items, target, what)
+    ctx = P.context_of(items)
+    return [as_tracer(ctx, item, target) for item in items]
 
 
 def concatenate(
@@ -177,27 +171,20 @@ def concatenate(
     if axis is None:
         parts = [P.reshape(part, (part.size,)) for part in parts]
         axis = 0
-    ndim = parts[0].ndim
-    if ndim == 0:
+    if parts[0].ndim == 0:
         raise ShapeError("zero-dimensional arrays cannot be concatenated", location=user_location())
-    axis = P.normalize_axis(axis, ndim, "concatenate")
-    for part in parts[1:]:
-        if part.ndim != ndim or any(
-            a != b
-            for i, (a, b) in enumerate(zip(part.shape, parts[0].shape, strict=True))
-            if i != axis
-        ):
-            raise ShapeError(
-                "concatenate: all the input array dimensions except for the concatenation "
-                f"axis must match exactly; got shapes {[p.shape for p in parts]}",
-                location=user_location(),
-            )
+    axis = P.normalize_axis(axis, parts[0].ndim, "concatenate")
+    # The shapes must match except along the axis.
+    if len({(part.ndim, part.shape[:axis] + part.shape[axis + 1 :]) for part in parts}) > 1:
+        raise ShapeError(
+            "concatenate: all the input array dimensions except for the concatenation "
+            f"axis must match exactly; got shapes {[p.shape for p in parts]}",
+            location=user_location(),
+        )
     if len(parts) == 1:
         return finish(P.copy(parts[0]), out)
-    result = P.emit(
-        "concat", parts, values=[part._var for part in parts], axis=axis, interleave=False
-    )
-    return finish(result, out)
+    values = [part._var for part in parts]
+    return finish(P.emit("concat", parts, values=values, axis=axis, interleave=False), out)
 
 
 def stack(
@@ -264,8 +251,10 @@ def _split_sizes(length: int, indices_or_sections: Any, even: bool, what: str) -
     return [max(end - start, 0) for start, end in itertools.pairwise(bounds)]
 
 
-def _split(x: Any, indices_or_sections: Any, axis: int, even: bool, what: str) -> list[Tracer]:
-    t = tracer_arg(x, what)
+def _split(
+    ary: Any, indices_or_sections: Any, axis: int = 0, *, even: bool, what: str
+) -> list[Tracer]:
+    t = tracer_arg(ary, what)
     axis = P.normalize_axis(axis, t.ndim, what)
     sizes = _split_sizes(t.shape[axis], indices_or_sections, even, what)
     if any(size == 0 for size in sizes):
@@ -281,12 +270,8 @@ def _split(x: Any, indices_or_sections: Any, axis: int, even: bool, what: str) -
     return [P.view_of(P.wrap(ctx, var, t._deps), t) for var in outputs]
 
 
-def split(ary: Any, indices_or_sections: Any, axis: int = 0) -> list[Tracer]:
-    return _split(ary, indices_or_sections, axis, even=True, what="split")
-
-
-def array_split(ary: Any, indices_or_sections: Any, axis: int = 0) -> list[Tracer]:
-    return _split(ary, indices_or_sections, axis, even=False, what="array_split")
+split: partial[list[Tracer]] = partial(_split, even=True, what="split")
+array_split: partial[list[Tracer]] = partial(_split, even=False, what="array_split")
 
 
 def flip(m: Any, axis: Any = None) -> Tracer:

@@ -30,8 +30,7 @@ def numpy_name(func: Any) -> str:
     module = getattr(func, "__module__", None) or "numpy"
     name = getattr(func, "__name__", repr(func))
     if module.startswith("numpy"):
-        public = module.split(".")
-        public = [part for part in public[1:] if not part.startswith("_")]
+        public = [part for part in module.split(".")[1:] if not part.startswith("_")]
         return ".".join(["np", *public, name])
     return f"{module}.{name}"
 
@@ -75,23 +74,21 @@ def store_out(target: Any, result: Tracer) -> Tracer:
             location=user_location(),
             hint="write `x = x + y` instead of `x += y`, or take the view after the update",
         )
-    if result.shape != target.shape:
-        shape = P.broadcast_shapes(result.shape, target.shape, what="in-place operation")
-        if shape != target.shape:
-            raise ShapeError(
-                f"non-broadcastable output operand with shape {target.shape} doesn't match "
-                f"the broadcast shape {shape}",
-                location=user_location(),
-            )
-        result = P.broadcast_to(result, target.shape)
-    if result.dtype != target.dtype:
-        if not np.can_cast(result.dtype, target.dtype, casting="same_kind"):
-            raise UnsupportedDtypeError(
-                f"cannot store a {result.dtype} result in a {target.dtype} array in place "
-                "(NumPy's same_kind casting rule)",
-                location=user_location(),
-            )
-        result = P.cast(result, target.dtype)
+    shape = P.broadcast_shapes(result.shape, target.shape, what="in-place operation")
+    if shape != target.shape:
+        raise ShapeError(
+            f"non-broadcastable output operand with shape {target.shape} doesn't match "
+            f"the broadcast shape {shape}",
+            location=user_location(),
+        )
+    result = P.broadcast_to(result, target.shape)
+    if not np.can_cast(result.dtype, target.dtype, casting="same_kind"):
+        raise UnsupportedDtypeError(
+            f"cannot store a {result.dtype} result in a {target.dtype} array in place "
+            "(NumPy's same_kind casting rule)",
+            location=user_location(),
+        )
+    result = P.cast(result, target.dtype)
     target._var = result._var
     target._deps = result._deps
     return target
@@ -101,8 +98,7 @@ def as_tracer(ctx: Any, value: Any, dtype: np.dtype[Any]) -> Tracer:
     """``value`` as a traced array of ``dtype`` (constants become const ops)."""
     if isinstance(value, Tracer):
         return P.cast(value, dtype)
-    array = value if isinstance(value, np.ndarray) else np.asarray(value)
-    return P.wrap(ctx, ctx.constant(array, dtype), frozenset())
+    return P.constant(ctx, value if isinstance(value, np.ndarray) else np.asarray(value), dtype)
 
 
 def tracer_arg(value: Any, what: str) -> Tracer:
@@ -115,13 +111,12 @@ def tracer_arg(value: Any, what: str) -> Tracer:
     return as_tracer(ctx, array, P.canonical(array.dtype, what))
 
 
-def probe_dtype(
-    func: Callable[..., Any], *dtypes_in: np.dtype[Any], **kwargs: Any
-) -> np.dtype[Any]:
-    """The result dtype NumPy's ``func`` gives for inputs of these dtypes."""
-    probes = [np.ones((1,), dtype) for dtype in dtypes_in]
+def probe_dtype(func: Callable[..., Any], x: Tracer, what: str, dtype: Any = None) -> np.dtype[Any]:
+    """The result dtype NumPy's ``func`` gives for ``x`` (and ``dtype=``), canonicalized."""
+    kwargs = {"dtype": dtype} if dtype is not None else {}
     with np.errstate(all="ignore"):
-        return np.asarray(func(*probes, **kwargs)).dtype
+        result = np.asarray(func(np.ones((1,), x.dtype), **kwargs)).dtype
+    return P.canonical(result, what)
 
 
 def finish(result: Tracer, out: Any) -> Tracer:
@@ -159,6 +154,8 @@ def result_dtype(values: Sequence[Any], what: str) -> np.dtype[Any]:
     return P.canonical(result, what)
 
 
-def as_tracers(values: Sequence[Any], dtype: np.dtype[Any], what: str) -> list[Tracer]:
+def promoted(values: Sequence[Any], what: str) -> list[Tracer]:
+    """``values`` as tracers of their common dtype (NumPy's ``result_type``)."""
     ctx = P.context_of(values)
-    return [as_tracer(ctx, value, dtype) for value in values]
+    target = result_dtype(values, what)
+    return [as_tracer(ctx, value, target) for value in values]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 from coremltools.converters.mil.mil.var import Var
@@ -22,10 +22,6 @@ from anekit.trace.source import user_location
 from anekit.trace.tracer import Tracer
 
 Operand = Any  # a Tracer, an ndarray, a NumPy scalar or a Python number
-
-
-def is_tracer(value: Any) -> bool:
-    return isinstance(value, Tracer)
 
 
 def any_tracer(values: Iterable[Any]) -> bool:
@@ -47,11 +43,8 @@ def context_of(values: Iterable[Any]) -> TraceContext:
 
 def deps_of(values: Iterable[Any]) -> frozenset[str]:
     """The program inputs the given values depend on."""
-    deps: frozenset[str] = frozenset()
-    for value in values:
-        if isinstance(value, Tracer):
-            deps |= value._deps
-    return deps
+    deps = (value._deps for value in values if isinstance(value, Tracer))
+    return frozenset[str]().union(*deps)
 
 
 def operand_dtype(value: Operand) -> Any:
@@ -112,6 +105,16 @@ def wrap(ctx: TraceContext, var: Var, deps: frozenset[str]) -> Tracer:
     return Tracer(var, ctx, deps)
 
 
+def constant(ctx: TraceContext, value: np.ndarray, dtype: np.dtype[Any]) -> Tracer:
+    """``value`` as a traced ``const`` of ``dtype``, which depends on no input."""
+    return wrap(ctx, ctx.constant(value, dtype), frozenset())
+
+
+def shape_of(value: Operand) -> tuple[int, ...]:
+    """The shape of a tracer or of anything NumPy takes as an array."""
+    return value.shape if isinstance(value, Tracer) else np.shape(value)
+
+
 def emit(op_type: str, sources: Sequence[Any], **inputs: Any) -> Tracer:
     """Emit ``op_type`` with MIL ``inputs``; the result depends on ``sources``."""
     ctx = context_of(sources)
@@ -124,18 +127,18 @@ def expect(
 ) -> Tracer:
     """Check that MIL inferred what NumPy's rules say; a mismatch is a tracer bug."""
     if dtype is not None and result.dtype != dtype:
-        raise TraceError(
-            f"internal error: MIL op `{result._var.op.op_type}` produced {result.dtype}, "
-            f"NumPy semantics need {dtype}; please report this",
-            location=user_location(),
-        )
+        _internal_error(result, str(result.dtype), str(dtype))
     if shape is not None and result.shape != tuple(shape):
-        raise TraceError(
-            f"internal error: MIL op `{result._var.op.op_type}` produced shape {result.shape}, "
-            f"NumPy semantics need {tuple(shape)}; please report this",
-            location=user_location(),
-        )
+        _internal_error(result, f"shape {result.shape}", str(tuple(shape)))
     return result
+
+
+def _internal_error(result: Tracer, produced: str, needed: str) -> NoReturn:
+    raise TraceError(
+        f"internal error: MIL op `{result._var.op.op_type}` produced {produced}, "
+        f"NumPy semantics need {needed}; please report this",
+        location=user_location(),
+    )
 
 
 def view_of(result: Tracer, source: Tracer) -> Tracer:
@@ -225,20 +228,12 @@ def expand_dims(x: Tracer, axes: Sequence[int]) -> Tracer:
     return emit("expand_dims", [x], x=x._var, axes=list(axes))
 
 
-def squeeze(x: Tracer, axes: Sequence[int]) -> Tracer:
-    if not axes:
-        return copy(x)
-    return emit("squeeze", [x], x=x._var, axes=list(axes))
-
-
 def broadcast_to(x: Tracer, shape: Sequence[int]) -> Tracer:
     """``x`` broadcast to ``shape`` (validated by the caller) with reshape and tile."""
     shape = tuple(shape)
     if x.shape == shape:
         return copy(x)
-    lead = len(shape) - x.ndim
-    if lead:
-        x = reshape(x, (1,) * lead + x.shape)
+    x = reshape(x, (1,) * (len(shape) - x.ndim) + x.shape)
     reps = [
         target if size == 1 and target != 1 else 1
         for size, target in zip(x.shape, shape, strict=True)
@@ -256,11 +251,7 @@ def binary(
 ) -> Tracer:
     """Elementwise ``op_type`` of ``a`` and ``b`` computed in ``dtype``."""
     ctx = context_of((a, b))
-    broadcast_shapes(
-        np.shape(a) if not isinstance(a, Tracer) else a.shape,
-        np.shape(b) if not isinstance(b, Tracer) else b.shape,
-        what=op_type,
-    )
+    broadcast_shapes(shape_of(a), shape_of(b), what=op_type)
     x = lift(ctx, a, dtype)
     y = lift(ctx, b, dtype)
     var = ctx.emit(op_type, x=x, y=y)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -28,68 +29,41 @@ from anekit.trace.tracer import Tracer
 def _reduction(
     op_type: str,
     numpy_func: Callable[..., Any],
-    x: Any,
-    axis: Any,
-    dtype: Any,
-    out: Any,
-    keepdims: bool,
     what: str,
-    extra: dict[str, Any],
+    /,
+    a: Any,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    keepdims: bool = False,
+    **extra: Any,
 ) -> Tracer:
+    """A MIL ``reduce_*`` with NumPy's signature (``np.sum``'s) after the bound arguments."""
     for key, value in extra.items():
         if key == "initial" and value is not NO_VALUE:
             raise unsupported(f"{what}(..., initial=...)")
         if key == "where" and value is not True:
             raise unsupported(f"{what}(..., where=...)")
-    t = tracer_arg(x, what)
+    t = tracer_arg(a, what)
     axes = P.normalize_axes(static_axis(axis, what), t.ndim, what)
-    kwargs = {"dtype": dtype} if dtype is not None else {}
-    result_dtype = P.canonical(probe_dtype(numpy_func, t.dtype, **kwargs), what)
+    result_dtype = probe_dtype(numpy_func, t, what, dtype)
     compute = result_dtype if result_dtype != dtypes.BOOL else t.dtype
     source = P.cast(t, compute)
     result = P.reduce(op_type, source, axes, keepdims)
     return finish(P.cast(result, result_dtype), out)
 
 
-def sum_(
-    a: Any,
-    axis: Any = None,
-    dtype: Any = None,
-    out: Any = None,
-    keepdims: bool = False,
-    **extra: Any,
-) -> Tracer:
-    return _reduction("reduce_sum", np.sum, a, axis, dtype, out, keepdims, "np.sum", extra)
-
-
-def mean(
-    a: Any,
-    axis: Any = None,
-    dtype: Any = None,
-    out: Any = None,
-    keepdims: bool = False,
-    **extra: Any,
-) -> Tracer:
-    return _reduction("reduce_mean", np.mean, a, axis, dtype, out, keepdims, "np.mean", extra)
-
-
-def prod(
-    a: Any,
-    axis: Any = None,
-    dtype: Any = None,
-    out: Any = None,
-    keepdims: bool = False,
-    **extra: Any,
-) -> Tracer:
-    return _reduction("reduce_prod", np.prod, a, axis, dtype, out, keepdims, "np.prod", extra)
+sum_: partial[Tracer] = partial(_reduction, "reduce_sum", np.sum, "np.sum")
+mean: partial[Tracer] = partial(_reduction, "reduce_mean", np.mean, "np.mean")
+prod: partial[Tracer] = partial(_reduction, "reduce_prod", np.prod, "np.prod")
 
 
 def max_(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, **extra: Any) -> Tracer:
-    return _reduction("reduce_max", np.max, a, axis, None, out, keepdims, "np.max", extra)
+    return _reduction("reduce_max", np.max, "np.max", a, axis, None, out, keepdims, **extra)
 
 
 def min_(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, **extra: Any) -> Tracer:
-    return _reduction("reduce_min", np.min, a, axis, None, out, keepdims, "np.min", extra)
+    return _reduction("reduce_min", np.min, "np.min", a, axis, None, out, keepdims, **extra)
 
 
 def _logical_reduction(
@@ -148,8 +122,7 @@ def var(
         ddof = extra["correction"]
     t = tracer_arg(a, "np.var")
     axes = P.normalize_axes(static_axis(axis, "np.var"), t.ndim, "np.var")
-    kwargs = {"dtype": dtype} if dtype is not None else {}
-    result_dtype = P.canonical(probe_dtype(np.var, t.dtype, **kwargs), "np.var")
+    result_dtype = probe_dtype(np.var, t, "np.var", dtype)
     x = P.cast(t, result_dtype)
     centred = P.binary("sub", x, P.reduce("reduce_mean", x, axes, True), result_dtype, result_dtype)
     squares = P.binary("mul", centred, centred, result_dtype, result_dtype)
@@ -186,7 +159,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
     if not two_norm and not (vector and ord in (1, np.inf, -np.inf)):
         shape = "vector" if vector else f"{len(axes)}-axis"
         raise unsupported(f"{what} with ord={ord!r} for a {shape} norm")
-    result_dtype = P.canonical(probe_dtype(np.linalg.norm, t.dtype), what)
+    result_dtype = probe_dtype(np.linalg.norm, t, what)
     t = P.cast(t, result_dtype)
     if two_norm:
         squares = P.binary("mul", t, t, result_dtype, result_dtype)
@@ -198,8 +171,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
 
 def cumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Tracer:
     t = tracer_arg(a, "np.cumsum")
-    kwargs = {"dtype": dtype} if dtype is not None else {}
-    result_dtype = P.canonical(probe_dtype(np.cumsum, t.dtype, **kwargs), "np.cumsum")
+    result_dtype = probe_dtype(np.cumsum, t, "np.cumsum", dtype)
     t = P.cast(t, result_dtype)
     if axis is None:
         t = P.reshape(t, (t.size,))

@@ -12,6 +12,7 @@ import numpy as np
 from anekit import dtypes
 from anekit.errors import ShapeError
 from anekit.trace import primitives as P
+from anekit.trace.indexing import gather
 from anekit.trace.lowering import (
     as_tracer,
     data_dependent,
@@ -40,10 +41,7 @@ def where(condition: Any, x: Any = None, y: Any = None) -> Tracer:
         cond = P.cast(condition, dtypes.BOOL)
     else:
         cond = as_tracer(ctx, np.asarray(condition).astype(bool), dtypes.BOOL)
-    shapes = [
-        np.shape(value) if not isinstance(value, Tracer) else value.shape
-        for value in (condition, x, y)
-    ]
+    shapes = [P.shape_of(value) for value in (condition, x, y)]
     shape = P.broadcast_shapes(*shapes, what="np.where")
     a = as_tracer(ctx, x, target)
     b = as_tracer(ctx, y, target)
@@ -90,8 +88,6 @@ def clip(
 
 
 def take(a: Any, indices: Any, axis: Any = None, out: Any = None, mode: str = "raise") -> Tracer:
-    from anekit.trace.indexing import gather
-
     t = tracer_arg(a, "np.take")
     if mode != "raise":
         raise unsupported(f"np.take(mode={mode!r})")

@@ -56,27 +56,27 @@ BOOL_OPS: dict[np.ufunc, str] = {
     np.not_equal: "logical_xor",
 }
 
-#: ufuncs that are one MIL elementwise unary op (with fixed attributes).
-UNARY_OPS: dict[np.ufunc, tuple[str, dict[str, Any]]] = {
-    np.absolute: ("abs", {}),
-    np.exp: ("exp", {}),
-    np.exp2: ("exp2", {}),
-    np.sqrt: ("sqrt", {}),
-    np.tanh: ("tanh", {}),
-    np.sin: ("sin", {}),
-    np.cos: ("cos", {}),
-    np.tan: ("tan", {}),
-    np.arcsin: ("asin", {}),
-    np.arccos: ("acos", {}),
-    np.arctan: ("atan", {}),
-    np.sinh: ("sinh", {}),
-    np.cosh: ("cosh", {}),
-    np.arctanh: ("atanh", {}),
-    np.floor: ("floor", {}),
-    np.ceil: ("ceil", {}),
-    np.rint: ("round", {}),
-    np.sign: ("sign", {}),
-    np.logical_not: ("logical_not", {}),
+#: ufuncs that are one MIL elementwise unary op.
+UNARY_OPS: dict[np.ufunc, str] = {
+    np.absolute: "abs",
+    np.exp: "exp",
+    np.exp2: "exp2",
+    np.sqrt: "sqrt",
+    np.tanh: "tanh",
+    np.sin: "sin",
+    np.cos: "cos",
+    np.tan: "tan",
+    np.arcsin: "asin",
+    np.arccos: "acos",
+    np.arctan: "atan",
+    np.sinh: "sinh",
+    np.cosh: "cosh",
+    np.arctanh: "atanh",
+    np.floor: "floor",
+    np.ceil: "ceil",
+    np.rint: "round",
+    np.sign: "sign",
+    np.logical_not: "logical_not",
 }
 
 
@@ -111,7 +111,7 @@ def call_ufunc(ufunc: np.ufunc, inputs: tuple[Any, ...], dtype: Any) -> Tracer:
             return P.matmul(as_tracer(ctx, a, in_dtype), as_tracer(ctx, b, in_dtype))
         if in_dtype == dtypes.BOOL and ufunc in BOOL_OPS:
             return P.binary(BOOL_OPS[ufunc], a, b, in_dtype, out_dtype)
-        if ufunc is np.power and _is_python_scalar(b, 2):
+        if ufunc is np.power and isinstance(b, int | float) and not isinstance(b, bool) and b == 2:
             return P.binary("mul", a, a, in_dtype, out_dtype)
         if ufunc in BINARY_OPS:
             return P.binary(BINARY_OPS[ufunc], a, b, in_dtype, out_dtype)
@@ -122,8 +122,7 @@ def call_ufunc(ufunc: np.ufunc, inputs: tuple[Any, ...], dtype: Any) -> Tracer:
     if ufunc in UNARY_OPS:
         if in_dtype == dtypes.BOOL and ufunc is not np.logical_not:
             raise UnsupportedDtypeError(f"np.{ufunc.__name__} on bool", location=user_location())
-        op_type, attrs = UNARY_OPS[ufunc]
-        return P.expect(P.unary(op_type, t, **attrs), out_dtype)
+        return P.expect(P.unary(UNARY_OPS[ufunc], t), out_dtype)
     return SPECIAL_UNARY.get(ufunc, _no_rule(ufunc))(t, out_dtype)
 
 
@@ -134,21 +133,12 @@ def _no_rule(ufunc: np.ufunc) -> Callable[[Tracer, np.dtype[Any]], Tracer]:
     return fail
 
 
-def _is_python_scalar(value: Any, number: float) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and value == number
-
-
 def _log_base(scale: float) -> Callable[[Tracer, np.dtype[Any]], Tracer]:
     def rule(t: Tracer, out_dtype: np.dtype[Any]) -> Tracer:
         natural = P.unary("log", t, epsilon=t.dtype.type(0))
         return P.binary("mul", natural, scale, out_dtype, out_dtype)
 
     return rule
-
-
-def _float_only(t: Tracer, what: str) -> None:
-    if not dtypes.is_float(t.dtype):
-        raise UnsupportedDtypeError(f"{what} on {t.dtype} arrays", location=user_location())
 
 
 def _negative(t: Tracer, out_dtype: np.dtype[Any]) -> Tracer:
@@ -158,7 +148,8 @@ def _negative(t: Tracer, out_dtype: np.dtype[Any]) -> Tracer:
 
 def _reciprocal(t: Tracer, out_dtype: np.dtype[Any]) -> Tracer:
     # Not MIL's `inverse`: it computes 1 / (x + epsilon).
-    _float_only(t, "np.reciprocal")
+    if not dtypes.is_float(t.dtype):
+        raise UnsupportedDtypeError(f"np.reciprocal on {t.dtype} arrays", location=user_location())
     return P.binary("real_div", 1, t, out_dtype, out_dtype)
 
 
