@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 
 import anekit
 from anekit import nn, sim
+from anekit.errors import UnsupportedOpError
 from anekit.sim import SimResult
 
 F32 = np.float32
@@ -128,3 +130,10 @@ def test_zero_times_a_minus_inf_mask_is_nan() -> None:
 
     assert np.isfinite(simulate(additive, mask, mode="fp32").outputs["output"]).all()
     assert np.isnan(simulate(additive, mask, mode="ane").outputs["output"]).all()
+
+
+def test_resize_of_three_axes_is_refused_by_name() -> None:
+    # MIL allows resized_dims up to the rank; the simulator interpolates at most two axes.
+    x = np.zeros((1, 2, 3, 4), np.float32)
+    with pytest.raises(UnsupportedOpError, match="resizes the last 3 axes"):
+        sim.run_op("resize", x, shape=np.array([4, 6, 8], np.int32), resized_dims=np.uint32(3))

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from anekit.errors import UnsupportedOpError
 from anekit.ops.defs._util import out_shape
 from anekit.ops.registry import OpContext, register
 
@@ -149,7 +150,10 @@ def resize(
     interchangeably); with another mode, the pixel nearest each grid point."""
     count = int(resized_dims)
     if count > 2:
-        raise NotImplementedError("resize of more than the last two axes")
+        raise UnsupportedOpError(
+            f"op {ctx.op.name!r} (resize) resizes the last {count} axes; the simulator "
+            "resizes at most the last two (resized_dims <= 2)"
+        )
     sizes = list(np.shape(x))
     tail = [int(s) for s in np.asarray(shape).reshape(-1)][np.size(shape) - count :]
     for axis, size in zip(range(len(sizes) - count, len(sizes)), tail, strict=True):
