@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from oprows.table import ACCUM, F32, I32, OpRecord, fixed, normal, op_record
+from oprows.windows import pool
 
 RECORDS: list[OpRecord] = []
 
@@ -541,50 +542,9 @@ RECORDS += [
 # --- l2_pool -------------------------------------------------------------------
 
 
-def _l2_pool(
-    x: Any,
-    kernel_sizes: Any,
-    strides: Any = None,
-    pad_type: str = "valid",
-    pad: Any = None,
-    ceil_mode: bool = False,
-) -> Any:
+def _l2_pool(x: Any, **attrs: Any) -> Any:
     """sqrt(sum of squares) over each window; padded positions count as zeros."""
-    spatial = x.shape[2:]
-    kernel = [int(k) for k in kernel_sizes]
-    stride = [int(s) for s in strides] if strides is not None else [1] * len(spatial)
-    if pad_type == "custom":
-        padding = [(int(pad[2 * i]), int(pad[2 * i + 1])) for i in range(len(spatial))]
-    elif pad_type == "same":  # output ceil(n / s); an odd total pads one more at the end
-        totals = [
-            max((math.ceil(n / s) - 1) * s + k - n, 0)
-            for n, k, s in zip(spatial, kernel, stride, strict=True)
-        ]
-        padding = [(t // 2, t - t // 2) for t in totals]
-    else:
-        padding = [(0, 0)] * len(spatial)
-    rounding = math.ceil if ceil_mode else math.floor
-    out_spatial = [
-        rounding((n + lo + hi - k) / s) + 1
-        for n, (lo, hi), k, s in zip(spatial, padding, kernel, stride, strict=True)
-    ]
-    out = np.empty((*x.shape[:2], *out_spatial))
-    for position in np.ndindex(*out_spatial):
-        window = x[
-            (
-                slice(None),
-                slice(None),
-                *(
-                    slice(max(p * s - lo, 0), min(p * s - lo + k, n))
-                    for p, s, (lo, _), k, n in zip(
-                        position, stride, padding, kernel, spatial, strict=True
-                    )
-                ),
-            )
-        ]
-        squares = (window**2).reshape(*x.shape[:2], -1)
-        out[(slice(None), slice(None), *position)] = np.sqrt(squares.sum(axis=-1))
-    return out
+    return pool(x, kind="l2", **attrs)
 
 
 RECORDS += [

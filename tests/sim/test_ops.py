@@ -51,6 +51,7 @@ from oprows.table import (
     small,
     uniform,
 )
+from oprows.windows import paddings, pool
 
 RECORDS: list[OpRecord] = []
 
@@ -708,32 +709,6 @@ RECORDS += [
 ]
 
 
-def _paddings(
-    pad_type: str,
-    pad: Any,
-    spatial: Sequence[int],
-    kernel: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-) -> list[tuple[int, int]]:
-    """Per spatial dim (before, after) padding, from MIL's conv documentation.
-
-    ``same``: the output is ``ceil(d_in / stride)``; an odd total pad puts the
-    extra element after (TensorFlow's SAME, ONNX's SAME_UPPER); ``same_lower`` before.
-    """
-    if pad_type == "custom":
-        flat = [int(p) for p in pad]
-        return [(flat[2 * i], flat[2 * i + 1]) for i in range(len(spatial))]
-    if pad_type in ("same", "same_lower"):
-        result = []
-        for n, k, s, d in zip(spatial, kernel, strides, dilations, strict=True):
-            total = max((math.ceil(n / s) - 1) * s + (k - 1) * d + 1 - n, 0)
-            low, high = total // 2, total - total // 2
-            result.append((high, low) if pad_type == "same_lower" else (low, high))
-        return result
-    return [(0, 0)] * len(spatial)
-
-
 def _conv(
     x: Any,
     weight: Any,
@@ -750,7 +725,7 @@ def _conv(
     rank = len(spatial)
     s = list(strides) if strides is not None else [1] * rank
     d = list(dilations) if dilations is not None else [1] * rank
-    padding = _paddings(pad_type, pad, spatial, kernel, s, d)
+    padding = paddings(pad_type, pad, spatial, kernel, s, d)
     padded = np.pad(x, [(0, 0), (0, 0), *padding])
     out_spatial = [
         (n + lo + hi - (k - 1) * dd - 1) // ss + 1
@@ -1230,57 +1205,12 @@ def _upsample(x: Any, scale_factor_height: float = 1, scale_factor_width: float 
     return x[..., rows, :][..., cols]
 
 
-def _pool(
-    x: Any,
-    kernel_sizes: Any,
-    strides: Any = None,
-    pad_type: str = "valid",
-    pad: Any = None,
-    ceil_mode: bool = False,
-    exclude_padding_from_average: bool = False,
-    *,
-    kind: str,
-) -> Any:
-    """Direct-loop pooling over windows of the (virtually) padded input."""
-    x = np.asarray(x, np.float64)
-    spatial = x.shape[2:]
-    rank = len(spatial)
-    kernel = [int(k) for k in kernel_sizes]
-    s = [int(v) for v in strides] if strides is not None else [1] * rank
-    padding = _paddings(pad_type, pad, spatial, kernel, s, [1] * rank)
-    rounding = math.ceil if ceil_mode else math.floor
-    out_spatial = [
-        rounding((n + lo + hi - k) / ss) + 1
-        for n, (lo, hi), k, ss in zip(spatial, padding, kernel, s, strict=True)
-    ]
-    out = np.empty((*x.shape[:2], *out_spatial))
-    axes = tuple(range(2, 2 + rank))
-    for position in np.ndindex(*out_spatial):
-        starts = [p * ss - lo for p, ss, (lo, _) in zip(position, s, padding, strict=True)]
-        window = x[
-            (
-                slice(None),
-                slice(None),
-                *(
-                    slice(max(b, 0), min(b + k, n))
-                    for b, k, n in zip(starts, kernel, spatial, strict=True)
-                ),
-            )
-        ]
-        if kind == "max":
-            out[(slice(None), slice(None), *position)] = window.max(axis=axes)
-        else:
-            count = np.prod(window.shape[2:]) if exclude_padding_from_average else np.prod(kernel)
-            out[(slice(None), slice(None), *position)] = window.sum(axis=axes) / count
-    return out
-
-
 def _max_pool(x: Any, **attrs: Any) -> Any:
-    return _pool(x, kind="max", **attrs)
+    return pool(x, kind="max", **attrs)
 
 
 def _avg_pool(x: Any, **attrs: Any) -> Any:
-    return _pool(x, kind="avg", **attrs)
+    return pool(x, kind="avg", **attrs)
 
 
 def _sdpa(query: Any, key: Any, value: Any, attn_mask: Any = None) -> Any:
