@@ -14,7 +14,13 @@ from anekit.program import CompiledProgram
 
 
 def load_package(path: str | os.PathLike[str], *, function: str | None = None) -> CompiledProgram:
-    """The package at ``path`` as a :class:`CompiledProgram` for one of its functions."""
+    """``anekit.load``: read an ``.mlpackage`` (or mlprogram ``.mlmodel``) back into a MIL
+    program.
+
+    Works on any OS (coremltools' milproto loader); ``function`` picks a function
+    of a multifunction package (default: the package's default function). The
+    result runs in the simulator off macOS and on Core ML on a Mac.
+    """
     program, spec = read_program(path)
     default = spec.description.defaultFunctionName or "main"
     name = function or (default if default in program.functions else next(iter(program.functions)))

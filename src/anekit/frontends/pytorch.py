@@ -96,14 +96,13 @@ def convert(
     pass_options: Mapping[str, Mapping[str, Any]] | None = None,
     float_io: str = "float16",
 ) -> CompiledProgram:
-    """Convert a PyTorch model at the example inputs' exact (static) shapes.
+    """``anekit.convert``: convert a PyTorch model (``pip install 'anekit[torch]'``) at the
+    example inputs' static shapes, then run the ANE passes as ``anekit.compile`` does.
 
-    ``module`` is a ``torch.nn.Module`` (Hugging Face BERT-family models included),
-    a TorchScript module or an ``ExportedProgram``. ``method`` picks
-    ``torch.jit.trace`` (default) or ``torch.export`` for plain modules. The MIL
-    program then goes through anekit's ANE passes unless ``passes=False``. Float
-    inputs and outputs are ``float_io`` (float16 by default: what the ANE reads and
-    writes without a cast).
+    ``module`` is a ``torch.nn.Module`` (a Hugging Face BERT-family model is adapted
+    automatically), TorchScript or an ``ExportedProgram``; ``method`` is ``"trace"``
+    (``torch.jit.trace``) or ``"export"`` (``torch.export`` + ``run_decompositions``).
+    Float inputs and outputs are ``float_io`` (float16: what the ANE reads and writes).
     """
     _torch()
     from anekit.frontends import huggingface
