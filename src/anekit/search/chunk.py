@@ -1,19 +1,15 @@
-"""Where to cut a file into chunks for code search.
+"""Where to cut a file into chunks for code search (rules after semlith's chunker).
 
-The rules follow semlith's chunker (the prior art):
-
-* chunks are line-aligned and at most :data:`MAX_CHARS` (800) characters long; a window of
-  lines overlaps the one before it by :data:`OVERLAP_LINES` (2) lines; a single line longer
-  than the budget is hard-split into slices of it;
-* code is cut at tree-sitter definition starts (functions, methods, classes, structs, impls,
-  traits, interfaces, enums, modules; the table is :mod:`anekit.search.languages`), the cut
-  moved up over the comments, doc comments, decorators and attributes directly above the
-  definition (no blank line between); there is no overlap at a definition cut; a definition
-  longer than the budget is cut again at the definitions inside it, and one with none is
-  split by the budget into windows;
-* Markdown and reStructuredText are cut at headings (nested sections the same way as nested
-  definitions), the heading path ("A > B") kept as the chunk's symbol;
-* everything else, and any file whose parse fails, is cut into line windows.
+* Chunks are line-aligned and at most :data:`MAX_CHARS` (800) characters long; a window of
+  lines overlaps the one before it by :data:`OVERLAP_LINES` (2) lines; a line longer than
+  the budget is hard-split into slices.
+* Code is cut at tree-sitter definition starts (the table is :mod:`anekit.search.languages`),
+  moved up over the comments, decorators and attributes directly above (no blank line
+  between), with no overlap; a definition over the budget is cut again at the definitions
+  inside it, or into windows when it has none.
+* Markdown and reStructuredText are cut at headings, nested sections like nested
+  definitions, the heading path ("A > B") kept as the chunk's symbol.
+* Everything else, and any file whose parse fails, is cut into line windows.
 
 Packing, so that a definition starts its own chunk wherever the budget allows: at one
 nesting level the pieces are the definitions (with what sits directly above them), the
@@ -25,10 +21,10 @@ total stays within the budget. Other lines that do not follow such a chunk form 
 their own, except closing lines (``}``, ``end``, ``);``) which join the chunk before them when
 they fit. Blank lines at a chunk's edges are left out.
 
-A chunk's ``symbol`` is the path of the definition it holds ("Session > request"); a chunk
-holding several definitions or lines between them gets the path of the enclosing one ("" at
-top level). Go methods are named by receiver ("Session > Request"), Rust impl blocks
-"impl Foo" or "impl Trait for Foo", C++ out-of-class methods "Session::request".
+A chunk's ``symbol`` is the path of the definition it holds ("Session > request"), or of
+the enclosing one when it holds several or lines between them ("" at top level). Go methods
+are named by receiver ("Session > Request"), Rust impl blocks "impl Foo" or "impl Trait for
+Foo", C++ out-of-class methods "Session::request".
 
 Lines are split at "\\n" only ("\\r\\n" stays a line ending), as git, grep, editors and
 tree-sitter count them, so line numbers are exact and a chunk's ``text`` is exactly the
@@ -39,6 +35,7 @@ heading path) for the embedding model only.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import re
 import threading
@@ -88,15 +85,10 @@ _CLOSER = re.compile(  # a line that only closes something, maybe with a comment
     r"\s*(?:[)\]};,]+|end[;,)]*|(?:public|private|protected)\s*:)\s*(?:(?://|#|--).*|/\*.*\*/)?\s*"
 )
 _DECLARED_NAMES = frozenset(
-    {
-        "identifier",
-        "type_identifier",
-        "field_identifier",
-        "qualified_identifier",
-        "destructor_name",
-        "operator_name",
-    }
+    {"identifier", "type_identifier", "field_identifier", "qualified_identifier"}
+    | {"destructor_name", "operator_name"}
 )
+_HEADING_MARKER = re.compile(r"atx_h(\d)_marker|setext_h([12])_underline")
 _NAME_MAX = 100
 _HEADER_SYMBOL_MAX = 160
 
@@ -134,7 +126,7 @@ def chunk_file(relpath: str, text: str) -> list[Chunk]:
         return []
     spec = spec_for(language)
     spans: list[_Span] | None = None
-    prose: _Prose | None = None
+    prose: Callable[[_Span], bool] | None = None
     if spec is not None and spec.grammar is not None:
         try:
             spans, prose = _structured(spec, spec.grammar, text, lines)
@@ -150,7 +142,7 @@ def chunk_file(relpath: str, text: str) -> list[Chunk]:
             s.end,
             s.text if s.text is not None else "".join(lines[s.start - 1 : s.end]),
             s.symbol,
-            "docs" if kind == "code" and prose is not None and prose.covers(s, lines) else kind,
+            "docs" if kind == "code" and prose is not None and prose(s) else kind,
         )
         for s in spans
     ]
@@ -166,9 +158,6 @@ def model_text(relpath: str, chunk: Chunk) -> str:
             symbol = "…" + symbol[-(_HEADER_SYMBOL_MAX - 1) :]
         header += f"{label}: {symbol}\n"
     return header + "\n" + chunk.text
-
-
-# -- outline: definitions or sections as a tree of line spans ----------------------------
 
 
 @dataclass
@@ -193,11 +182,8 @@ class _Span:
 
 @functools.cache
 def _language(grammar: str) -> Language:
-    return get_language(_supported(grammar))
-
-
-def _supported(grammar: str) -> SupportedLanguage:
-    return cast("SupportedLanguage", grammar)  # names come from the languages table
+    # Grammar names come from the languages table.
+    return get_language(cast("SupportedLanguage", grammar))
 
 
 _local = threading.local()
@@ -205,13 +191,10 @@ _local = threading.local()
 
 def _parser(grammar: str) -> Parser:
     """A parser for ``grammar``, cached per thread (parsers are not shared across threads)."""
-    cache: dict[str, Parser] | None = getattr(_local, "parsers", None)
-    if cache is None:
-        cache = _local.parsers = {}
-    parser = cache.get(grammar)
-    if parser is None:
-        parser = cache[grammar] = Parser(_language(grammar))
-    return parser
+    parsers: dict[str, Parser] = _local.__dict__.setdefault("parsers", {})
+    if grammar not in parsers:
+        parsers[grammar] = Parser(_language(grammar))
+    return parsers[grammar]
 
 
 @functools.cache
@@ -227,43 +210,21 @@ def _last_row(node: Node) -> int:
     return end.row
 
 
-@dataclass
-class _Prose:
-    """Which lines of a code file are prose (comments, docstrings) or definition heads."""
-
-    lines: set[int]  # 1-based lines that start inside a comment or a docstring
-    heads: set[int]  # 1-based first lines of definitions
-
-    def covers(self, span: _Span, lines: list[str]) -> bool:
-        """Whether ``span`` is prose: each of its non-blank lines is a comment, a
-        docstring or only closes something (``}``), and it holds no definition's first
-        line (a definition with a long docstring stays code). One line of code, and the
-        chunk is code."""
-        if span.text is not None:
-            return False  # a slice of one over-long line
-        filled = [n for n in range(span.start, span.end + 1) if lines[n - 1].strip()]
-        if not filled or any(n in self.heads for n in filled):
-            return False
-        return all(n in self.lines or _CLOSER.fullmatch(lines[n - 1]) for n in filled)
-
-
 def _structured(
     spec: LanguageSpec, grammar: str, text: str, lines: list[str]
-) -> tuple[list[_Span], _Prose | None]:
+) -> tuple[list[_Span], Callable[[_Span], bool] | None]:
     src = text.encode("utf-8", "surrogatepass")
     root = _parser(grammar).parse(src).root_node
     prose = None
-    if spec.name == "markdown":
-        kids = _sections(_markdown_headings(root, src), lines)
-        cutter = _Cutter(lines, lambda d: d.kids or [])
-    elif spec.name == "rst":
-        kids = _sections(_rst_headings(root, src), lines)
+    if spec.name in ("markdown", "rst"):
+        headings = _markdown_headings if spec.name == "markdown" else _rst_headings
+        kids = _sections(headings(root, src), lines)
         cutter = _Cutter(lines, lambda d: d.kids or [])
     else:
         outline = _Code(spec, src, root, lines)
         kids = outline.level(root, (), 0)
         cutter = _Cutter(lines, outline.kids)
-        prose = _Prose(outline.prose_lines(), outline.heads)
+        prose = outline.is_prose
     cutter.region(1, len(lines), kids, (), has_head=False)
     return cutter.out, prose
 
@@ -280,16 +241,14 @@ class _Code:
 
     def __init__(self, spec: LanguageSpec, src: bytes, root: Node, lines: list[str]) -> None:
         self.spec, self.src, self.root, self.lines = spec, src, root, lines
-        grammar = spec.grammar or ""
-        found = QueryCursor(_definitions_query(grammar, spec.definitions)).captures(root)
+        found = QueryCursor(_definitions_query(spec.grammar or "", spec.definitions)).captures(root)
         hits = []
         for inner in found.get("d", []):
             name = self._name(inner)
             if name:
                 span = inner
                 while (parent := span.parent) is not None and parent.type in spec.wrappers:
-                    hit = self._definition(parent)
-                    if hit is None or hit[0] != inner:
+                    if self._definition(parent) != inner:
                         break
                     span = parent
                 hits.append((span, inner, name))
@@ -309,17 +268,27 @@ class _Code:
             key = stack[-1][1].id if stack else None
             self.children.setdefault(key, []).append((span, inner, name))
             stack.append((span, inner))
+        self.prose = self._prose_lines()
 
-    def prose_lines(self) -> set[int]:
+    def is_prose(self, span: _Span) -> bool:
+        """Whether ``span`` is prose: each of its non-blank lines is a comment, a
+        docstring or only closes something (``}``), and it holds no definition's first
+        line (a definition with a long docstring stays code). One line of code, and the
+        chunk is code."""
+        if span.text is not None:
+            return False  # a slice of one over-long line
+        lines = self.lines
+        filled = [n for n in range(span.start, span.end + 1) if lines[n - 1].strip()]
+        if not filled or any(n in self.heads for n in filled):
+            return False
+        return all(n in self.prose or _CLOSER.fullmatch(lines[n - 1]) for n in filled)
+
+    def _prose_lines(self) -> set[int]:
         """1-based lines whose first character is in a comment or a docstring (a string
         that is a statement of its own: Python's docstrings)."""
         found: set[int] = set()
-        for r, line in enumerate(self.lines):
-            stripped = line.lstrip()
-            if not stripped.strip():
-                continue
-            col = len(line[: len(line) - len(stripped)].encode("utf-8", "surrogatepass"))
-            node: Node | None = self.root.named_descendant_for_point_range((r, col), (r, col))
+        for r in range(len(self.lines)):
+            node = self._first_node(r)
             while node is not None and node != self.root:
                 if "comment" in node.type:
                     found.add(r + 1)
@@ -334,6 +303,15 @@ class _Code:
                     break
                 node = parent
         return found
+
+    def _first_node(self, r: int) -> Node | None:
+        """The smallest named node at line ``r``'s first non-blank character; None if blank."""
+        line = self.lines[r]
+        stripped = line.lstrip()
+        if not stripped.strip():
+            return None
+        col = len(line[: len(line) - len(stripped)].encode("utf-8", "surrogatepass"))
+        return self.root.named_descendant_for_point_range((r, col), (r, col))
 
     def kids(self, d: _Def) -> list[_Def]:
         return self.level(d.node, d.path, d.head) if d.node is not None else []
@@ -354,11 +332,10 @@ class _Code:
             out.append(_Def(start, end, inner.start_point.row + 1, (*path, *name), inner))
         return out
 
-    def _definition(self, node: Node) -> tuple[Node, tuple[str, ...]] | None:
-        """(definition node, name) of ``node``, or of the one definition a wrapper holds."""
+    def _definition(self, node: Node) -> Node | None:
+        """The named definition ``node`` is, or the one definition a wrapper holds."""
         if node.type in self.spec.definitions:
-            name = self._name(node)
-            return (node, name) if name else None
+            return node if self._name(node) else None
         if node.type in self.spec.wrappers:
             hits = [h for c in node.named_children if (h := self._definition(c)) is not None]
             if len(hits) == 1:
@@ -411,12 +388,7 @@ class _Code:
 
     def _attached_at(self, r: int, def_row: int) -> Node | None:
         """The comment, decorator or attribute filling line ``r`` above ``def_row``, if any."""
-        line = self.lines[r]
-        stripped = line.lstrip()
-        if not stripped.strip():
-            return None
-        col = len(line[: len(line) - len(stripped)].encode("utf-8", "surrogatepass"))
-        node: Node | None = self.root.named_descendant_for_point_range((r, col), (r, col))
+        node = self._first_node(r)
         while node is not None and node != self.root:
             if _last_row(node) >= def_row:
                 return None  # it encloses the definition: not something above it
@@ -428,15 +400,11 @@ class _Code:
         src, start, end = self.src, node.start_byte, node.end_byte
         if src[start - node.start_point.column : start].strip():
             return None  # code before it on its first line
-        ends_line = node.end_point.column == 0 and node.end_point.row > node.start_point.row
-        if not ends_line:
+        if _last_row(node) == node.end_point.row:  # the node does not end with its newline
             newline = src.find(b"\n", end)
             if src[end : newline if newline >= 0 else len(src)].strip():
                 return None  # code after it on its last line
         return node
-
-
-# -- prose: headings --------------------------------------------------------------------
 
 
 def _markdown_headings(root: Node, src: bytes) -> list[tuple[int, int, int, str]]:
@@ -450,12 +418,8 @@ def _markdown_headings(root: Node, src: bytes) -> list[tuple[int, int, int, str]
         elif node.type in ("atx_heading", "setext_heading"):
             level = 0
             for child in node.children:
-                if child.type.startswith("atx_h") and child.type.endswith("_marker"):
-                    level = int(child.type[5])
-                elif child.type == "setext_h1_underline":
-                    level = 1
-                elif child.type == "setext_h2_underline":
-                    level = 2
+                if marker := _HEADING_MARKER.fullmatch(child.type):
+                    level = int(marker[1] or marker[2])
             title = _text(src, node.child_by_field_name("heading_content"))
             title = re.sub(r"(^|\s+)#+$", "", title).strip()
             heads.append((node.start_point.row + 1, _last_row(node) + 1, level, title))
@@ -511,9 +475,6 @@ def _sections(heads: list[tuple[int, int, int, str]], lines: list[str]) -> list[
     return top
 
 
-# -- cutting ----------------------------------------------------------------------------
-
-
 class _Cutter:
     """Cuts regions of lines into spans, appending them to ``out`` in order."""
 
@@ -522,9 +483,7 @@ class _Cutter:
         self.kids_of = kids_of
         self.out: list[_Span] = []
         self.blank = [True] + [not line.strip() for line in lines]  # 1-based
-        self.cum = [0]
-        for line in lines:
-            self.cum.append(self.cum[-1] + len(line))
+        self.cum = [0, *itertools.accumulate(len(line) for line in lines)]
 
     def size(self, start: int, end: int) -> int:
         return self.cum[end] - self.cum[start - 1]
@@ -546,8 +505,7 @@ class _Cutter:
 
         cursor = lo
         for kid in kids:
-            if kid.start > cursor:
-                gap(cursor, kid.start - 1, has_head and cursor == lo)
+            gap(cursor, kid.start - 1, has_head and cursor == lo)
             pieces.append((kid.start, kid.end, kid, False))
             cursor = kid.end + 1
         gap(cursor, hi, has_head and cursor == lo)
@@ -561,35 +519,21 @@ class _Cutter:
                 last.text is not None or self.size(last.start, end) > MAX_CHARS
             ):
                 last = None  # nothing can join it
-            if d is not None:
-                own = " > ".join(d.path)
-                if size > MAX_CHARS:
-                    if nested := self.kids_of(d):
-                        self.region(d.start, d.end, nested, d.path, has_head=True)
-                    else:
-                        self.windows(start, end, own)
-                    packable = False
-                elif size > SMALL_CHARS:
-                    self.out.append(_Span(start, end, own))
-                    packable = False
-                elif packable and last is not None:
-                    last.end, last.symbol = end, symbol
-                else:
-                    self.out.append(_Span(start, end, own))
-                    packable = True
-            elif is_head:
-                if size <= MAX_CHARS:
-                    self.out.append(_Span(start, end, symbol))
-                    packable = True
-                else:
-                    self.windows(start, end, symbol)
-                    packable = False
-            elif last is not None and self._closing(start, end):
+            own = " > ".join(d.path) if d is not None else symbol
+            # Small definitions and other lines may join a packable chunk; headers never do.
+            joins = not is_head and (d is None or size <= SMALL_CHARS)
+            if d is not None and size > MAX_CHARS and (nested := self.kids_of(d)):
+                self.region(d.start, d.end, nested, d.path, has_head=True)
+                packable = False
+            elif d is None and not is_head and last is not None and self._closing(start, end):
                 last.end = end  # a closing line joins the chunk before it, symbol unchanged
-            elif packable and last is not None:
+            elif joins and packable and last is not None:
                 last.end, last.symbol = end, symbol
+            elif (d is not None or is_head) and size <= MAX_CHARS:
+                self.out.append(_Span(start, end, own))
+                packable = is_head or joins
             else:
-                self.windows(start, end, symbol)
+                self.windows(start, end, own)
                 packable = False
 
     def _closing(self, start: int, end: int) -> bool:

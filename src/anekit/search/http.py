@@ -2,12 +2,10 @@
 
 :func:`http_app` wraps the MCP SDK's Starlette app (``/mcp``) so that ``GET /health`` is
 open and everything else needs ``Authorization: Bearer <token>``, compared in constant
-time (:func:`hmac.compare_digest`). The token is 32 random bytes (hex) in a mode-0600
-file under ``ANEKIT_HOME`` (:func:`token_path`), made on first use and replaced by
-:func:`rotate_token`. A request body over the SDK's limit, malformed JSON-RPC and unknown
-tools get JSON-RPC errors from the SDK; the server answers the next request as before.
-:func:`check_port` refuses a taken port naming the process that holds it, instead of
-moving to another port silently.
+time (:func:`hmac.compare_digest`); the token lives in a mode-0600 file under
+``ANEKIT_HOME`` (:func:`token_path`). A request body over the SDK's limit, malformed
+JSON-RPC and unknown tools get JSON-RPC errors from the SDK; the server answers the next
+request as before. :func:`check_port` refuses a taken port, naming its holder.
 """
 
 from __future__ import annotations
@@ -53,8 +51,7 @@ def rotate_token() -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(32)
     temporary = path.with_name(path.name + ".new")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
+    with os.fdopen(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
         out.write(token + "\n")
     os.chmod(temporary, 0o600)
     os.replace(temporary, path)
@@ -118,8 +115,7 @@ def _port_holder(port: int) -> str:
 
 
 def http_app(server: Any, token: str) -> Any:
-    """The Starlette app: the MCP endpoint at ``/mcp`` behind the bearer token, and an
-    open ``GET /health``."""
+    """The Starlette app: ``/mcp`` behind the bearer token, and an open ``GET /health``."""
     from starlette.responses import JSONResponse
 
     app = server.streamable_http_app(
@@ -131,18 +127,14 @@ def http_app(server: Any, token: str) -> Any:
     expected = f"Bearer {token}".encode()
 
     async def guarded(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await app(scope, receive, send)
-            return
-        if scope["path"] == "/health" and scope["method"] == "GET":
-            await JSONResponse({"status": "ok"})(scope, receive, send)
-            return
-        given = dict(scope["headers"]).get(b"authorization", b"")
-        if not hmac.compare_digest(given, expected):
-            body = {"error": "missing or wrong bearer token (see docs/agents.md)"}
-            response = JSONResponse(body, status_code=401, headers={"WWW-Authenticate": "Bearer"})
-            await response(scope, receive, send)
-            return
-        await app(scope, receive, send)
+        answer = app
+        if scope["type"] == "http":
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if scope["path"] == "/health" and scope["method"] == "GET":
+                answer = JSONResponse({"status": "ok"})
+            elif not hmac.compare_digest(given, expected):
+                body = {"error": "missing or wrong bearer token (see docs/agents.md)"}
+                answer = JSONResponse(body, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+        await answer(scope, receive, send)
 
     return guarded

@@ -1,11 +1,7 @@
 """Which language a file is in, what kind of file it is, and where its definitions start.
 
-One table, :data:`LANGUAGES`: per language, the tree-sitter grammar (when the chunker cuts
-at its definitions), the extensions and file names that select it, the node types that are
-definitions, the wrapper node types that carry a definition's decorators or ``export``
-(their span becomes the definition's span), and the node types besides comments that stay
-with the definition below them (decorators, attributes). Node type names were checked by
-parsing samples with tree-sitter-language-pack 0.13.0.
+One table, :data:`LANGUAGES` (the fields are :class:`LanguageSpec`'s); node type names were
+checked by parsing samples with tree-sitter-language-pack 0.13.0.
 
 Kinds (:func:`kind_for`), first match wins:
 
@@ -23,16 +19,11 @@ Kinds (:func:`kind_for`), first match wins:
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
-__all__ = [
-    "LANGUAGES",
-    "LanguageSpec",
-    "kind_for",
-    "language_for",
-    "spec_for",
-]
+__all__ = ["LANGUAGES", "LanguageSpec", "kind_for", "language_for", "spec_for"]
 
 
 @dataclass(frozen=True)
@@ -44,40 +35,39 @@ class LanguageSpec:
     filenames: tuple[str, ...] = ()  # exact base names
     grammar: str | None = None  # tree-sitter grammar used to find definitions or headings
     definitions: frozenset[str] = frozenset()
-    wrappers: frozenset[str] = frozenset()  # a wrapper around one definition takes its place
+    # Wrappers carry a definition's decorators or ``export``: one around a single definition
+    # takes its place (its span becomes the definition's).
+    wrappers: frozenset[str] = frozenset()
     attached: frozenset[str] = frozenset()  # kept with the definition below (besides comments)
     kind: str = "code"  # "code", "docs" or "config" (tests are decided by path)
 
 
-def _f(*names: str) -> frozenset[str]:
-    return frozenset(names)
+def _f(*groups: str) -> frozenset[str]:
+    """The node type names in ``groups`` (each a space-separated list)."""
+    return frozenset(name for group in groups for name in group.split())
 
 
 _JS_DEFS = _f(
-    "function_declaration",
-    "generator_function_declaration",
-    "class_declaration",
-    "method_definition",
+    "function_declaration generator_function_declaration class_declaration method_definition",
     "variable_declarator",  # only when its value is a function or class (see chunk.py)
 )
 _TS_DEFS = _JS_DEFS | _f(
-    "abstract_class_declaration",
-    "interface_declaration",
-    "enum_declaration",
-    "type_alias_declaration",
+    "abstract_class_declaration interface_declaration enum_declaration type_alias_declaration",
     "internal_module",  # namespace N { ... }
     "module",  # declare module "m" { ... }
-    "function_signature",
-    "abstract_method_signature",
+    "function_signature abstract_method_signature",
 )
-_JS_WRAPPERS = _f("export_statement", "lexical_declaration", "variable_declaration")
-_TS_WRAPPERS = _JS_WRAPPERS | _f("ambient_declaration", "expression_statement")
+_JS_WRAPPERS = _f("export_statement lexical_declaration variable_declaration")
+_TS_WRAPPERS = _JS_WRAPPERS | _f("ambient_declaration expression_statement")
 _C_DEFS = _f(
-    "function_definition",
-    "struct_specifier",  # only with a body (see chunk.py), likewise union and enum
-    "union_specifier",
-    "enum_specifier",
-    "type_definition",
+    "function_definition type_definition",
+    # only with a body (see chunk.py)
+    "struct_specifier union_specifier enum_specifier",
+)
+
+# TypeScript and TSX differ only in their grammar and extensions.
+_typescript = functools.partial(
+    LanguageSpec, definitions=_TS_DEFS, wrappers=_TS_WRAPPERS, attached=_f("decorator")
 )
 
 LANGUAGES: tuple[LanguageSpec, ...] = (
@@ -85,7 +75,7 @@ LANGUAGES: tuple[LanguageSpec, ...] = (
         "python",
         (".py", ".pyi", ".pyw"),
         grammar="python",
-        definitions=_f("function_definition", "class_definition"),
+        definitions=_f("function_definition class_definition"),
         wrappers=_f("decorated_definition"),
     ),
     LanguageSpec(
@@ -96,27 +86,13 @@ LANGUAGES: tuple[LanguageSpec, ...] = (
         wrappers=_JS_WRAPPERS,
         attached=_f("decorator"),
     ),
-    LanguageSpec(
-        "typescript",
-        (".ts", ".mts", ".cts"),
-        grammar="typescript",
-        definitions=_TS_DEFS,
-        wrappers=_TS_WRAPPERS,
-        attached=_f("decorator"),
-    ),
-    LanguageSpec(
-        "tsx",
-        (".tsx",),
-        grammar="tsx",
-        definitions=_TS_DEFS,
-        wrappers=_TS_WRAPPERS,
-        attached=_f("decorator"),
-    ),
+    _typescript("typescript", (".ts", ".mts", ".cts"), grammar="typescript"),
+    _typescript("tsx", (".tsx",), grammar="tsx"),
     LanguageSpec(
         "go",
         (".go",),
         grammar="go",
-        definitions=_f("function_declaration", "method_declaration", "type_spec", "type_alias"),
+        definitions=_f("function_declaration method_declaration type_spec type_alias"),
         wrappers=_f("type_declaration"),
     ),
     LanguageSpec(
@@ -124,15 +100,9 @@ LANGUAGES: tuple[LanguageSpec, ...] = (
         (".rs",),
         grammar="rust",
         definitions=_f(
-            "function_item",
-            "function_signature_item",
-            "struct_item",
-            "enum_item",
-            "union_item",
-            "trait_item",
-            "impl_item",
+            "function_item function_signature_item struct_item enum_item union_item trait_item",
+            "impl_item macro_definition",
             "mod_item",  # only with a body
-            "macro_definition",
         ),
         attached=_f("attribute_item"),
     ),
@@ -141,23 +111,18 @@ LANGUAGES: tuple[LanguageSpec, ...] = (
         (".java",),
         grammar="java",
         definitions=_f(
-            "class_declaration",
-            "interface_declaration",
-            "enum_declaration",
-            "record_declaration",
-            "annotation_type_declaration",
-            "method_declaration",
-            "constructor_declaration",
+            "class_declaration interface_declaration enum_declaration record_declaration",
+            "annotation_type_declaration method_declaration constructor_declaration",
             "compact_constructor_declaration",
         ),
-        attached=_f("marker_annotation", "annotation"),
+        attached=_f("marker_annotation annotation"),
     ),
     LanguageSpec("c", (".c", ".h"), grammar="c", definitions=_C_DEFS),
     LanguageSpec(
         "cpp",
         (".cc", ".cpp", ".cxx", ".c++", ".hh", ".hpp", ".hxx", ".h++", ".ipp", ".tpp", ".inl"),
         grammar="cpp",
-        definitions=_C_DEFS | _f("class_specifier", "namespace_definition", "concept_definition"),
+        definitions=_C_DEFS | _f("class_specifier namespace_definition concept_definition"),
         wrappers=_f("template_declaration"),
     ),
     LanguageSpec(
@@ -165,7 +130,7 @@ LANGUAGES: tuple[LanguageSpec, ...] = (
         (".rb", ".rake", ".gemspec", ".ru"),
         ("Rakefile", "Gemfile", "Guardfile", "Vagrantfile"),
         grammar="ruby",
-        definitions=_f("method", "singleton_method", "class", "module", "singleton_class"),
+        definitions=_f("method singleton_method class module singleton_class"),
     ),
     # Prose: Markdown and reStructuredText are cut at headings.
     LanguageSpec(

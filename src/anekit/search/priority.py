@@ -1,13 +1,11 @@
 """The search daemon's process priority: background while idle, normal while it works.
 
-A long-lived server (``anekit serve``, ``anekit mcp``) spends most of its life waiting.
-:class:`Priority` puts it in the background while nothing runs and takes it out for
-each piece of work (a watcher round, a tool call), counting overlapping work, so that
-the housekeeping of an idle daemon never competes with the user's editor or build,
-and an index run or a search gets the machine's ordinary share. Lane workers started
-during work inherit the ordinary priority. Each time the work ends, memory that can be
-had again is given back once the daemon has been idle a moment
-(:attr:`Priority.on_idle`, then :func:`trim_heap`).
+A long-lived server (``anekit serve``, ``anekit mcp``) mostly waits. :class:`Priority` puts
+it in the background while nothing runs and takes it out for each piece of work (a watcher
+round, a tool call; overlapping work counts), so an idle daemon never competes with the
+user's editor or build, and an index run or a search (and the lane workers it starts) gets
+the machine's ordinary share. Once work has ended and the daemon has been idle a moment,
+memory that can be had again is given back (:attr:`Priority.on_idle`, then :func:`trim_heap`).
 
 Only changes the process can undo without privilege are made:
 
@@ -73,18 +71,18 @@ class Priority:
         self._lock = threading.Lock()
         self._working = 0
         self.state = "normal"
-        #: Called each time the work ends (from the thread that ended it): things to
+        #: Called (from a timer thread) once idle for ``release_after`` seconds: things to
         #: give back while idle, such as :meth:`SearchService.release_memory`.
         self.on_idle: list[Callable[[], None]] = []
-        #: Seconds without work before memory is given back.
         self.release_after = release_after
         self._release: threading.Timer | None = None
         #: Why a side (cpu, io) is left alone, when it is.
         self.unchanged: dict[str, str] = {}
-        self._io = _LinuxIo() if self.system.startswith("linux") else None
-        self._cpu_idle = self.system.startswith("linux") and _cpu_can_return()
-        if self.system.startswith("linux"):
-            if self._io is not None and self._io.unavailable:
+        linux = self.system.startswith("linux")
+        self._io = _LinuxIo() if linux else None
+        self._cpu_idle = linux and _cpu_can_return()
+        if self._io is not None:
+            if self._io.unavailable:
                 self.unchanged["io"] = self._io.unavailable
             if not self._cpu_idle:
                 self.unchanged["cpu"] = (
@@ -118,20 +116,14 @@ class Priority:
             self._finish(1)
 
     def _finish(self, work: int) -> None:
-        """``work`` pieces of work ended: idle (the background state, memory given back
-        soon) when none is left."""
+        """``work`` pieces of work ended. When none is left: the background state, and
+        memory given back once :attr:`release_after` seconds pass with no new work (not
+        after each search: the pages would only come back with the next)."""
         with self._lock:
             self._working -= work
-            idle = self._working == 0
-            if idle:
-                self._apply(background=True)
-        if idle:
-            self._idle()
-
-    def _idle(self) -> None:
-        """Idle now: give memory back once :attr:`release_after` seconds pass with no
-        new work (not after each search: the pages would only come back with the next)."""
-        with self._lock:
+            if self._working:
+                return
+            self._apply(background=True)
             if self._release is not None:
                 self._release.cancel()
             self._release = threading.Timer(self.release_after, self._release_memory)
@@ -176,6 +168,11 @@ class Priority:
             if self._cpu_idle:
                 _apply_cpu(background)
         self.state = state
+
+
+def busy(priority: Priority | None) -> contextlib.AbstractContextManager[None]:
+    """``priority.busy()``, or nothing when there is no priority to hold."""
+    return priority.busy() if priority else contextlib.nullcontext()
 
 
 # <malloc.h> (glibc): mallopt parameters.
@@ -246,13 +243,10 @@ class _LinuxIo:
     def get(self, tid: int) -> int:
         return int(self._libc.syscall(self._get, IOPRIO_WHO_PROCESS, tid))
 
-    def set(self, tid: int, value: int) -> bool:
-        return int(self._libc.syscall(self._set, IOPRIO_WHO_PROCESS, tid, value)) == 0
-
     def apply(self, background: bool) -> None:
         value = IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT if background else self.original
-        for tid in _threads():
-            self.set(tid, value)  # a thread that just ended is no loss
+        for tid in _threads():  # a thread that just ended is no loss
+            self._libc.syscall(self._set, IOPRIO_WHO_PROCESS, tid, value)
 
 
 def _cpu_can_return() -> bool:

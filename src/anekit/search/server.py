@@ -1,19 +1,16 @@
 """Code search for agents: the MCP tools over one or more indexed roots.
 
-:class:`SearchService` is what the tools do: ``search``, ``read`` (lines of a file inside
-an indexed root, nothing else), ``files``, ``status`` and ``index`` (runs an update in the
-background and waits for it up to a time budget; the next call picks it up where it
-is). Searches run on one reader thread of their own (SQLite connections stay on the
+:class:`SearchService` does the tools' work (``search``, ``read``, ``files``, ``status``,
+``index``). Searches run on one reader thread of their own (SQLite connections stay on the
 thread that made them); an update runs on a writer thread with its own :class:`Index`,
-under the store's writer lock, so searches never wait for it and see each file before
-or after its update, never half. :func:`mcp_server` puts the service behind the official
-MCP SDK (``mcp.server.mcpserver.MCPServer``); ``anekit mcp`` serves it over stdio.
+under the store's writer lock, so searches never wait for it and see each file before or
+after its update, never half. :func:`mcp_server` puts the service behind the official MCP
+SDK (``mcp.server.mcpserver.MCPServer``); ``anekit mcp`` serves it over stdio.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -24,7 +21,7 @@ from typing import Any, Literal, TypeVar
 
 from anekit.errors import AnekitError, SearchError
 from anekit.search.index import Index, IndexSummary, Progress
-from anekit.search.priority import Priority
+from anekit.search.priority import Priority, busy
 
 __all__ = ["READ_MAX_LINES", "SearchService", "mcp_server"]
 
@@ -80,20 +77,14 @@ class SearchService:
         self._runs: dict[Path, _Run] = {}
         self._lock = threading.Lock()
 
-    # -- running on the reader thread -----------------------------------------------
-
     async def call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``function`` on the reader thread (from the event loop)."""
-        loop = asyncio.get_running_loop()
 
         def work() -> T:
-            with self._busy():
+            with busy(self.priority):
                 return function(*args, **kwargs)
 
-        return await loop.run_in_executor(self._reader, work)
-
-    def _busy(self) -> contextlib.AbstractContextManager[None]:
-        return self.priority.busy() if self.priority else contextlib.nullcontext()
+        return await asyncio.get_running_loop().run_in_executor(self._reader, work)
 
     def close(self) -> None:
         def close_readers() -> None:
@@ -125,23 +116,19 @@ class SearchService:
         raise SearchError(f"{root}: not a served root ({', '.join(map(str, self.roots))})")
 
     def _reader_for(self, root: Path) -> Index:
-        index = self._readers.get(root)
-        if index is None:
-            index = self._readers[root] = Index(root, lanes=self.lanes, model=self.model)
-        return index
+        if root not in self._readers:
+            self._readers[root] = Index(root, lanes=self.lanes, model=self.model)
+        return self._readers[root]
 
     def _indexed(self, root: Path) -> Index:
         """The reader of a root that has been indexed; a SearchError saying what to do
         otherwise (an agent cannot run ``anekit index``, but it can call the tool)."""
         index = self._reader_for(root)
-        stored = (index.directory / "store.db").exists()
-        if not stored or index.store.identity is None:
+        if not (index.directory / "store.db").exists() or index.store.identity is None:
             raise SearchError(
                 f"{root}: the index is empty: call the index tool (or run `anekit index {root}`)"
             )
         return index
-
-    # -- the tools ---------------------------------------------------------------------
 
     def search(
         self,
@@ -183,8 +170,8 @@ class SearchService:
                 continue
             lines = resolved.read_text(encoding="utf-8", errors="replace").splitlines()
             first = max(start_line, 1)
-            last = min(end_line if end_line is not None else len(lines), len(lines))
-            last = min(last, first + READ_MAX_LINES - 1)
+            end = len(lines) if end_line is None else end_line
+            last = min(end, len(lines), first + READ_MAX_LINES - 1)
             return {
                 "root": str(root),
                 "path": resolved.relative_to(root).as_posix(),
@@ -199,8 +186,7 @@ class SearchService:
 
     def files(self, prefix: str = "", root: str | None = None) -> dict[str, Any]:
         where = self._root(root)
-        known = sorted(self._indexed(where).store.files())
-        chosen = [relpath for relpath in known if relpath.startswith(prefix)]
+        chosen = sorted(r for r in self._indexed(where).store.files() if r.startswith(prefix))
         return {
             "root": str(where),
             "count": len(chosen),
@@ -237,7 +223,7 @@ class SearchService:
         def work() -> None:
             try:
                 with (
-                    self._busy(),
+                    busy(self.priority),
                     Index(root, lanes=self.lanes, model=self.model, wait=None) as writer,
                 ):
                     run.summary = writer.update(
@@ -260,17 +246,8 @@ def _run_state(run: _Run | None) -> dict[str, Any]:
         return {"state": "idle"}
     elapsed = round(time.monotonic() - run.started, 1)
     if not run.finished.is_set():
-        step = run.progress
-        done = (
-            {}
-            if step is None
-            else {
-                "files_done": step.files_done,
-                "files_total": step.files_total,
-                "chunks_done": step.chunks_done,
-                "chunks_total": step.chunks_total,
-            }
-        )
+        step, counts = run.progress, ("files_done", "files_total", "chunks_done", "chunks_total")
+        done = {name: getattr(step, name) for name in counts} if step is not None else {}
         return {"state": "running", "seconds": elapsed, **done}
     if run.error is not None:
         return {"state": "failed", "error": run.error, "seconds": elapsed}
@@ -295,11 +272,16 @@ def mcp_server(service: SearchService) -> Any:
         ),
     )
 
-    async def run(function: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
-        """``function`` on the reader thread; a refusal (a path outside the roots, a bad
-        mode, no index yet) becomes the tool's error message for the agent."""
+    async def run(
+        function: Callable[..., dict[str, Any]], *args: Any, reader: bool = True
+    ) -> dict[str, Any]:
+        """``function`` on the reader thread, or another for a call that waits (``reader``
+        False); a refusal (a path outside the roots, a bad mode, no index yet) becomes the
+        tool's error message for the agent."""
         try:
-            return await service.call(function, *args)
+            if reader:
+                return await service.call(function, *args)
+            return await asyncio.get_running_loop().run_in_executor(None, function, *args)
         except (AnekitError, ValueError) as error:
             raise ToolError(str(error)) from error
 
@@ -336,10 +318,6 @@ def mcp_server(service: SearchService) -> Any:
     async def index(budget_seconds: float = 10.0, root: str | None = None) -> dict[str, Any]:
         """Update the index; waits up to budget_seconds, then continues in the background
         (call again to follow it)."""
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(None, service.index, budget_seconds, root)
-        except (AnekitError, ValueError) as error:
-            raise ToolError(str(error)) from error
+        return await run(service.index, budget_seconds, root, reader=False)
 
     return server

@@ -1,22 +1,19 @@
 """Which files code search reads.
 
-:func:`walk` lists the files under a root the way ``git status`` would see them, less what
-code search has no use for:
+:func:`walk` lists the files under a root as ``git status`` would see them, less:
 
-* ``.gitignore`` and ``.anekitignore`` files at every level (gitwildmatch patterns, translated
-  by :mod:`pathspec`): each applies to the paths below its directory, relative to it; the
-  last pattern that matches a path decides, deeper files win over shallower ones,
-  ``.anekitignore`` over the ``.gitignore`` beside it, and ``.git/info/exclude`` (when the
-  root holds a ``.git`` directory) loses to all. As in git, each path is matched itself (a
-  directory as a directory) and nothing below an ignored directory can be re-included.
-* :data:`DEFAULT_IGNORES`: vendored, generated and tool folders, by directory name.
-* hidden names (starting with ``.``), which also keeps the store ``.anekit/`` out.
+* what ``.gitignore`` and ``.anekitignore`` files at every level ignore (gitwildmatch, by
+  :mod:`pathspec`), each for the paths below its directory, relative to it: the last
+  matching pattern decides, deeper files win over shallower ones, ``.anekitignore`` over the
+  ``.gitignore`` beside it, and ``.git/info/exclude`` loses to all. As in git, a directory
+  is matched as a directory and nothing below an ignored directory can be re-included;
+* :data:`DEFAULT_IGNORES` (vendored, generated and tool folders) and hidden names (which
+  also keeps the store ``.anekit/`` out).
 
-It also sets aside, with a reason from :data:`SKIP_REASONS`, what it cannot use: files over
-:data:`MAX_FILE_BYTES`, unreadable files and directories, broken symbolic links, symbolic
-links that lead back into walked directories, files that vanish mid-walk and file names that
-are not UTF-8. :func:`read_file` then reads one file and sets aside binaries (a NUL byte in
-the first :data:`BINARY_PROBE_BYTES`) and text that is not UTF-8.
+It sets aside, with a reason from :data:`SKIP_REASONS`, files over :data:`MAX_FILE_BYTES`,
+unreadable files and directories, broken symbolic links, links back into walked directories,
+files that vanish mid-walk and names that are not UTF-8; :func:`read_file` also sets aside
+binaries (a NUL byte in the first :data:`BINARY_PROBE_BYTES`) and text that is not UTF-8.
 """
 
 from __future__ import annotations
@@ -26,7 +23,7 @@ import heapq
 import os
 import re
 import stat
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,37 +53,13 @@ BINARY_PROBE_BYTES = 8192
 """A NUL byte among a file's first this many bytes makes it ``"binary"``."""
 
 DEFAULT_IGNORES: frozenset[str] = frozenset(
-    {
-        # version control
-        ".git",
-        ".hg",
-        ".svn",
-        # Python environments, caches and build output
-        ".venv",
-        "venv",
-        "__pycache__",
-        ".tox",
-        ".nox",
-        ".eggs",
-        ".mypy_cache",
-        ".pytest_cache",
-        ".ruff_cache",
-        "site-packages",
-        "dist",
-        "build",
-        "htmlcov",
-        "coverage",
-        # JavaScript
-        "node_modules",
-        "bower_components",
-        ".next",
-        # Rust, Java, Go, PHP, Ruby
-        "target",
-        ".gradle",
-        "vendor",
-        # editors
-        ".idea",
-    }
+    {".git", ".hg", ".svn"}  # version control
+    # Python environments, caches and build output
+    | {"venv", ".venv", "__pycache__", ".tox", ".nox", ".eggs", "site-packages", "dist", "build"}
+    | {".mypy_cache", ".pytest_cache", ".ruff_cache", "htmlcov", "coverage"}
+    | {"node_modules", "bower_components", ".next"}  # JavaScript
+    | {"target", ".gradle", "vendor"}  # Rust, Java, Go, PHP, Ruby
+    | {".idea"}  # editors
 )
 """Directory names never walked, wherever they are (files of these names are walked)."""
 
@@ -152,6 +125,8 @@ class FileText:
 # pathspec's regexes match a path or any path below it; this group marks where a match reached
 # a directory that is the path's ancestor (or, for a trailing "/" pattern, the path itself).
 _DIR_MARK = "ps_d"
+# The trailing spaces git ignores in a pattern (not a backslash-escaped one).
+_TRAILING_SPACES = re.compile(r"(?<!\\) +\Z")
 
 
 @dataclass(frozen=True)
@@ -180,11 +155,9 @@ def walk(root: Path, paths: Sequence[Path] | None = None) -> WalkResult:
     if not os.path.isdir(root_abs):
         raise SearchError(f"{root}: not a directory")
     walker = _Walker(root_abs)
-    if paths is None:
-        walker.walk_dir(root_abs, "", walker.base_layers, top=True)
-    else:
-        for rel in _outermost(_relpath(root_abs, root, Path(p)) for p in paths):
-            walker.walk_path(rel)
+    rels = [""] if paths is None else _outermost(_relpath(root_abs, root, Path(p)) for p in paths)
+    for rel in rels:
+        walker.walk_path(rel)  # "": the whole root
     walker.drain()
     return WalkResult(
         files=sorted(walker.files.values(), key=lambda f: f.relpath),
@@ -232,8 +205,8 @@ class _Walker:
         # the real path always wins: (relpath, path, layers, target's (st_dev, st_ino)).
         self.links: list[tuple[str, str, tuple[_Layer, ...], tuple[int, int]]] = []
         git = os.path.join(root, ".git")
-        exclude = _layer(os.path.join(git, "info", "exclude"), "") if os.path.isdir(git) else None
-        self.base_layers: tuple[_Layer, ...] = (exclude,) if exclude else ()
+        exclude = [os.path.join(git, "info", "exclude")] if os.path.isdir(git) else []
+        self.base_layers = _layered((), "", exclude)
 
     def skip(self, relpath: str, reason: str, detail: str = "") -> None:
         self.skipped[relpath] = Skipped(relpath, reason, detail)
@@ -263,8 +236,7 @@ class _Walker:
         layers, parent, prefix = self.base_layers, self.root, ""
         parts = rel.split("/")
         for depth, name in enumerate(parts):
-            own = _dir_layer(parent, prefix, None)
-            layers = (*layers, own) if own else layers
+            layers = _layered(layers, prefix, [os.path.join(parent, n) for n in IGNORE_FILES])
             path, rel = os.path.join(parent, name), prefix + name
             try:
                 st = os.stat(path)
@@ -291,12 +263,14 @@ class _Walker:
             with os.scandir(path) as it:
                 entries = list(it)
         except OSError as exc:
-            self._dir_error(prefix, exc, top)
+            if top:
+                raise SearchError(f"{self.root}: cannot read the directory: {_why(exc)}") from exc
+            self._file_error(prefix.rstrip("/"), exc)
             return
         self.visited.add((st.st_dev, st.st_ino))
-        own = _dir_layer(path, prefix, {entry.name for entry in entries})
-        if own:
-            layers = (*layers, own)
+        names = {entry.name for entry in entries}
+        files = [os.path.join(path, name) for name in IGNORE_FILES if name in names]
+        layers = _layered(layers, prefix, files)
         for entry in entries:
             self._entry(entry, prefix, layers)
 
@@ -368,25 +342,11 @@ class _Walker:
         reason = "vanished" if isinstance(exc, FileNotFoundError) else "unreadable"
         self.skip(rel, reason, _why(exc))
 
-    def _dir_error(self, prefix: str, exc: OSError, top: bool) -> None:
-        if top:
-            raise SearchError(f"{self.root}: cannot read the directory: {_why(exc)}") from exc
-        self._file_error(prefix.rstrip("/"), exc)
 
-
-def _dir_layer(path: str, prefix: str, names: Collection[str] | None) -> _Layer | None:
-    """The ignore files of directory ``path`` as one layer; ``names``: its entries, if known."""
-    lines: list[str] = []
-    for name in IGNORE_FILES:
-        if names is None or name in names:
-            lines += _read_lines(os.path.join(path, name))
-    rules = _rules(lines)
-    return (prefix, rules) if rules else None
-
-
-def _layer(file: str, prefix: str) -> _Layer | None:
-    rules = _rules(_read_lines(file))
-    return (prefix, rules) if rules else None
+def _layered(layers: tuple[_Layer, ...], prefix: str, files: list[str]) -> tuple[_Layer, ...]:
+    """``layers`` plus one layer of the rules in ``files`` (for relpaths under ``prefix``)."""
+    rules = _rules([line for file in files for line in _read_lines(file)])
+    return (*layers, (prefix, rules)) if rules else layers
 
 
 def _read_lines(file: str) -> list[str]:
@@ -408,7 +368,7 @@ def _rules(lines: list[str]) -> tuple[_Rule, ...]:
         dir_only = pattern.regex.pattern.endswith(f"(?P<{_DIR_MARK}>/)")
         if dir_only:
             # "build/" is the pattern "build" that only directories can match.
-            bare = _pattern(_strip_trailing_spaces(line)[:-1])
+            bare = _pattern(_TRAILING_SPACES.sub("", line)[:-1])
             regex = bare.regex if bare is not None else None
         if regex is not None:
             rules.append(_Rule(pattern.include, regex, dir_only))
@@ -420,13 +380,6 @@ def _pattern(line: str) -> GitIgnoreSpecPattern | None:
         return GitIgnoreSpecPattern(line)
     except (ValueError, re.error):
         return None
-
-
-def _strip_trailing_spaces(line: str) -> str:
-    """``line`` less the trailing spaces git ignores (not a backslash-escaped one)."""
-    while line.endswith(" ") and not line.endswith("\\ "):
-        line = line[:-1]
-    return line
 
 
 def _relpath(root_abs: str, root: Path, path: Path) -> str:
@@ -452,13 +405,8 @@ def _outermost(rels: Iterable[str]) -> list[str]:
 
 
 def _is_utf8(name: str) -> bool:
-    if name.isascii():
-        return True
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    # Bytes that are not UTF-8 come back as lone surrogates, which UTF-8 cannot encode.
+    return name.isascii() or not any("\ud800" <= char <= "\udfff" for char in name)
 
 
 def _printable(rel: str) -> str:

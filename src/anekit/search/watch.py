@@ -1,23 +1,20 @@
 """Keep an index current as files change: OS file events through ``watchfiles``.
 
 :class:`Watcher` brings the index up to date once (what changed while nothing watched),
-then waits for file events (inotify, FSEvents, ReadDirectoryChangesW through
-``watchfiles``' Rust core: no polling, near-zero CPU while idle); its first round (the
-first event, or :data:`RETRY_MS` without one) runs over everything once more, for what
-changed while the catch-up ran and the watch had not begun. Events are grouped
-until :attr:`Watcher.quiet_ms` pass without a new one (at most :attr:`Watcher.max_ms`),
-then the changed paths are indexed in one :meth:`Index.update` (a deleted or renamed-away
-path drops its files; an editor's save through a temporary file and a rename is the
-final file changed). More than :data:`BURST` paths at once (a ``git checkout``), or a
-change to an ignore file, is one incremental update of the whole root instead. Events
-inside the store, in hidden folders and in the walk's default-ignored folders are
-dropped before they wake anything. A failed update (another writer, a lane error) is
-reported and its paths are tried again with the next round, never dropped.
+then waits for file events (inotify, FSEvents, ReadDirectoryChangesW through ``watchfiles``'
+Rust core: no polling, near-zero CPU while idle); its first round runs over everything once
+more, for what changed before the watch began. Events are grouped until
+:attr:`Watcher.quiet_ms` pass without a new one (at most :attr:`Watcher.max_ms`), then the
+changed paths are indexed in one :meth:`Index.update` (a deleted or renamed-away path drops
+its files; a save through a temporary file and a rename is the final file changed); more
+than :data:`BURST` paths (a ``git checkout``) or a changed ignore file make it an update of
+the whole root. Events in the store and in hidden or default-ignored folders are dropped
+before they wake anything. A failed update (another writer, a lane error) is reported and
+its paths are tried again with the next round, never dropped.
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -26,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from anekit.search.index import Index, IndexSummary
-from anekit.search.priority import Priority
+from anekit.search.priority import Priority, busy
 from anekit.search.walk import DEFAULT_IGNORE_SUFFIXES, DEFAULT_IGNORES, IGNORE_FILES
 
 __all__ = ["BURST", "RETRY_MS", "Round", "Watcher"]
@@ -121,7 +118,7 @@ class Watcher:
             if not pending and not whole:  # a timeout with nothing to do
                 if self.index.has_lanes:
                     # In a busy block: the daemon then gives the memory back.
-                    with self._busy():
+                    with busy(self.priority):
                         self.index.release_idle_lanes()
                 continue
             whole = whole or len(pending) > BURST
@@ -136,7 +133,7 @@ class Watcher:
             scope = None if whole else [self.root / relpath for relpath in done.paths]
             if scope is None and self.paths != [self.root]:
                 scope = list(self.paths)
-            with self._busy():
+            with busy(self.priority):
                 done.summary = self.index.update(paths=scope)
         except Exception as error:  # reported; its paths are tried again next round
             done.error = f"{type(error).__name__}: {error}"
@@ -145,18 +142,12 @@ class Watcher:
             self.on_round(done)
         return done.error is None
 
-    def _busy(self) -> contextlib.AbstractContextManager[None]:
-        return self.priority.busy() if self.priority else contextlib.nullcontext()
-
     def _relpath(self, path: str) -> str | None:
         """``path`` relative to the root, or None when it is outside it or in the store."""
         full = Path(path)
-        try:
-            if full.is_relative_to(self._store):
-                return None
-            return full.relative_to(self.root).as_posix()
-        except ValueError:
+        if full.is_relative_to(self._store) or not full.is_relative_to(self.root):
             return None
+        return full.relative_to(self.root).as_posix()
 
     def _wanted(self, change: Any, path: str) -> bool:
         """Whether an event can matter: not in the store, a hidden or default-ignored
@@ -166,13 +157,12 @@ class Watcher:
             return False
         if relpath == _GIT_EXCLUDE:
             return True
-        parts = relpath.split("/")
-        for part in parts[:-1]:
-            if part.startswith(".") or part in DEFAULT_IGNORES:
-                return False
-            if part.endswith(DEFAULT_IGNORE_SUFFIXES):
-                return False
-        name = parts[-1]
-        if name in IGNORE_FILES:
-            return True
-        return not (name.startswith(".") or name in DEFAULT_IGNORES)
+        *folders, name = relpath.split("/")
+        if any(
+            part.startswith(".")
+            or part in DEFAULT_IGNORES
+            or part.endswith(DEFAULT_IGNORE_SUFFIXES)
+            for part in folders
+        ):
+            return False
+        return name in IGNORE_FILES or not (name.startswith(".") or name in DEFAULT_IGNORES)
