@@ -37,10 +37,6 @@ CREATE INDEX IF NOT EXISTS vectors_used ON vectors(used);
 _BATCH = 500
 
 
-def default_path() -> Path:
-    return config.home() / "search" / CACHE_FILE
-
-
 def cache_key(namespace: str, text_hash: str) -> bytes:
     """The key of one chunk's vector: ``namespace`` names the model, variant, chunker
     version and max length (:meth:`StoreIdentity.key`), ``text_hash`` the text."""
@@ -52,7 +48,7 @@ class VectorCache:
     cache that went bad (it is set aside and the run goes on without it)."""
 
     def __init__(self, path: Path | None = None, max_bytes: int = MAX_BYTES) -> None:
-        self.path = path or default_path()
+        self.path = path or config.home() / "search" / CACHE_FILE
         self.max_bytes = max_bytes
         self._db: sqlite3.Connection | None = None
         self.hits = 0
@@ -93,9 +89,8 @@ class VectorCache:
                 self._db.close()
             self._db = None
         for suffix in ("", "-wal", "-shm"):
-            source = Path(f"{self.path}{suffix}")
             with contextlib.suppress(OSError):
-                source.replace(Path(f"{self.path}.bad{suffix}"))
+                Path(f"{self.path}{suffix}").replace(Path(f"{self.path}.bad{suffix}"))
 
     def get(self, keys: Sequence[bytes], dimension: int) -> dict[bytes, np.ndarray]:
         """The cached vectors (float16, ``dimension`` long) among ``keys``."""
@@ -108,10 +103,8 @@ class VectorCache:
             for start in range(0, len(keys), _BATCH):
                 part = list(keys[start : start + _BATCH])
                 marks = ",".join("?" * len(part))
-                rows = db.execute(
-                    f"SELECT key, vector FROM vectors WHERE key IN ({marks})", part
-                ).fetchall()
-                for key, blob in rows:
+                sql = f"SELECT key, vector FROM vectors WHERE key IN ({marks})"
+                for key, blob in db.execute(sql, part):
                     vector = np.frombuffer(blob, np.float16)
                     if vector.shape == (dimension,) and np.isfinite(vector).all():
                         found[bytes(key)] = vector

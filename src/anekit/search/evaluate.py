@@ -1,23 +1,15 @@
 """Retrieval metrics for code search: rankings scored against labelled gold definitions.
 
-Each question has one gold: a definition (its file, its symbol, its 1-based inclusive line
-span). A ranking is what a search returned for the question, best first; only its first
-:data:`K` hits count (a longer ranking is cut). Two relevance levels:
+Each question has one gold definition (file, symbol, 1-based inclusive line span); a ranking is
+what a search returned for it, best first, cut to its first :data:`K` hits. The *file rank* is
+the position of the first hit in the gold's file (a file returned several times counts once, at
+its first rank); a hit is relevant at the *symbol* level when it is in the gold's file and its
+span overlaps the gold's, boundary lines included (:func:`is_relevant`).
 
-- **file**: a hit is in the gold's file (``hit.path == gold.path``). The *file rank* is the
-  1-based position of the first such hit in the top :data:`K`; later hits from the same
-  file are ignored, so a file returned several times counts once, at its first rank.
-- **symbol**: a hit is in the gold's file and its line span overlaps the gold's span,
-  boundary lines included (:func:`is_relevant`).
-
-:func:`metrics` averages over the questions (each worth 1, a miss 0):
-
-- ``hit@1``, ``hit@3``, ``hit@10``: the file rank is at most 1, 3, 10;
-- ``mrr@10``: ``1 / file rank``;
-- ``ndcg@10``: ``1 / log2(file rank + 1)`` (binary relevance with one relevant item, whose
-  ideal DCG is 1);
-- ``symbol_hit@10``: some hit in the top 10 is relevant at the symbol level;
-- ``questions``: how many questions were scored.
+:func:`metrics` averages over the questions, a miss scoring 0: ``hit@1``, ``hit@3`` and
+``hit@10`` (the file rank is at most 1, 3, 10), ``mrr@10`` (``1 / file rank``), ``ndcg@10``
+(``1 / log2(file rank + 1)``: binary relevance, one relevant item, ideal DCG 1),
+``symbol_hit@10`` (a hit in the top 10 is relevant at the symbol level) and ``questions``.
 
 Pure: no I/O; paths are compared as given (the caller makes them relative, with ``/``).
 """
@@ -63,18 +55,12 @@ def is_relevant(hit: Hit, gold: Gold) -> bool:
 
 def file_rank(hits: Sequence[Hit], gold: Gold) -> int | None:
     """1-based rank of the first hit in the gold's file within the top :data:`K`, or None."""
-    for rank, hit in enumerate(hits[:K], start=1):
-        if hit.path == gold.path:
-            return rank
-    return None
+    return next((r for r, hit in enumerate(hits[:K], start=1) if hit.path == gold.path), None)
 
 
 def symbol_rank(hits: Sequence[Hit], gold: Gold) -> int | None:
     """1-based rank of the first hit overlapping the gold within the top :data:`K`, or None."""
-    for rank, hit in enumerate(hits[:K], start=1):
-        if is_relevant(hit, gold):
-            return rank
-    return None
+    return next((r for r, hit in enumerate(hits[:K], start=1) if is_relevant(hit, gold)), None)
 
 
 def metrics(ranked: Sequence[Sequence[Hit]], golds: Sequence[Gold]) -> dict[str, float]:

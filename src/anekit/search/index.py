@@ -186,8 +186,6 @@ class Index:
         self._keyword_pool: ThreadPoolExecutor | None = None
         self._keyword_store: Store | None = None
 
-    # -- the store -------------------------------------------------------------------
-
     @property
     def store(self) -> Store:
         if self._store is None:
@@ -233,9 +231,8 @@ class Index:
         return self._embedder is not None
 
     def release_idle_lanes(self) -> bool:
-        """Drop the lanes (their embedder and tokenizer) once every lane worker has left
-        on its own, idle (``ANEKIT_LANE_IDLE``); the next update that needs them starts
-        them again. Whether they were dropped. From the thread that updates."""
+        """Drop the lanes once every lane worker has left idle (``ANEKIT_LANE_IDLE``); whether
+        they were. The next update starts them again. From the thread that updates."""
         embedder = self._embedder
         if embedder is None or not embedder.scheduler.workers_gone_idle():
             return False
@@ -268,8 +265,6 @@ class Index:
                     store.remove_file(relpath)
         return gone
 
-    # -- searching -------------------------------------------------------------------
-
     def search(
         self,
         query: str,
@@ -280,10 +275,8 @@ class Index:
         exts: Sequence[str] = (),
         langs: Sequence[str] = (),
     ) -> list[SearchHit]:
-        """The ``k`` best chunks for ``query``. ``mode``: ``hybrid`` (vector and keyword
-        candidates fused by reciprocal rank), ``vector`` or ``keyword``. ``paths``
-        (gitignore-style globs), ``exts`` and ``langs`` restrict the chunks before
-        ranking; a value with a leading ``!`` excludes."""
+        """The ``k`` best chunks for ``query`` by ``mode`` (``hybrid``: both fused, ``vector`` or
+        ``keyword``), among those that pass ``paths``, ``exts``, ``langs`` (Store.filter_ids)."""
         from anekit.search.rank import Candidate, fuse
 
         if mode not in MODES:
@@ -358,10 +351,10 @@ class Index:
         """The vector index, rebuilt from the store when its generation moved on."""
         from anekit.search.vectors import VectorIndex
 
-        if self._searcher is None:
-            self._searcher = VectorIndex.open(self.store)
-        elif not self._searcher.is_current(self.store):
-            self._searcher = self._searcher.refresh(self.store)
+        searcher = self._searcher
+        self._searcher = (
+            VectorIndex.open(self.store) if searcher is None else searcher.refresh(self.store)
+        )
         return self._searcher
 
     def _query_vector(self, query: str) -> np.ndarray:
@@ -377,17 +370,14 @@ class Index:
             )
         return np.asarray(self._query_embedder.encode([query])[0], np.float32)
 
-    # -- indexing --------------------------------------------------------------------
-
     def update(
         self,
         paths: Sequence[Path | str] | None = None,
         progress: Callable[[Progress], None] | None = None,
     ) -> IndexSummary:
-        """Bring the store up to date with the files under ``paths`` (default: the root;
-        a path that no longer exists drops what the store holds under it). Holds the
-        store's writer lock throughout (:class:`StoreBusy` when another writer holds it
-        past :attr:`wait`)."""
+        """Bring the store up to date with the files under ``paths`` (default: the root; a
+        path gone drops what the store holds under it), holding the writer lock throughout
+        (:class:`StoreBusy` past :attr:`wait`)."""
         with WriterLock(self.directory) as lock:
             lock.acquire(self.wait)
             return self._update(paths, progress)
@@ -412,20 +402,15 @@ class Index:
         gone = [
             relpath for relpath in known if relpath not in present and _in_scope(relpath, prefixes)
         ]
-        changed: list[FileEntry] = []
-        for entry in walked.files:
-            old = known.get(entry.relpath)
-            same = old is not None and (old.size, old.mtime_ns) == (entry.size, entry.mtime_ns)
-            if same and entry.relpath not in stand_ins:
-                summary.unchanged += 1
-            else:
-                changed.append(entry)
         touched: list[tuple[str, int, int]] = []
         files: list[_File] = []
-        for entry in changed:
+        for entry in walked.files:
             old = known.get(entry.relpath)
             if entry.relpath in stand_ins:
                 old = None  # chunk it again: its stand-in vectors are to be replaced
+            elif old is not None and (old.size, old.mtime_ns) == (entry.size, entry.mtime_ns):
+                summary.unchanged += 1
+                continue
             item = self._prepare(entry, old, summary, touched)
             if isinstance(item, _File):
                 files.append(item)
@@ -513,14 +498,11 @@ class Index:
         progress: Callable[[Progress], None] | None,
     ) -> None:
         """Embed the chunks that still lack vectors, writing files as they finish."""
-        wanted = [
-            (item, index)
-            for item in files
-            for index, vector in enumerate(item.vectors)
-            if vector is None
-        ]
-        writer = _Writer(self.store, files, identity.dimension)
-        writer.flush_ready()
+        wanted = [(item, i) for item in files for i, v in enumerate(item.vectors) if v is None]
+        writer = _Writer(self.store)
+        for item in files:
+            if item.ready():
+                writer.finished(item)
         if not wanted:
             writer.flush()
             summary.indexed = writer.written
@@ -586,19 +568,12 @@ class _Writer:
     """Writes finished files to the store, a checkpoint at least every
     :data:`CHECKPOINT_SECONDS` (one transaction per checkpoint)."""
 
-    def __init__(self, store: Store, files: list[_File], dimension: int) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
-        self.files = files
-        self.dimension = dimension
         self.pending: list[_File] = []
         self.written = 0
         self.files_done = 0
         self.last = time.monotonic()
-
-    def flush_ready(self) -> None:
-        for item in self.files:
-            if item.ready():
-                self.finished(item)
 
     def finished(self, item: _File) -> None:
         self.pending.append(item)
@@ -610,8 +585,8 @@ class _Writer:
         if self.pending:
             with self.store.write():
                 for item in self.pending:
-                    rows = [vector for vector in item.vectors if vector is not None]
-                    vectors = np.stack(rows) if rows else np.zeros((0, self.dimension), np.float16)
+                    # ready: no vector is None; put_file takes an empty array for no chunks
+                    vectors = np.array(item.vectors, np.float16)
                     self.store.put_file(item.record, item.chunks, vectors, item.variants)
             self.written += len(self.pending)
             self.pending = []
@@ -639,8 +614,6 @@ def _relative_prefixes(root: Path, scope: list[Path] | None) -> list[str] | None
 
 
 def _in_scope(relpath: str, prefixes: list[str] | None) -> bool:
-    if prefixes is None:
-        return True
-    return any(
+    return prefixes is None or any(
         not prefix or relpath == prefix or relpath.startswith(prefix + "/") for prefix in prefixes
     )

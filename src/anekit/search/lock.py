@@ -21,7 +21,6 @@ import socket
 import sys
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from anekit.errors import SearchError
@@ -97,12 +96,7 @@ class WriterLock:
     def __enter__(self) -> WriterLock:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
 

@@ -3,18 +3,13 @@
 - **Reciprocal rank fusion** (Cormack et al. 2009; semlith's hybrid search,
   shared/docs/prior-art.md §3.6): a chunk's score is the sum over the two lists of
   ``1 / (RRF_K + rank)``. Scores compare hits of one query only.
-- **Code before prose**: a question about behaviour is answered by the code that does
-  it, not by the changelog, docs and tests that repeat its words. Hits of kind docs,
-  tests and config are weighted by :data:`KIND_WEIGHTS`, unless the query asks for that
-  kind (``test``, ``docs``, ``config`` ...).
-- **Many files**: a file's second, third ... hit is weighted down
-  (:data:`SAME_FILE_DECAY`), so the first hits name several files.
-- **Definitions first**: a query word that is an identifier (``getUserName``,
-  ``get_user_name``, ``Client.send``, ``Session::request``) and names a candidate's
-  symbol, or is defined in its text (``def send``, ``func (c *Client) Send(``,
-  ``public void send(``: small definitions share a chunk), puts that chunk above
-  every other hit. Not a docs chunk: a README's example or a docstring's prose names
-  the definition without being it.
+- **Code before prose**: a question about behaviour is answered by the code that does it,
+  not by the changelog, docs and tests that repeat its words (:data:`KIND_WEIGHTS`), unless
+  the query asks for that kind (``test``, ``docs``, ``config`` ...).
+- **Many files**: a file's further hits are weighted down (:data:`SAME_FILE_DECAY`).
+- **Definitions first**: a chunk whose symbol is, or whose text defines, an identifier of the
+  query (:func:`identifiers`) goes above every other hit. Not a docs chunk: a README's example
+  or a docstring's prose names the definition without being it.
 """
 
 from __future__ import annotations
@@ -58,18 +53,16 @@ class Candidate:
 
 
 def identifiers(query: str) -> list[list[str]]:
-    """The query's words that look like identifiers, each as its dotted parts:
-    ``Client.send`` -> ``["Client", "send"]``. A word counts when it has an
-    underscore, a dot/``::``/``#``, an inner capital after a small letter or before one
-    (``getUserName``, ``HTTPClient``; not an acronym such as ``HTTP`` or ``RGB``, which
-    prose uses as a word) or is the whole query."""
+    """The query's words that look like identifiers, each as its dotted parts (``Client.send``
+    -> ``["Client", "send"]``): with ``_``, ``.``/``::``/``#``, an inner capital and a small
+    letter (``getUserName``, ``HTTPClient``; not an acronym such as ``HTTP``, which prose uses
+    as a word), or the whole query."""
     words = _IDENTIFIER.findall(query)
     found: list[list[str]] = []
     for word in words:
         parts = re.split(r"\.|::|#", word)
         camel = any(c.isupper() for c in word[1:]) and any(c.islower() for c in word)
-        looks = len(parts) > 1 or "_" in word or camel or len(words) == 1
-        if looks:
+        if len(parts) > 1 or "_" in word or camel or len(words) == 1:
             found.append(parts)
     return found
 
@@ -93,9 +86,8 @@ def defines(text: str, parts: Sequence[str]) -> bool:
     """Whether ``text`` holds a definition of ``parts[-1]`` (and, for ``A.b``, names
     ``A`` too): a keyword (def, class, func, fn, struct, ...) or a type before it, at
     the start of a line."""
-    if parts[-1] not in text:  # most candidates: no regex needed
-        return False
-    if _definition_pattern(parts[-1]).search(text) is None:
+    # `in` first: most candidates need no regex
+    if parts[-1] not in text or _definition_pattern(parts[-1]).search(text) is None:
         return False
     return len(parts) == 1 or _word_pattern(parts[-2]).search(text) is not None
 

@@ -1,12 +1,10 @@
 """The code search store: one SQLite database, the single source of truth.
 
 The store lives in ``.anekit/`` at the indexed root (:func:`store_dir`) as ``store.db`` in WAL
-mode. It holds the files (path, size, mtime, content hash, language), their chunks (line span,
-enclosing symbol, kind, hash of the text given to the model), one fp16 vector per chunk, and
-an FTS5 index over each chunk's text, path and symbol with the code-aware terms of
-:mod:`anekit.search.terms`. The model, variant, chunker, max length and dimension that made
-the vectors are the store's :class:`StoreIdentity`; a store made by another is emptied and
-re-embedded (:meth:`Store.ensure_identity`), never mixed.
+mode. It holds the files, their chunks, one fp16 vector per chunk and an FTS5 index over each
+chunk's text, path and symbol (with the code-aware terms of :mod:`anekit.search.terms`), all
+made by one :class:`StoreIdentity`: a store made by another is emptied and re-embedded
+(:meth:`Store.ensure_identity`), never mixed.
 
 Writes happen in :meth:`Store.write` transactions. :meth:`Store.put_file` replaces a file's
 row, chunks, vectors and FTS rows in the transaction it runs in, so a ``kill -9`` at any point
@@ -24,12 +22,12 @@ import json
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from contextlib import contextmanager, suppress
+from dataclasses import asdict, astuple, dataclass
+from itertools import islice
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -180,13 +178,9 @@ class StoredChunk:
     language: str | None
 
 
-def _fts_values(text: str, relpath: str, symbol: str) -> tuple[str, str, str]:
+def _fts_values(text: str, relpath: str, symbol: str) -> tuple[str, ...]:
     """What the FTS index holds for a chunk: each column plus its code-aware terms."""
-    return (
-        f"{text}\n{index_terms(text)}",
-        f"{relpath}\n{index_terms(relpath)}",
-        f"{symbol}\n{index_terms(symbol)}",
-    )
+    return tuple(f"{value}\n{index_terms(value)}" for value in (text, relpath, symbol))
 
 
 def _split_filters(values: Sequence[str], what: str) -> tuple[list[str], list[str]]:
@@ -194,10 +188,8 @@ def _split_filters(values: Sequence[str], what: str) -> tuple[list[str], list[st
     includes: list[str] = []
     excludes: list[str] = []
     for raw in values:
-        value = raw.strip()
-        negated = value.startswith("!")
-        if negated:
-            value = value[1:].strip()
+        negated = raw.strip().startswith("!")
+        value = raw.strip().removeprefix("!").strip()
         if not value:
             raise SearchError(f"empty {what} filter {raw!r}")
         (excludes if negated else includes).append(value)
@@ -225,7 +217,7 @@ class Store:
         self._in_write = False
         self._in_read = False
         self._changed = False
-        # Caches valid for one generation (_cached): matching-chunk counts of query items
+        # Caches valid for one generation (_check_caches): matching-chunk counts of query items
         # (keyword_search, the key () holds the chunk count) and filter_ids results.
         self._cache_generation = -1
         self._counts: dict[tuple[str, ...], int] = {}
@@ -274,15 +266,14 @@ class Store:
                 f"{self.path}: made by a newer anekit (store schema {version}, this anekit "
                 f"reads {SCHEMA_VERSION}); upgrade anekit or delete {self.directory}"
             )
-        if version == 0:
-            if not create:
-                raise SearchError(f"{self.directory}: no search store here; index the root first")
+        if version == 0 and not create:
+            raise SearchError(f"{self.directory}: no search store here; index the root first")
+        if version < SCHEMA_VERSION:
             with self.write():
-                if conn.execute("PRAGMA user_version").fetchone()[0] == 0:  # not made meanwhile
+                now = conn.execute("PRAGMA user_version").fetchone()[0]
+                if now == version == 0:  # not made meanwhile
                     self._create_schema()
-        elif version == 1:
-            with self.write():
-                if conn.execute("PRAGMA user_version").fetchone()[0] == 1:
+                elif now == version == 1:  # not migrated meanwhile
                     conn.execute("ALTER TABLE vectors ADD COLUMN variant TEXT")
                     conn.execute(_STAND_IN_INDEX)
                     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -308,15 +299,8 @@ class Store:
     def __enter__(self) -> Store:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- meta ---------------------------------------------------------------------------------
 
     def _meta(self, key: str) -> Any:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -345,8 +329,6 @@ class Store:
         raw = self._meta("identity")
         return None if raw is None else StoreIdentity(**json.loads(raw))
 
-    # -- transactions -------------------------------------------------------------------------
-
     @contextmanager
     def write(self) -> Iterator[None]:
         """One write transaction (``BEGIN IMMEDIATE``): all or nothing, committed on leaving
@@ -361,8 +343,7 @@ class Store:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise SearchError(f"{self.path}: locked by another writer ({exc})") from exc
             raise SearchError(f"{self.path}: cannot write the search store: {exc}") from exc
-        self._in_write = True
-        self._changed = False
+        self._in_write = True  # _changed is False outside write blocks (reset below)
         try:
             yield
             if self._changed:
@@ -397,12 +378,9 @@ class Store:
         if not self._in_write:
             raise SearchError(f"Store.{what}() must run inside a Store.write() block")
 
-    # -- identity -----------------------------------------------------------------------------
-
     def ensure_identity(self, identity: StoreIdentity) -> bool:
-        """Make ``identity`` the store's. An empty store takes it; a store made by another
-        model, variant, chunker, max length or dimension loses every file, chunk and vector
-        (all are to be embedded again) and returns ``True``. Otherwise returns ``False``."""
+        """Make ``identity`` the store's; a store of another identity loses every file, chunk
+        and vector (all are to be embedded again): then returns ``True``."""
         if not all(isinstance(v, str) and v for v in (identity.model, identity.chunker)):
             raise ValueError(f"identity needs a model and a chunker: {identity}")
         if identity.dimension <= 0 or identity.max_length <= 0:
@@ -413,23 +391,16 @@ class Store:
         current = self.identity
         if current == identity:
             return False
-        empty = self._conn.execute("SELECT NOT EXISTS (SELECT 1 FROM files)").fetchone()[0]
-        if current is not None or not empty:
+        reset = current is not None or bool(
+            self._conn.execute("SELECT EXISTS (SELECT 1 FROM files)").fetchone()[0]
+        )
+        if reset:
             self._conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')")
-            self._conn.execute("DELETE FROM vectors")
-            self._conn.execute("DELETE FROM chunks")
-            self._conn.execute("DELETE FROM files")
+            for table in ("vectors", "chunks", "files"):
+                self._conn.execute(f"DELETE FROM {table}")
             self._changed = True
         self._set_meta("identity", identity.key())
-        return current is not None or not empty
-
-    def _dimension(self) -> int:
-        identity = self.identity
-        if identity is None:
-            raise SearchError(f"{self.path}: no store identity; call ensure_identity() first")
-        return identity.dimension
-
-    # -- writes -------------------------------------------------------------------------------
+        return reset
 
     def put_file(
         self,
@@ -440,18 +411,17 @@ class Store:
     ) -> None:
         """Store ``file`` with ``chunks`` and their ``vectors`` (``(len(chunks), dimension)``,
         kept as fp16), replacing its old chunks, vectors and FTS rows in the current
-        :meth:`write` transaction. ``variants``: per chunk, ``None`` for a vector of the
-        store identity's variant, else the variant of the lane that made it instead.
-        Raises ``ValueError`` for a count or dimension that does not match, a vector that
-        is not finite (also once in fp16) or zero, a bad kind or span.
-        """
+        :meth:`write` transaction. ``variants``: per chunk, ``None`` for a vector of the store
+        identity's variant, else the variant of the lane that made it instead."""
         self._require_write("put_file")
         identity = self.identity
         marks = list(variants) if variants is not None else [None] * len(chunks)
         if len(marks) != len(chunks):
             raise ValueError(f"{file.relpath}: {len(marks)} variants for {len(chunks)} chunk(s)")
-        marks = [None if identity is not None and m == identity.variant else m for m in marks]
-        dimension = self._dimension()
+        if identity is None:
+            raise SearchError(f"{self.path}: no store identity; call ensure_identity() first")
+        marks = [None if m == identity.variant else m for m in marks]
+        dimension = identity.dimension
         array = np.asarray(vectors)
         if array.size == 0 and not chunks:
             array = array.reshape(0, dimension)
@@ -489,20 +459,11 @@ class Store:
         ).fetchone()[0]
         self._drop_chunks(file_id, file.relpath)
         for chunk, vector, variant in zip(chunks, half, marks, strict=True):
-            cursor = conn.execute(
-                "INSERT INTO chunks(file_id, start_line, end_line, symbol, kind, text, text_hash)"
+            chunk_id = conn.execute(
+                "INSERT INTO chunks(file_id, start_line, end_line, text, symbol, kind, text_hash)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    file_id,
-                    chunk.start_line,
-                    chunk.end_line,
-                    chunk.symbol,
-                    chunk.kind,
-                    chunk.text,
-                    chunk.text_hash,
-                ),
-            )
-            chunk_id = cursor.lastrowid
+                (file_id, *astuple(chunk)),  # the columns in ChunkRecord's field order
+            ).lastrowid
             conn.execute(
                 "INSERT INTO vectors(chunk_id, vector, variant) VALUES (?, ?, ?)",
                 (chunk_id, vector.tobytes(), variant),
@@ -567,8 +528,6 @@ class Store:
         )
         self._set_meta("terms_version", TERMS_VERSION)
 
-    # -- reads --------------------------------------------------------------------------------
-
     def files(self) -> dict[str, FileRecord]:
         """Every stored file by its relative path."""
         rows = self._conn.execute(
@@ -591,82 +550,66 @@ class Store:
             return [relpath for (relpath,) in rows]
 
     def stats(self) -> dict[str, Any]:
-        """Files, chunks, vectors by the variant that made them when a lane of another
-        variant stood in (``stand_ins``), bytes on disk (everything in the store
-        directory), identity, generation and the time of the last write (seconds since
-        the epoch, or ``None``)."""
+        """Files, chunks, stand-in vectors by variant, bytes on disk (the whole store
+        directory), identity, generation and the time of the last write (or ``None``)."""
         with self.read():
-            files = self._conn.execute("SELECT count(*) FROM files").fetchone()[0]
-            chunks = self.chunk_count()
-            stand_ins = dict(
-                self._conn.execute(
-                    "SELECT variant, count(*) FROM vectors WHERE variant IS NOT NULL "
-                    "GROUP BY variant ORDER BY variant"
-                ).fetchall()
-            )
             identity = self.identity
-            generation = self.generation
-            last_write = self._meta("last_write")
-        size = 0
+            stats = {
+                "files": int(self._conn.execute("SELECT count(*) FROM files").fetchone()[0]),
+                "chunks": self.chunk_count(),
+                "stand_ins": dict(
+                    self._conn.execute(
+                        "SELECT variant, count(*) FROM vectors WHERE variant IS NOT NULL "
+                        "GROUP BY variant ORDER BY variant"
+                    ).fetchall()
+                ),
+                "bytes": 0,
+                "identity": None if identity is None else asdict(identity),
+                "generation": self.generation,
+                "last_write": self._meta("last_write"),
+            }
         for entry in self.directory.iterdir():
-            try:
+            with suppress(OSError):  # a derived file replaced meanwhile
                 if entry.is_file():
-                    size += entry.stat().st_size
-            except OSError:
-                continue  # a derived file replaced meanwhile
-        return {
-            "files": int(files),
-            "chunks": chunks,
-            "stand_ins": stand_ins,
-            "bytes": size,
-            "identity": None if identity is None else asdict(identity),
-            "generation": generation,
-            "last_write": last_write,
-        }
+                    stats["bytes"] += entry.stat().st_size
+        return stats
 
     def chunks(self, ids: Sequence[int]) -> list[StoredChunk]:
         """The chunks with these ids, in the order given; ids not in the store are left out."""
         wanted = [int(i) for i in ids]
-        found: dict[int, StoredChunk] = {}
         with self.read():  # one snapshot, however many batches
-            for start in range(0, len(wanted), 500):
-                batch = wanted[start : start + 500]
-                marks = ",".join("?" * len(batch))
-                rows = self._conn.execute(
-                    "SELECT c.id, f.relpath, c.start_line, c.end_line, c.text, c.symbol, "
-                    "c.kind, f.language FROM chunks c JOIN files f ON f.id = c.file_id "
-                    f"WHERE c.id IN ({marks})",
-                    batch,
-                )
-                for row in rows:
-                    found[row[0]] = StoredChunk(*row)
+            rows = self._select_in(
+                "SELECT c.id, f.relpath, c.start_line, c.end_line, c.text, c.symbol, "
+                "c.kind, f.language FROM chunks c JOIN files f ON f.id = c.file_id "
+                "WHERE c.id IN ({marks})",
+                wanted,
+            )
+            found = {row[0]: StoredChunk(*row) for row in rows}
         return [found[i] for i in wanted if i in found]
 
     def known_vectors(self, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored vectors by the ``text_hash`` of their chunk's text, for the hashes given that
-        the store holds: an edited file's unchanged chunks need no embedding again. Vectors
-        a lane of another variant stood in for are left out (they are to be replaced)."""
+        the store holds, stand-ins left out (they are to be replaced)."""
         found: dict[str, np.ndarray] = {}
-        unique = sorted(set(text_hashes))
-        for start in range(0, len(unique), 500):
-            batch = unique[start : start + 500]
-            marks = ",".join("?" * len(batch))
-            rows = self._conn.execute(
-                "SELECT c.text_hash, v.vector FROM chunks c JOIN vectors v ON v.chunk_id = c.id "
-                f"WHERE c.text_hash IN ({marks}) AND v.variant IS NULL",
-                batch,
-            )
-            for text_hash, blob in rows:
-                found.setdefault(text_hash, np.frombuffer(blob, dtype="<f2").astype(np.float16))
+        for text_hash, blob in self._select_in(
+            "SELECT c.text_hash, v.vector FROM chunks c JOIN vectors v ON v.chunk_id = c.id "
+            "WHERE c.text_hash IN ({marks}) AND v.variant IS NULL",
+            sorted(set(text_hashes)),
+        ):
+            found.setdefault(text_hash, np.frombuffer(blob, dtype="<f2").astype(np.float16))
         return found
+
+    def _select_in(self, sql: str, values: Sequence[Any]) -> Iterator[Any]:
+        """The rows of ``sql`` with its ``{marks}`` bound to ``values``, 500 at a time."""
+        for start in range(0, len(values), 500):
+            batch = values[start : start + 500]
+            yield from self._conn.execute(sql.format(marks=",".join("?" * len(batch))), batch)
 
     def keyword_search(
         self, query: str, k: int, allowed: AbstractSet[int] | None = None
     ) -> list[tuple[int, float]]:
-        """The ``k`` best chunks for ``query`` by BM25 over text, path and symbol (weighted by
-        :data:`FTS_WEIGHTS`, terms from :mod:`~anekit.search.terms`, common words pruned as
-        :data:`MATCH_BUDGET` says), as ``(chunk id, score)`` with higher better. ``allowed``
-        restricts the chunks before ranking: the result is the best ``k`` among them."""
+        """The ``k`` best chunks for ``query`` by BM25 (:data:`FTS_WEIGHTS`, :data:`MATCH_BUDGET`)
+        as ``(chunk id, score)``, higher better, among the ``allowed`` chunks if given."""
         if k <= 0 or (allowed is not None and not allowed):
             return []
         with self.read():
@@ -676,13 +619,13 @@ class Store:
             expression = " OR ".join(item_expression(parts) for parts in items)
             weights = ", ".join(str(w) for w in FTS_WEIGHTS)
             select = f"SELECT rowid, bm25(chunks_fts, {weights}) AS score FROM chunks_fts "
+            rows: Iterable[tuple[int, float]]
             if allowed is None:
                 rows = self._conn.execute(
                     select + "WHERE chunks_fts MATCH ? ORDER BY score, rowid LIMIT ?",
                     (expression, k),
                 )
-                return [(int(i), -float(s)) for i, s in rows]
-            if len(allowed) <= _IN_LIST_MAX:
+            elif len(allowed) <= _IN_LIST_MAX:
                 # "+rowid": a filter on the matches; a bare rowid IN makes FTS5 run the query
                 # once per allowed id.
                 rows = self._conn.execute(
@@ -690,16 +633,12 @@ class Store:
                     "(SELECT value FROM json_each(?)) ORDER BY score, rowid LIMIT ?",
                     (expression, json.dumps([int(i) for i in allowed]), k),
                 )
-                return [(int(i), -float(s)) for i, s in rows]
-            out: list[tuple[int, float]] = []
-            for i, s in self._conn.execute(
-                select + "WHERE chunks_fts MATCH ? ORDER BY score, rowid", (expression,)
-            ):
-                if i in allowed:
-                    out.append((int(i), -float(s)))
-                    if len(out) == k:
-                        break
-            return out
+            else:
+                everything = self._conn.execute(
+                    select + "WHERE chunks_fts MATCH ? ORDER BY score, rowid", (expression,)
+                )
+                rows = islice((row for row in everything if row[0] in allowed), k)
+            return [(int(i), -float(s)) for i, s in rows]
 
     def _check_caches(self) -> None:
         """Empty the per-generation caches when another write has committed since."""
@@ -746,12 +685,9 @@ class Store:
     ) -> set[int] | None:
         """Ids of the chunks whose file passes the filters, or ``None`` when none is given.
 
-        ``path_globs`` are gitignore-style patterns (``*.py``, ``src/``, ``tests``,
-        ``src/**/test_*.py``) matched against the relative path; ``exts`` are extensions with
-        or without the dot (``py``, ``.d.ts``), ``langs`` language names; both ignore case. A
-        file passes when it matches at least one include of each kind given and no exclude (a
-        value with a leading ``!``) of any kind.
-        """
+        ``path_globs``: gitignore-style patterns (``src/**/test_*.py``) on the relative path;
+        ``exts``: extensions with or without the dot; ``langs``: language names (both ignore
+        case). A file passes with an include of each kind given and no ``!`` exclude."""
         if not (path_globs or exts or langs):
             return None
         key = (tuple(path_globs), tuple(exts), tuple(langs))
@@ -768,34 +704,25 @@ class Store:
         self, path_globs: Sequence[str], exts: Sequence[str], langs: Sequence[str]
     ) -> list[int]:
         path_in, path_out = _split_filters(path_globs, "path")
-        ext_in, ext_out = _split_filters(exts, "ext")
-        lang_in, lang_out = _split_filters(langs, "lang")
-        spec_in = pathspec.PathSpec.from_lines("gitignore", path_in) if path_in else None
-        spec_out = pathspec.PathSpec.from_lines("gitignore", path_out) if path_out else None
-        ext_in_t = tuple(_ext(e) for e in ext_in)
-        ext_out_t = tuple(_ext(e) for e in ext_out)
-        lang_in_s = {lang.lower() for lang in lang_in}
-        lang_out_s = {lang.lower() for lang in lang_out}
-
+        ext_in, ext_out = (tuple(map(_ext, group)) for group in _split_filters(exts, "ext"))
+        lang_in, lang_out = ({v.lower() for v in group} for group in _split_filters(langs, "lang"))
+        spec_in, spec_out = (
+            pathspec.PathSpec.from_lines("gitignore", g) for g in (path_in, path_out)
+        )
         file_ids: list[int] = []
         for file_id, relpath, language in self._conn.execute(
             "SELECT id, relpath, language FROM files"
         ):
-            lower = relpath.lower()
-            lang = (language or "").lower()
-            if spec_in is not None and not spec_in.match_file(relpath):
-                continue
-            if ext_in_t and not lower.endswith(ext_in_t):
-                continue
-            if lang_in_s and lang not in lang_in_s:
-                continue
-            if spec_out is not None and spec_out.match_file(relpath):
-                continue
-            if ext_out_t and lower.endswith(ext_out_t):
-                continue
-            if lang in lang_out_s:
-                continue
-            file_ids.append(file_id)
+            lower, lang = relpath.lower(), (language or "").lower()
+            if (
+                (not path_in or spec_in.match_file(relpath))
+                and (not ext_in or lower.endswith(ext_in))
+                and (not lang_in or lang in lang_in)
+                and not spec_out.match_file(relpath)
+                and not lower.endswith(ext_out)
+                and lang not in lang_out
+            ):
+                file_ids.append(file_id)
         rows = self._conn.execute(
             "SELECT c.id FROM json_each(?) j JOIN chunks c ON c.file_id = j.value",
             (json.dumps(file_ids),),

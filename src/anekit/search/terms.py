@@ -17,7 +17,8 @@ compound identifier as its joined form OR its parts as a phrase, so ``getUserNam
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import islice
 
 __all__ = [
     "FTS_TOKENIZER",
@@ -45,15 +46,10 @@ _PIECE = re.compile(r"[^\W_]+")
 
 
 def identifier_parts(identifier: str) -> list[str]:
-    """Lower-cased words of an identifier, split at ``_``/``-``, camelCase, PascalCase and digits.
-
-    ``getUserName`` -> ``[get, user, name]``; ``HTTPServerError`` -> ``[http, server, error]``;
-    ``utf8_decode`` -> ``[utf, 8, decode]``.
-    """
-    parts: list[str] = []
-    for piece in _PIECE.findall(identifier):
-        parts.extend(word.lower() for word in _split_case(piece))
-    return parts
+    """Lower-cased words of an identifier, split at ``_``/``-``, case changes and digits:
+    ``getUserName`` -> ``[get, user, name]``, ``HTTPServerError`` -> ``[http, server, error]``,
+    ``utf8_decode`` -> ``[utf, 8, decode]``."""
+    return [word.lower() for piece in _PIECE.findall(identifier) for word in _split_case(piece)]
 
 
 def _split_case(piece: str) -> list[str]:
@@ -61,47 +57,35 @@ def _split_case(piece: str) -> list[str]:
     words: list[str] = []
     start = 0
     for i in range(1, len(piece)):
-        prev, char = piece[i - 1], piece[i]
-        if prev.isdigit() != char.isdigit():
-            boundary = True
-        elif prev.islower() and char.isupper():
-            boundary = True  # getUser
-        else:
+        prev, char, after = piece[i - 1], piece[i], piece[i + 1 : i + 2]
+        if (
+            prev.isdigit() != char.isdigit()
+            or (prev.islower() and char.isupper())  # getUser
             # HTTPServer: cut before the last capital of a run that a lower-case letter follows.
-            boundary = (
-                prev.isupper()
-                and char.isupper()
-                and i + 1 < len(piece)
-                and piece[i + 1].isalpha()
-                and not piece[i + 1].isupper()
-            )
-            if boundary:
-                boundary = i > start  # never an empty word
-        if boundary:
+            or (prev.isupper() and char.isupper() and after.isalpha() and not after.isupper())
+        ):
             words.append(piece[start:i])
             start = i
     words.append(piece[start:])
     return words
 
 
-def _expansions(text: str) -> list[list[str]]:
-    """The parts of each distinct compound identifier in ``text``, in order of first use."""
+def _distinct_parts(text: str) -> Iterator[tuple[str, ...]]:
+    """The parts of each distinct word or identifier in ``text``, in order of first use."""
     seen: set[tuple[str, ...]] = set()
-    out: list[list[str]] = []
     for match in _IDENTIFIER.finditer(text):
-        parts = identifier_parts(match.group())
-        key = tuple(parts)
-        if len(parts) > 1 and key not in seen:
-            seen.add(key)
-            out.append(parts)
-    return out
+        parts = tuple(identifier_parts(match.group()))
+        if parts and parts not in seen:
+            seen.add(parts)
+            yield parts
 
 
 def index_terms(text: str) -> str:
     """Extra terms appended to what FTS5 indexes for ``text``: for each distinct compound
     identifier its lower-cased parts and their joined form (``getUserName`` and
     ``get_user_name`` -> ``"get user name getusername"``). Plain words add nothing."""
-    return " ".join(" ".join([*parts, "".join(parts)]) for parts in _expansions(text))
+    compounds = (parts for parts in _distinct_parts(text) if len(parts) > 1)
+    return " ".join(" ".join([*parts, "".join(parts)]) for parts in compounds)
 
 
 def _quote(term: str) -> str:
@@ -112,16 +96,7 @@ def query_items(query: str) -> list[tuple[str, ...]]:
     """The distinct words and identifiers of a query as their lower-cased parts, in order
     (``"getUserName find"`` -> ``[("get", "user", "name"), ("find",)]``), at most
     :data:`MAX_QUERY_TERMS`."""
-    items: list[tuple[str, ...]] = []
-    seen: set[tuple[str, ...]] = set()
-    for match in _IDENTIFIER.finditer(query):
-        parts = tuple(identifier_parts(match.group()))
-        if parts and parts not in seen:
-            seen.add(parts)
-            items.append(parts)
-            if len(items) == MAX_QUERY_TERMS:
-                break
-    return items
+    return list(islice(_distinct_parts(query), MAX_QUERY_TERMS))
 
 
 def item_expression(parts: Sequence[str]) -> str:
@@ -133,12 +108,7 @@ def item_expression(parts: Sequence[str]) -> str:
 
 
 def query_terms(query: str) -> str:
-    """An FTS5 MATCH expression for a user query, or ``""`` when it has no words.
-
-    Each word or identifier becomes its joined form OR its parts as a phrase
-    (``getUserName`` -> ``("getusername" OR "get user name")``); the words are joined with OR
-    for recall and BM25 ranks chunks by how many they match. Every term is a quoted string of
-    letters and digits, so FTS5 syntax in the query (quotes, ``*``, ``:``, ``-``, parentheses,
-    ``AND``/``OR``/``NOT``/``NEAR``) is searched for as words, never parsed.
-    """
+    """An FTS5 MATCH expression for a user query (``""`` when it has no words): its items
+    (:func:`item_expression`) joined with OR for recall; BM25 ranks chunks by how many they
+    match. Every term is quoted, so FTS5 syntax in the query is searched for, never parsed."""
     return " OR ".join(item_expression(parts) for parts in query_items(query))

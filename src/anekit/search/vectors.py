@@ -31,7 +31,7 @@ import tempfile
 import time
 import zlib
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -99,21 +99,10 @@ class VectorIndex:
     def __len__(self) -> int:
         return int(self.ids.size)
 
-    # -- building, loading, saving ------------------------------------------------------------
-
-    @classmethod
-    def build(cls, store: Store) -> VectorIndex:
-        """Build from the store's vectors (one consistent snapshot)."""
-        with store.read():
-            stamp = IndexStamp.of(store)
-            ids, vectors = store.vector_matrix()
-        return cls(ids, vectors, stamp)
-
     @classmethod
     def open(cls, store: Store, *, save: bool = True) -> VectorIndex:
-        """The index of the store's current state: from ``vectors.f16`` when its stamp matches
-        and it reads back whole, else built from the store (and saved, when ``save``; a save
-        that fails only costs the next open a rebuild)."""
+        """The index of the store's current state: loaded from ``vectors.f16``, else built (and
+        saved when ``save``; a save that fails only costs the next open a rebuild)."""
         path = store.directory / VECTORS_FILE
         with store.read():
             stamp = IndexStamp.of(store)
@@ -140,9 +129,7 @@ class VectorIndex:
         ids = self.ids.astype("<i8").tobytes()
         vectors = self.vectors.astype("<f2").tobytes()
         header = {
-            "store_id": self.stamp.store_id,
-            "generation": self.stamp.generation,
-            "identity": self.stamp.identity,
+            **asdict(self.stamp),
             "count": len(self),
             "dimension": self.dimension,
             "crc32": zlib.crc32(vectors, zlib.crc32(ids)),
@@ -154,9 +141,7 @@ class VectorIndex:
         fd, temp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as out:
-                out.write(_MAGIC + struct.pack("<I", len(raw)) + raw)
-                out.write(ids)
-                out.write(vectors)
+                out.writelines([_MAGIC + struct.pack("<I", len(raw)) + raw, ids, vectors])
             os.replace(temp, path)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -174,11 +159,7 @@ class VectorIndex:
                     return None
                 (header_len,) = struct.unpack("<I", head[len(_MAGIC) :])
                 header = json.loads(f.read(header_len))
-                if (
-                    header["store_id"] != stamp.store_id
-                    or header["generation"] != stamp.generation
-                    or header["identity"] != stamp.identity
-                ):
+                if any(header[key] != value for key, value in asdict(stamp).items()):
                     return None
                 count, dimension = int(header["count"]), int(header["dimension"])
                 if count < 0 or dimension <= 0:
@@ -195,14 +176,11 @@ class VectorIndex:
         except (OSError, ValueError, KeyError, TypeError, struct.error, MemoryError):
             return None  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
 
-    # -- search -------------------------------------------------------------------------------
-
     def search(
         self, query: np.ndarray, k: int, allowed: AbstractSet[int] | None = None
     ) -> list[tuple[int, float]]:
         """The ``k`` ids whose vectors are closest to ``query`` by cosine, best first, as
-        ``(id, cosine)``. ``allowed`` restricts the ids before ranking: the result is the best
-        ``k`` among them."""
+        ``(id, cosine)``, among the ``allowed`` ids if given."""
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         if q.shape[0] != self.dimension:
             raise ValueError(f"query of dimension {q.shape[0]}, the index has {self.dimension}")
@@ -239,9 +217,8 @@ class VectorIndex:
 
 
 class _Int8Scan:
-    """Dot products of every unit row with a unit query, both rounded to int8
-    (components times 127), in one ONNX Runtime ``MatMulInteger`` over the rows held as
-    a (dimension, rows) constant that the session packs once."""
+    """The first pass: int8 dot products of the unit rows and query (components times 127),
+    one ``MatMulInteger`` over the rows as a (dimension, rows) constant packed once."""
 
     _STEP = 8192  # rows quantized at a time (bounds the float32 temporaries)
 
@@ -288,23 +265,19 @@ class _Int8Scan:
             model.SerializeToString(), options, providers=["CPUExecutionProvider"]
         )
 
-    @staticmethod
-    def _query(query: np.ndarray) -> np.ndarray:
-        """The unit query as uint8 with zero point 128 (MatMulInteger's ``a``)."""
-        quantized = np.rint(query * _INT8_SCALE).astype(np.int16) + 128
-        return quantized.astype(np.uint8).reshape(1, -1)
+    def _run(self, output: str, query: np.ndarray, count: int) -> Any:
+        # The unit query as uint8 with zero point 128 (MatMulInteger's ``a``).
+        quantized = (np.rint(query * _INT8_SCALE).astype(np.int16) + 128).astype(np.uint8)
+        feed = {"query": quantized.reshape(1, -1), "count": np.array([count], np.int64)}
+        return self._session.run([output], feed)[0][0]
 
     def top(self, query: np.ndarray, count: int) -> np.ndarray:
         """The ``count`` rows with the highest int8 scores, best first."""
-        feed = {"query": self._query(query), "count": np.array([count], np.int64)}
-        (best,) = self._session.run(["best"], feed)
-        return np.asarray(best[0], np.int64)
+        return np.asarray(self._run("best", query, count), np.int64)
 
     def scores(self, query: np.ndarray) -> np.ndarray:
         """Every row's int8 score (int32, in units of 127 squared)."""
-        feed = {"query": self._query(query), "count": np.array([1], np.int64)}
-        (scores,) = self._session.run(["scores"], feed)
-        return np.asarray(scores[0])
+        return np.asarray(self._run("scores", query, 1))
 
 
 def _remove_stale_temps(directory: Path) -> None:
