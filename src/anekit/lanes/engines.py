@@ -1,15 +1,7 @@
 """What each lane runs inside its worker, and whether it can run on this machine.
 
-- ``ane``: the fp16 package on Core ML with CPU_AND_NE (macOS); floor 0.999;
-- ``gpu``: the fp16 package on Core ML with CPU_AND_GPU (macOS), or ONNX Runtime
-  fp32 on CUDA elsewhere; floor 0.999;
-- ``cpu``: ONNX Runtime on the CPU, int8 weights per channel; floor 0.98;
-- ``sim``: the fp16 package in anekit's ANE simulator, the test stand-in for
-  ``ane``; floor 0.999;
-- ``numpy``: the NumPy fp32 reference; floor 0.999.
-
-The floor is the minimum cosine to the fp32 reference, per known-answer chunk, that
-admission demands.
+:data:`LANES` holds each lane's floor: the minimum cosine to the fp32 reference, per
+known-answer chunk, that admission demands.
 
 Device truth: a lane's ``device`` is read from what runs it, never written by hand.
 The ONNX Runtime lanes build their sessions on one pinned device (``cpu``: the CPU
@@ -104,7 +96,6 @@ class Engine(Protocol):
     @property
     def device(self) -> str:
         """What runs it, as read from the runtime where the runtime can say."""
-        ...
 
     dimension: int
     model_id: str
@@ -114,9 +105,7 @@ class Engine(Protocol):
     def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray: ...
 
     def providers(self) -> list[str]:
-        """The execution providers its runtime says it uses (ONNX Runtime's
-        ``get_providers()``); empty where the runtime does not say."""
-        ...
+        """The execution providers its runtime says it uses; empty where it does not say."""
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]: ...
 
@@ -159,18 +148,13 @@ def onnx_device(used: Sequence[str], variant: str) -> str:
     first = used[0] if used else "no execution provider"
     if first == CUDA:
         return f"GPU (ONNX Runtime CUDA {variant})"
-    if first == CPU:
-        return f"CPU (ONNX Runtime {variant})"
-    return f"{first} (ONNX Runtime {variant})"
+    return f"{'CPU' if first == CPU else first} (ONNX Runtime {variant})"
 
 
 class OnnxEngine(EncoderEngine):
-    """A lane over ONNX Runtime sessions pinned to one device (``cpu`` or ``cuda``).
-
-    A ``cuda`` engine checks the device before its model is built (a one-op session,
-    :func:`anekit.backends.onnx.probe`) and on the session it builds; its
-    :attr:`device` is what that session's providers are.
-    """
+    """A lane over ONNX Runtime sessions pinned to one device (``cpu`` or ``cuda``); a
+    ``cuda`` engine checks the device with a one-op session (:func:`anekit.backends.onnx.probe`)
+    before its model is built, and then on the model's session."""
 
     def __init__(
         self,
@@ -186,16 +170,10 @@ class OnnxEngine(EncoderEngine):
         from anekit.models.encoders import open_encoder
 
         self.lane, self.variant = lane, variant
-        super().__init__(
-            open_encoder(
-                "onnx",
-                model,
-                variant=variant,
-                max_length=max_length,
-                threads=threads,
-                device=device,
-            )
+        encoder = open_encoder(
+            "onnx", model, variant=variant, max_length=max_length, threads=threads, device=device
         )
+        super().__init__(encoder)
         # The CPU provider is always there: only a CUDA lane needs the one-op probe
         # (which imports the onnx package: about 40 MB a CPU worker does not need).
         self._probed: list[str] = (
@@ -203,8 +181,7 @@ class OnnxEngine(EncoderEngine):
         )
 
     def _checked(self, call: Any, *args: Any) -> Any:
-        """``call(*args)``, a session that is not on this lane's device refusing the
-        lane."""
+        """``call(*args)``; a session not on this lane's device refuses the lane."""
         from anekit.backends.onnx import ProviderMismatch, device_label
 
         try:
@@ -238,8 +215,7 @@ def make_engine(
     run on its lane's device)."""
     from anekit.models.encoders import open_encoder
 
-    reason = unavailable_reason(lane)
-    if reason is not None:
+    if (reason := unavailable_reason(lane)) is not None:
         raise LaneError(f"lane {lane}: {reason}")
     if lane == "cpu":
         return OnnxEngine(lane, model, max_length, threads, variant="int8", device="cpu")

@@ -22,6 +22,14 @@ from dataclasses import dataclass
 from anekit.errors import LaneError
 
 VARIABLE = "ANEKIT_FAULT"
+#: The faults that take a number, and the :class:`Faults` field each sets.
+_NUMBERED = {
+    "batch": "die_at",
+    "kill-on": "kill_on",
+    "hang": "hang_ms",
+    "nan-after": "nan_after",
+    "malformed": "malformed_at",
+}
 
 
 @dataclass(frozen=True)
@@ -40,10 +48,7 @@ class Faults:
 def parse(text: str | None, lane: str) -> Faults:
     """The faults ``text`` (the variable's value) asks of ``lane``."""
     found: dict[str, object] = {}
-    for item in (text or "").split(","):
-        item = item.strip()
-        if not item:
-            continue
+    for item in (part.strip() for part in (text or "").split(",")):
         name, _, spec = item.partition(":")
         if name != lane:
             continue
@@ -51,21 +56,11 @@ def parse(text: str | None, lane: str) -> Faults:
         try:
             if kind == "load":
                 found["load"] = True
-            elif kind == "batch":
-                found["die_at"] = int(argument)
-            elif kind == "kill-on":
-                found["kill_on"] = int(argument)
-            elif kind == "hang":
-                found["hang_ms"] = int(argument)
             elif kind == "poison" and argument in ("nan", "zero"):
                 found["poison"] = argument
-            elif kind == "nan-after":
-                found["nan_after"] = int(argument)
-            elif kind == "malformed":
-                found["malformed_at"] = int(argument)
             else:
-                raise ValueError(kind)
-        except ValueError:
+                found[_NUMBERED[kind]] = int(argument)
+        except (KeyError, ValueError):
             raise LaneError(f"{VARIABLE}: cannot read {item!r}; see anekit.lanes.faults") from None
     return Faults(**found)  # type: ignore[arg-type]
 

@@ -5,15 +5,8 @@ queue, and a writer thread sends it batches (a worker that stops reading, hung
 mid-batch, never blocks the scheduler, which would then miss its deadline); the
 worker's stderr goes to a temporary file whose last lines explain a crash. A lane
 is ``starting`` until its hello, then ``ready`` (admitted) or ``refused`` (below its
-known-answer floor: never started again).
-
-A worker that fails once its lane has been admitted (it crashed, hung past a
-deadline, broke the protocol), or that was killed by a signal at any time, costs a
-restart: the lane is ``restarting`` and a new
-worker starts after a backoff (0.5 s, 1 s, 2 s), up to :data:`RESTARTS` restarts in
-:data:`RESTART_WINDOW` seconds. Past that budget, or when a worker exits on its own
-before its lane was ever admitted (it cannot load), the lane is ``failed`` and may start again
-after :data:`RETRY_SECONDS`.
+known-answer floor: never started again); a failed worker makes it ``restarting`` or
+``failed`` (:meth:`Lane.crash`).
 """
 
 from __future__ import annotations
@@ -36,6 +29,7 @@ from anekit.lanes import protocol
 #: The module a worker runs (``python -m``).
 WORKER_MODULE = "anekit.lanes.worker"
 
+#: Seconds before a failed lane may start again.
 RETRY_SECONDS = 600.0
 #: Restarts a lane may spend in :data:`RESTART_WINDOW` seconds before it is failed.
 RESTARTS = 3
@@ -104,16 +98,13 @@ class Lane:
         self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self.last_heard = 0.0
 
-    # -- life ------------------------------------------------------------------------
-
     def current(self, pid: int) -> bool:
         """True when ``pid`` is this lane's running worker (not an earlier one)."""
         return self.process is not None and self.process.pid == pid
 
     def exited_idle(self) -> bool:
         """True when the worker left on its own (idle) with nothing owed."""
-        process = self.process
-        return process is not None and process.poll() == 0 and not self.in_flight
+        return self.process is not None and self.process.poll() == 0 and not self.in_flight
 
     def usable(self) -> bool:
         """Serving, or about to: starting, ready or waiting to restart."""
@@ -129,21 +120,18 @@ class Lane:
     def command(self) -> list[str]:
         """The worker's command line."""
         command = [sys.executable, "-m", WORKER_MODULE, self.name]
-        if self.model is not None:
-            command += ["--model", str(self.model)]
-        if self.max_length is not None:
-            command += ["--max-length", str(self.max_length)]
-        if self.threads is not None:
-            command += ["--threads", str(self.threads)]
+        flags = ("--model", "--max-length", "--threads")
+        for flag, value in zip(flags, (self.model, self.max_length, self.threads), strict=True):
+            if value is not None:
+                command += [flag, str(value)]
         return command
 
     def start(self) -> None:
-        command = self.command()
         if self._stderr is not None:
             self._stderr.close()  # the previous worker's (its tail was read when it failed)
         self._stderr = tempfile.TemporaryFile(prefix=f"anekit-lane-{self.name}-")  # noqa: SIM115 - lives as long as the worker
         self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr
+            self.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr
         )
         if self.state == "restarting":
             self.restarts += 1  # its reason stays: why it last restarted
@@ -165,33 +153,23 @@ class Lane:
         self._outbox.put(None)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=5)  # else it did not leave politely: killed below
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        self.process = None
+        self._kill()
         if self.state in ("starting", "ready"):
             self.state = "stopped"
 
     def fail(self, reason: str) -> list[int]:
         """Mark the lane failed, kill its worker; the batch ids it still owed."""
-        owed = list(self.in_flight)
-        self.in_flight.clear()
-        if self.state == "failed":
-            return owed
-        self.state, self.reason, self.failed_at = "failed", reason, self.clock()
-        self._kill()
-        return owed
+        if self.state != "failed":
+            self.state, self.reason, self.failed_at = "failed", reason, self.clock()
+        return self._kill()
 
     def crash(self, reason: str, charge: bool = True, signalled: bool = False) -> list[int]:
-        """Its worker failed: kill it; the batch ids it still owed.
-
-        A lane never admitted whose worker exited on its own is failed (it cannot
-        load; tried again after :data:`RETRY_SECONDS`). Otherwise (admitted before, or
-        ``signalled``: killed by a signal) it restarts after a backoff, ``charge``
-        counting the failure against the budget of :data:`RESTARTS` in
-        :data:`RESTART_WINDOW` seconds; past it, the lane is failed. An uncharged
-        failure is the data's, not the lane's (a chunk that kills every worker).
-        """
+        """Its worker failed: kill it; the batch ids it still owed. A lane never admitted
+        whose worker exited on its own is failed (it cannot load). Otherwise (admitted
+        before, or ``signalled``: killed by a signal) it restarts after a backoff,
+        ``charge`` counting the failure against the budget of :data:`RESTARTS` in
+        :data:`RESTART_WINDOW` seconds; past it, the lane is failed. An uncharged failure
+        is the data's, not the lane's (a chunk that kills every worker)."""
         if not self.admitted_once and not signalled:
             return self.fail(reason)
         now = self.clock()
@@ -203,20 +181,21 @@ class Lane:
             return self.fail(
                 f"{reason} (its {RESTARTS} restarts in {RESTART_WINDOW:g} s are spent)"
             )
-        owed = list(self.in_flight)
-        self.in_flight.clear()
-        self._kill()
         self.state, self.reason = "restarting", reason
         self.restart_at = now + BACKOFF_SECONDS * 2 ** max(len(self.crashes) - 1, 0)
-        return owed
+        return self._kill()
 
-    def _kill(self) -> None:
+    def _kill(self) -> list[int]:
+        """Kill the worker if it still runs; the batch ids it owed (none owed now)."""
+        owed = list(self.in_flight)
+        self.in_flight.clear()
         process = self.process
         if process is not None and process.poll() is None:
             process.kill()
             process.wait()
         self._outbox.put(None)
         self.process = None
+        return owed
 
     def stderr_tail(self, lines: int = 5) -> str:
         if self._stderr is None:
@@ -228,11 +207,8 @@ class Lane:
             return ""
         return " | ".join(text.strip().splitlines()[-lines:])
 
-    # -- frames ----------------------------------------------------------------------
-
     def submit(self, batch_id: int, rows: Sequence[Sequence[int]]) -> None:
-        process = self.process
-        if process is None or process.stdin is None:
+        if self.process is None or self.process.stdin is None:
             raise protocol.ProtocolError(f"lane {self.name} has no worker")
         frame = protocol.encode_frame(protocol.batch_frame(batch_id, rows))
         self.in_flight[batch_id] = self.clock() + self.deadline
@@ -247,18 +223,12 @@ class Lane:
     def _read(self, process: subprocess.Popen[bytes]) -> None:
         stream = process.stdout
         assert stream is not None
-        pid = process.pid
 
         def emit(kind: str, message: dict[str, Any] | None = None, **extra: Any) -> None:
-            self.events.put(Event(self.name, kind, message or {}, pid=pid, **extra))
+            self.events.put(Event(self.name, kind, message or {}, pid=process.pid, **extra))
 
         try:
-            while True:
-                payload = protocol.read_frame(stream)
-                if payload is None:
-                    code = process.wait()
-                    emit("failed", {"reason": f"worker exited ({code})", "code": code})
-                    return
+            while (payload := protocol.read_frame(stream)) is not None:
                 self.last_heard = self.clock()
                 kind = payload[:1]
                 if kind == protocol.PROGRESS:
@@ -269,6 +239,8 @@ class Lane:
                     emit("result", result=protocol.decode_result(payload))
                 else:
                     raise protocol.ProtocolError(f"unknown frame kind {kind!r}")
+            code = process.wait()
+            emit("failed", {"reason": f"worker exited ({code})", "code": code})
         except (protocol.ProtocolError, OSError, ValueError) as error:
             emit("failed", {"reason": f"malformed frame: {error}"})
             if process.poll() is None:
@@ -299,12 +271,9 @@ def _write(process: subprocess.Popen[bytes], outbox: queue.SimpleQueue[bytes | N
     that breaks ends it quietly: the reader thread reports the worker's exit."""
     stream = process.stdin
     assert stream is not None
-    try:
+    with contextlib.suppress(OSError, ValueError):
         while (frame := outbox.get()) is not None:
             stream.write(frame)
             stream.flush()
-    except (OSError, ValueError):
-        pass
-    finally:
-        with contextlib.suppress(OSError, ValueError):
-            stream.close()
+    with contextlib.suppress(OSError, ValueError):
+        stream.close()

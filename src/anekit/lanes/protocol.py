@@ -93,8 +93,7 @@ def decode_json(payload: bytes) -> dict[str, Any]:
 def batch_frame(batch_id: int, rows: Sequence[Sequence[int]]) -> bytes:
     parts = [BATCH, _U32.pack(batch_id), _U32.pack(len(rows))]
     for tokens in rows:
-        parts.append(_U32.pack(len(tokens)))
-        parts.append(np.asarray(tokens, "<u4").tobytes())
+        parts += [_U32.pack(len(tokens)), np.asarray(tokens, "<u4").tobytes()]
     return b"".join(parts)
 
 
@@ -105,12 +104,10 @@ def decode_batch(payload: bytes) -> tuple[int, list[list[int]]]:
         rows = []
         for _ in range(count):
             (length,) = _U32.unpack_from(payload, offset)
-            offset += 4
-            tokens = np.frombuffer(payload, "<u4", length, offset)
-            if tokens.size != length:
-                raise ProtocolError("batch frame: row shorter than announced")
+            # frombuffer raises ValueError on a row shorter than announced
+            tokens = np.frombuffer(payload, "<u4", length, offset + 4)
             rows.append(tokens.astype(np.int64).tolist())
-            offset += 4 * length
+            offset += 4 + 4 * length
     except struct.error as error:
         raise ProtocolError(f"batch frame is truncated: {error}") from error
     except ValueError as error:

@@ -1,45 +1,32 @@
 """The scheduler: token ids in, vectors out in input order, over whichever lanes are
-healthy, and never over none.
+healthy, and never over none (docs/lanes.md: "The scheduler", "Faults").
 
-**Batches.** Rows are released in input order, :data:`WINDOW` at a time, and sorted
-into buckets of :data:`BUCKET_STEP` tokens (32, 64, ... the model's maximum length),
-whatever each lane's engine pads to afterwards. A bucket's rows
-go out in whole groups of :data:`GROUP` (a lane's engine runs 8 or 4 rows per call,
-so a group never pads rows it did not need to); a partial group waits for company
-at most :data:`HOLD_WINDOWS` windows. Each lane gets batches sized to take about
+**Batches.** Rows are released in input order, :data:`WINDOW` at a time, into buckets of
+:data:`BUCKET_STEP` tokens, and go out in whole groups of :data:`GROUP` (a partial group
+waits at most :data:`HOLD_WINDOWS` windows). Each lane gets batches of about
 :data:`TARGET_BATCH_SECONDS` at its measured rate, :data:`IN_FLIGHT` at a time, the
 bucket with the earliest row first, so that results come out in input order soon.
 
-**Faults.** A worker that dies, misses its batch deadline, breaks the protocol or
-answers a batch with an error is restarted within its lane's budget
-(:mod:`anekit.lanes.lane`); its batches are requeued as *suspects*, each embedded
-alone on a worker with nothing else in flight, once that worker has proven itself
-(it embedded a batch since its lane's last failure: ordinary rows, rows already
-embedded, or the input's special tokens alone). A suspect group that kills a worker
-again is cut in halves, down to single chunks: a chunk that kills
-:data:`POISON_DEATHS` workers on its own (a worker that had embedded other rows, then
-a fresh worker as its first batch) is tried on another lane that has not killed it
-(the CPU lane, started for it if needed), and otherwise reported as failed (its index
-and why) while the rest of the run goes on; it never runs in this process. Rows that
-come back NaN or zero are embedded again on the CPU lane.
+**Faults.** A failed worker's batches are requeued as *suspects*, each embedded alone on
+a worker that has proven itself (it embedded a batch since its lane's last failure). A
+suspect group that kills a worker again is halved, down to single chunks; a chunk that
+kills :data:`POISON_DEATHS` workers on its own is tried on the CPU lane unless that
+killed it too, and otherwise reported as failed; it never runs in this process. Rows
+that come back NaN or zero are embedded again on the CPU lane.
 
-**Never zero lanes.** When no lane is left, the CPU lane is started if it was not
-among them; when it cannot serve either, an in-process CPU engine (ONNX Runtime,
-int8, what the CPU lane runs) finishes the run ("the CPU if nothing else").
-
-:meth:`Scheduler.stream` yields each row's vector (or why it failed) in input order
-as soon as it and every row before it are done; :meth:`Scheduler.embed` returns
-them all, or raises :class:`~anekit.errors.EmbeddingFailed` with the failed rows.
+**Never zero lanes.** When no lane is left, the CPU lane is started; when it cannot
+serve either, an in-process CPU engine (what the CPU lane runs) finishes the run.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import queue
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -78,11 +65,9 @@ def default_lanes() -> list[str]:
     """``ANEKIT_LANES`` (comma-separated) when set; else the ANE lane where there is
     one (the CPU lane stays off beside it: seed 000 measured 236 -> 79 chunks/s with
     both on), else the CPU lane."""
-    configured = os.environ.get(LANES_VARIABLE, "")
-    names = [name.strip() for name in configured.split(",") if name.strip()]
-    if names:
-        return names
-    return ["ane"] if unavailable_reason("ane") is None else [FALLBACK]
+    configured = os.environ.get(LANES_VARIABLE, "").split(",")
+    names = [name.strip() for name in configured if name.strip()]
+    return names or (["ane"] if unavailable_reason("ane") is None else [FALLBACK])
 
 
 @dataclass
@@ -102,15 +87,8 @@ class RunSummary:
     notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "chunks": self.chunks,
-            "embedded": self.embedded,
-            "retried": self.retried,
-            "failed": [{"chunk": index, "reason": why} for index, why in self.failed.items()],
-            "restarts": self.restarts,
-            "fallback": self.fallback,
-            "notes": self.notes,
-        }
+        failed = [{"chunk": index, "reason": why} for index, why in self.failed.items()]
+        return {**asdict(self), "failed": failed}
 
 
 @dataclass
@@ -162,9 +140,7 @@ class _Work:
         self.failed: dict[int, str] = {}
         self.sends: defaultdict[int, int] = defaultdict(int)
         #: Deaths of workers while embedding this row alone, per lane.
-        self.alone_deaths: defaultdict[int, defaultdict[str, int]] = defaultdict(
-            lambda: defaultdict(int)
-        )
+        self.alone_deaths = defaultdict[int, defaultdict[str, int]](lambda: defaultdict(int))
 
     def proof_ids(self) -> list[list[int]]:
         """A harmless row to prove a worker with: the special tokens every row starts
@@ -205,14 +181,12 @@ class _Work:
 
     def take(self, rate: float | None, group: int, last: int | None = None) -> list[int]:
         """A batch for a lane of ``rate`` padded tokens/s running ``group`` rows per
-        call (None: :data:`LOCAL_BATCH` rows): rows of bucket ``last`` (the lane's
-        previous batch's) while it has a group ready, else of the bucket whose first
-        ready row comes first in the input, and always that one once the earliest ready
-        row was released more than :data:`HOLD_WINDOWS` windows ago (so that output in
-        input order never stalls behind a rare bucket). Staying on one bucket keeps one bucket
-        function's weights in the caches where a lane runs a function per bucket (the
-        Core ML packages; when the CPU lane did too, switching at every batch cost it
-        20 %)."""
+        call (None: :data:`LOCAL_BATCH` rows): rows of bucket ``last`` while it has a
+        group ready, else of the bucket whose first ready row comes first in the input,
+        and always that one once the earliest ready row is over :data:`HOLD_WINDOWS`
+        windows old (output in input order never stalls behind a rare bucket). Staying
+        on one bucket keeps its function's weights in the caches where a lane runs a
+        function per bucket (when the CPU lane did, switching every batch cost 20 %)."""
         heads = [(rows[0], size) for size, rows in self.ready.items() if rows]
         if not heads:
             return []
@@ -235,9 +209,6 @@ class _Work:
 
     def padded_tokens(self, rows: Sequence[int]) -> int:
         return len(rows) * max(self.bucket(row) for row in rows) if rows else 0
-
-    def finished(self) -> bool:
-        return self.done() >= self.count
 
 
 class Scheduler:
@@ -266,8 +237,7 @@ class Scheduler:
         if len(set(names)) != len(names):
             raise LaneError(f"lanes must be distinct, got {names}")
         for name in names:
-            reason = unavailable_reason(name)
-            if reason is not None:
+            if (reason := unavailable_reason(name)) is not None:
                 raise LaneError(f"lane {name}: {reason}")
             faults.from_environment(name)  # a bad ANEKIT_FAULT is named here, not in a worker
         # A missing model is named here, not by each worker.
@@ -292,12 +262,10 @@ class Scheduler:
         self._local: Any = None
         #: Whether the current run has no lane left and finishes in this process.
         self._local_only = False
-        self._next_id = 0
+        self._ids = itertools.count()
 
     def _lane(self, name: str) -> Lane:
         return Lane(name, self.events, deadline=self.deadline, clock=self.clock, **self._options)  # type: ignore[arg-type]
-
-    # -- lifecycle -------------------------------------------------------------------
 
     def start(self, wait: bool = True, timeout: float = 600.0) -> None:
         """Start every lane that can start; with ``wait``, until each has said hello
@@ -308,9 +276,8 @@ class Scheduler:
         if not wait:
             return
         limit = self.clock() + timeout
-        while any(lane.state in ("starting", "restarting") for lane in self.lanes.values()):
-            if self.clock() > limit:
-                break
+        busy = ("starting", "restarting")
+        while any(lane.state in busy for lane in self.lanes.values()) and self.clock() <= limit:
             for lane in self.lanes.values():
                 if lane.state == "restarting" and lane.can_start():
                     lane.start()
@@ -331,21 +298,17 @@ class Scheduler:
     def workers_gone_idle(self) -> bool:
         """True when no lane has a worker left but ones that exited on their own, idle,
         owing nothing (and at least one did): the lanes hold nothing worth keeping."""
-        lanes = list(self.lanes.values())
-        left = [lane for lane in lanes if lane.process is not None]
+        left = [lane for lane in self.lanes.values() if lane.process is not None]
         return bool(left) and all(lane.exited_idle() for lane in left)
 
     def status(self) -> list[dict[str, Any]]:
         return [lane.describe() for lane in self.lanes.values()]
 
-    # -- as an encoder -----------------------------------------------------------------
-
     @property
     def device(self) -> str:
         """The lanes and, for each that said hello, its device."""
-        described = [lane.describe() for lane in self.lanes.values()]
         return ", ".join(
-            f"{lane['lane']}: {lane.get('device') or lane.get('state', '?')}" for lane in described
+            f"{d['lane']}: {d.get('device') or d.get('state', '?')}" for d in self.status()
         )
 
     def providers(self) -> list[str]:
@@ -357,8 +320,6 @@ class Scheduler:
 
     def release_memory(self) -> None:
         pass  # the workers hold the models, and leave when idle
-
-    # -- work ------------------------------------------------------------------------
 
     def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
         """Unit vectors for tokenized texts, in input order; :class:`EmbeddingFailed`
@@ -372,8 +333,7 @@ class Scheduler:
         if not rows:
             return np.zeros((0, self.dimension), np.float32)
         missing = np.full(self.dimension, np.nan, np.float32)
-        vectors = np.stack([row if row is not None else missing for row in rows])
-        vectors = vectors.astype(np.float32)
+        vectors = np.stack([row if row is not None else missing for row in rows]).astype(np.float32)
         if failed:
             raise EmbeddingFailed(failed, vectors)
         return vectors
@@ -393,7 +353,7 @@ class Scheduler:
         emitted = 0
         try:
             while emitted < work.count:
-                if not work.finished():
+                if work.done() < work.count:
                     self._step(work)
                 while emitted < work.count and (emitted in work.results or emitted in work.failed):
                     vector = work.results.get(emitted)
@@ -404,9 +364,9 @@ class Scheduler:
             self.summary.failed = dict(sorted(work.failed.items()))
             self.summary.retried = sum(1 for count in work.sends.values() if count > 1)
             self.summary.restarts = {
-                name: lane.restarts - restarts.get(name, 0)
+                name: count
                 for name, lane in self.lanes.items()
-                if lane.restarts - restarts.get(name, 0)
+                if (count := lane.restarts - restarts.get(name, 0))
             }
 
     def _step(self, work: _Work) -> None:
@@ -429,19 +389,14 @@ class Scheduler:
             self._prove(lane, work)
             return
         while lane.state == "ready" and len(lane.in_flight) < IN_FLIGHT:
-            if lane.in_flight and any(
-                lane.name not in suspect.excluded for suspect in work.suspects
-            ):
-                return  # drain first: a suspect runs alone
-            suspect = self._suspect_for(lane, work)
-            if suspect is None and any(
-                batch.suspect is not None
-                for batch in work.batches.values()
-                if batch.lane == lane.name
-            ):
-                return  # a suspect runs alone
+            suspect = next((s for s in work.suspects if lane.name not in s.excluded), None)
             if suspect is not None:
+                if lane.in_flight:
+                    return  # drain first: a suspect runs alone
+                work.suspects.remove(suspect)
                 rows = suspect.rows
+            elif any(b.suspect is not None for b in work.batches.values() if b.lane == lane.name):
+                return  # a suspect runs alone
             elif lane.name == FALLBACK and work.again:
                 rows = [work.again.popleft() for _ in range(min(len(work.again), GROUP))]
             else:
@@ -478,16 +433,6 @@ class Scheduler:
             # never a suspect on an unproven worker, whose death would tell nothing.
             self._send(lane, work, [], None, probe=True, ids=work.proof_ids())
 
-    def _suspect_for(self, lane: Lane, work: _Work) -> _Suspect | None:
-        """The next suspect group ``lane`` may embed alone (nothing else in flight)."""
-        if lane.in_flight:
-            return None
-        for suspect in list(work.suspects):
-            if lane.name not in suspect.excluded:
-                work.suspects.remove(suspect)
-                return suspect
-        return None
-
     def _send(
         self,
         lane: Lane,
@@ -499,8 +444,7 @@ class Scheduler:
         ids: list[list[int]] | None = None,
     ) -> None:
         """Send ``rows`` (or, for a synthetic probe, ``ids``) to ``lane``'s worker."""
-        batch_id = self._next_id
-        self._next_id += 1
+        batch_id = next(self._ids)
         work.batches[batch_id] = _Batch(
             rows,
             lane.name,
@@ -518,15 +462,12 @@ class Scheduler:
         except (OSError, LaneError) as error:
             self._worker_failed(lane, f"could not send a batch: {error}", work)
 
-    # -- faults ----------------------------------------------------------------------
-
     def _worker_failed(self, lane: Lane, reason: str, work: _Work, signalled: bool = False) -> None:
         """``lane``'s worker failed with its batches in flight: restart it (or fail the
         lane) and requeue those batches as suspects, bisecting a suspect that failed
         again. ``signalled``: it was killed by a signal (restarted even before its
         lane was ever admitted: a kill is not a model that cannot load)."""
-        owed = [work.batches.pop(batch_id) for batch_id in list(lane.in_flight)
-                if batch_id in work.batches]  # fmt: skip
+        owed = self._owed(lane, work)
         alone = len(owed) == 1 and owed[0].suspect is not None
         # Killed by one suspect group embedded alone, by a lane that has answered
         # since its previous failure, or by a row confirmed as a fresh worker's first
@@ -539,23 +480,20 @@ class Scheduler:
         for batch in owed:
             if batch.probe:
                 continue  # rows already embedded
-            if not alone:
+            suspect = batch.suspect
+            if not alone or suspect is None:
                 work.suspects.append(_Suspect(batch.rows))
                 continue
-            suspect = batch.suspect
-            assert suspect is not None
             if len(batch.rows) > 1:
                 half = len(batch.rows) // 2
                 work.suspects.appendleft(_Suspect(batch.rows[half:], set(suspect.excluded)))
                 work.suspects.appendleft(_Suspect(batch.rows[:half], set(suspect.excluded)))
                 continue
             (row,) = batch.rows
-            if not data:
-                work.suspects.appendleft(suspect)
-                continue
             deaths = work.alone_deaths[row]
-            deaths[lane.name] += 1
-            if deaths[lane.name] < POISON_DEATHS:
+            if data:
+                deaths[lane.name] += 1
+            if not data or deaths[lane.name] < POISON_DEATHS:
                 work.suspects.appendleft(suspect)
                 continue
             suspect.excluded.add(lane.name)
@@ -566,11 +504,13 @@ class Scheduler:
                     f"times; trying it on the {FALLBACK} lane"
                 )
             else:
-                self._give_up(row, _killed(deaths), work)
+                work.failed[row] = _killed(deaths)
 
-    def _give_up(self, row: int, why: str, work: _Work) -> None:
-        """``row`` fails (its index and why reach the caller with the results)."""
-        work.failed[row] = why
+    def _owed(self, lane: Lane, work: _Work) -> list[_Batch]:
+        """The batches ``lane``'s worker owed, taken off the books (none owed now)."""
+        owed = [work.batches.pop(i) for i in lane.in_flight if i in work.batches]
+        lane.in_flight.clear()
+        return owed
 
     def _can_use(self, name: str) -> bool:
         lane = self.lanes.get(name)
@@ -585,9 +525,7 @@ class Scheduler:
 
     def _next_event(self, timeout: float) -> Event | None:
         try:
-            if timeout <= 0:
-                return self.events.get_nowait()
-            return self.events.get(timeout=timeout)
+            return self.events.get(block=timeout > 0, timeout=timeout)  # timeout <= 0: no wait
         except queue.Empty:
             return None
 
@@ -603,28 +541,20 @@ class Scheduler:
             if lane.state == "ready" and event.message.get("code") == 0:
                 # An idle worker left on its own (perhaps as a batch was on its way):
                 # requeue what it owed, and start a new one when there is work.
-                self._requeue(lane, work)
+                for batch in self._owed(lane, work):
+                    if batch.suspect is not None:
+                        work.suspects.appendleft(batch.suspect)
+                    elif not batch.probe:  # a probe's rows are embedded already
+                        work.put_back(batch.rows)
                 lane.stop()
             elif lane.state in ("starting", "ready"):
-                tail = lane.stderr_tail()
                 reason = str(event.message.get("reason", "failed"))
+                if tail := lane.stderr_tail():
+                    reason += f"; stderr: {tail}"
                 code = event.message.get("code")
-                signalled = isinstance(code, int) and code < 0
-                self._worker_failed(
-                    lane, reason + (f"; stderr: {tail}" if tail else ""), work, signalled
-                )
+                self._worker_failed(lane, reason, work, isinstance(code, int) and code < 0)
         elif event.kind == "result" and event.result is not None:
             self._result(lane, event.result, work)
-
-    def _requeue(self, lane: Lane, work: _Work) -> None:
-        for batch_id in list(lane.in_flight):
-            batch = work.batches.pop(batch_id, None)
-            if batch is not None and not batch.probe:
-                if batch.suspect is not None:
-                    work.suspects.appendleft(batch.suspect)
-                else:
-                    work.put_back(batch.rows)
-        lane.in_flight.clear()
 
     def _hello(self, lane: Lane, message: dict[str, Any]) -> None:
         lane.hello = message
@@ -632,21 +562,19 @@ class Scheduler:
             lane.state = "ready"
             lane.admitted_once = True
             lane.group = int(message.get("batch") or GROUP)
-            if not lane.rate:
-                lane.rate = float(message.get("rate_tokens_per_s") or 0.0)
+            lane.rate = lane.rate or float(message.get("rate_tokens_per_s") or 0.0)
             return
         if message.get("refused"):
-            lane.stop()
-            lane.state, lane.reason = "refused", str(message["refused"])
-            return
-        below = message.get("below_floor", [])
-        listed = ", ".join(f"chunk {item['chunk']} ({item['cosine']:.4f})" for item in below[:8])
+            reason = str(message["refused"])
+        else:
+            below = message.get("below_floor", [])
+            listed = ", ".join(f"chunk {c['chunk']} ({c['cosine']:.4f})" for c in below[:8])
+            reason = (
+                f"refused at admission: {len(below)} known-answer chunk(s) under the "
+                f"floor {message.get('floor')}: {listed}"
+            )
         lane.stop()
-        lane.state = "refused"
-        lane.reason = (
-            f"refused at admission: {len(below)} known-answer chunk(s) under the "
-            f"floor {message.get('floor')}: {listed}"
-        )
+        lane.state, lane.reason = "refused", reason
 
     def _result(self, lane: Lane, result: Result, work: _Work) -> None:
         lane.in_flight.pop(result.batch_id, None)
@@ -686,28 +614,22 @@ class Scheduler:
                 work.results[row] = vector
                 work.made_by[row] = lane
             elif lane == FALLBACK:
-                self._give_up(row, f"the {FALLBACK} engine returned NaN or zero", work)
+                work.failed[row] = f"the {FALLBACK} engine returned NaN or zero"
             else:
                 work.again.append(row)
 
     def _check_deadlines(self, work: _Work) -> None:
         for lane in self.lanes.values():
-            if lane.state in ("starting", "ready") and lane.overdue():
-                what = (
-                    "said nothing while starting"
-                    if lane.state == "starting"
-                    else (f"missed its {lane.deadline:g} s batch deadline")
-                )
-                self._worker_failed(lane, what, work)
+            if lane.state == "starting" and lane.overdue():
+                self._worker_failed(lane, "said nothing while starting", work)
+            elif lane.state == "ready" and lane.overdue():
+                self._worker_failed(lane, f"missed its {lane.deadline:g} s batch deadline", work)
 
     def _keep_lanes_going(self, work: _Work) -> None:
-        needs_fallback = work.again or any(
-            FALLBACK not in suspect.excluded
-            and all(name in suspect.excluded for name, lane in self.lanes.items() if lane.usable())
-            for suspect in work.suspects
-        )
-        if needs_fallback and FALLBACK not in self.lanes and unavailable_reason(FALLBACK) is None:
-            self.lanes[FALLBACK] = self._lane(FALLBACK)
+        if work.again or any(
+            FALLBACK not in s.excluded and self._stranded(s) for s in work.suspects
+        ):
+            self._add_fallback()
         for lane in self.lanes.values():
             if lane.state == "ready" and lane.exited_idle():
                 lane.stop()  # it left while idle; a new worker starts below
@@ -719,30 +641,34 @@ class Scheduler:
             )
             if needed and lane.can_start():
                 lane.start()
-        for suspect in list(work.suspects):
-            if all(name in suspect.excluded for name, lane in self.lanes.items() if lane.usable()):
-                if not any(lane.usable() for lane in self.lanes.values()):
-                    break  # the in-process fallback decides below
+        usable = any(lane.usable() for lane in self.lanes.values())
+        # With no lane usable every suspect is stranded: the in-process fallback decides.
+        for suspect in list(work.suspects) if usable else ():
+            if self._stranded(suspect):
                 work.suspects.remove(suspect)
                 for row in suspect.rows:
-                    self._give_up(row, _killed(work.alone_deaths[row]), work)
-        if any(lane.usable() for lane in self.lanes.values()) or self._local_only:
+                    work.failed[row] = _killed(work.alone_deaths[row])
+        if usable or self._local_only:
             return
-        if FALLBACK not in self.lanes and unavailable_reason(FALLBACK) is None:
-            self.lanes[FALLBACK] = self._lane(FALLBACK)
-            self.lanes[FALLBACK].start()
+        if (fallback := self._add_fallback()) is not None:
+            fallback.start()
             return
-        reasons = self._reasons()
+        lanes = self.lanes.values()
+        reasons = "; ".join(f"{lane.name}: {lane.reason or lane.state}" for lane in lanes)
         self._local_engine(f"no lane can embed: {reasons}")
         self._local_only = True
         self._say(f"no lane can embed ({reasons}); finishing in this process on the CPU")
 
-    def _reasons(self) -> str:
-        return "; ".join(
-            f"{lane.name}: {lane.reason or lane.state}" for lane in self.lanes.values()
-        )
+    def _stranded(self, suspect: _Suspect) -> bool:
+        """Whether ``suspect`` killed the workers of every usable lane on its own."""
+        return all(name in suspect.excluded for name, lane in self.lanes.items() if lane.usable())
 
-    # -- the in-process fallback -----------------------------------------------------
+    def _add_fallback(self) -> Lane | None:
+        """The CPU lane, added when it is not among the lanes and can run here."""
+        if FALLBACK in self.lanes or unavailable_reason(FALLBACK) is not None:
+            return None
+        self.lanes[FALLBACK] = self._lane(FALLBACK)
+        return self.lanes[FALLBACK]
 
     def _local_engine(self, why: str) -> Any:
         """The in-process CPU engine (what the CPU lane runs), made once."""
@@ -772,7 +698,7 @@ class Scheduler:
             for row in suspect.rows:
                 if FALLBACK in suspect.excluded or work.alone_deaths[row].get(FALLBACK):
                     # It killed the CPU lane's worker: here it could kill this process.
-                    self._give_up(row, _killed(work.alone_deaths[row]), work)
+                    work.failed[row] = _killed(work.alone_deaths[row])
                 else:
                     rows.append(row)
         if not rows and not again_only:
@@ -789,13 +715,13 @@ class Scheduler:
             self._record(work, rows, engine.embed([work.token_ids[r] for r in rows]), FALLBACK)
         except Exception as error:  # one bad row must not end the run: try each alone
             if len(rows) == 1:
-                self._give_up(rows[0], f"in-process engine: {type(error).__name__}: {error}", work)
+                work.failed[rows[0]] = f"in-process engine: {type(error).__name__}: {error}"
                 return
             for row in rows:
                 try:
                     vector = engine.embed([work.token_ids[row]])
                 except Exception as alone:
-                    self._give_up(row, f"in-process engine: {type(alone).__name__}: {alone}", work)
+                    work.failed[row] = f"in-process engine: {type(alone).__name__}: {alone}"
                 else:
                     self._record(work, [row], vector, FALLBACK)
 

@@ -1,14 +1,10 @@
 """A lane worker: ``python -m anekit.lanes.worker LANE [--model M] [--max-length N]``.
 
-It loads its engine (sending progress frames meanwhile), embeds the known-answer
-chunks and compares them with the fp32 reference: below the lane's floor it says
-hello with ``admitted: false`` and the chunks under the floor, and exits. An engine
-that would not run on its lane's device (a ``gpu`` lane whose ONNX Runtime sessions
-landed on the CPU) says hello with ``admitted: false`` and ``refused``: why. Otherwise
-its hello carries its measured rate, and it serves batch frames until told to quit,
-until its stdin closes, or until it has been idle for ``ANEKIT_LANE_IDLE`` seconds.
-
-Everything it prints goes to stderr; stdout carries frames only.
+It loads its engine (sending progress frames meanwhile) and says hello: admitted or not
+by :func:`admission`, or refused by :func:`refusal_hello` (an engine not on its lane's
+device). An admitted worker serves batch frames until told to quit, until its stdin
+closes, or until it has been idle for ``ANEKIT_LANE_IDLE`` seconds. Everything it prints
+goes to stderr; stdout carries frames only.
 """
 
 from __future__ import annotations
@@ -89,7 +85,6 @@ def admission(
         for index, c in enumerate(cosines)
         if not c >= floor
     ]
-    tokens = sum(len(ids) for ids in token_ids)
     return {
         "lane": lane,
         "model": engine.model_id,
@@ -101,7 +96,7 @@ def admission(
         "floor": floor,
         "min_cosine": float(cosines.min()),
         "below_floor": below,
-        "rate_tokens_per_s": tokens / seconds,
+        "rate_tokens_per_s": sum(len(ids) for ids in token_ids) / seconds,
         "chunks_per_s": len(token_ids) / seconds,
         "pid": os.getpid(),
     }
@@ -122,11 +117,6 @@ def refusal_hello(lane: str, refusal: LaneRefused) -> dict[str, Any]:
     }
 
 
-def _wait_readable(stream: IO[bytes], seconds: float) -> bool:
-    readable, _, _ = select.select([stream], [], [], seconds)
-    return bool(readable)
-
-
 def serve(
     lane: str, engine: Engine, faults: Faults, incoming: IO[bytes], outgoing: IO[bytes]
 ) -> None:
@@ -134,7 +124,7 @@ def serve(
     idle = _idle_seconds()
     number = 0
     while True:
-        if not _wait_readable(incoming, idle):
+        if not select.select([incoming], [], [], idle)[0]:
             return  # idle: the parent starts a new worker when it needs one
         payload = protocol.read_frame(incoming)
         if payload is None or payload[:1] == protocol.QUIT:
@@ -176,9 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     faults = from_environment(args.lane)
 
     def progress(stage: str, **details: Any) -> None:
-        protocol.write_frame(
-            outgoing, protocol.json_frame(protocol.PROGRESS, {"stage": stage, **details})
-        )
+        frame = protocol.json_frame(protocol.PROGRESS, {"stage": stage, **details})
+        protocol.write_frame(outgoing, frame)
 
     progress("loading", lane=args.lane, pid=os.getpid())
     if faults.load:
@@ -190,9 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     except LaneRefused as refusal:
         hello = refusal_hello(args.lane, refusal)
     protocol.write_frame(outgoing, protocol.json_frame(protocol.HELLO, hello))
-    if not hello["admitted"]:
-        return 0
-    serve(args.lane, engine, faults, incoming, outgoing)
+    if hello["admitted"]:
+        serve(args.lane, engine, faults, incoming, outgoing)
     return 0
 
 
