@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +20,7 @@ from anekit.embedder import Embedder
 from anekit.errors import EmbeddingFailed, LaneError
 from anekit.lanes import Scheduler
 from anekit.lanes import lane as lane_module
-from anekit.lanes.protocol import Result
+from anekit.lanes.protocol import ProtocolError, Result
 from anekit.models import known_answers
 
 
@@ -437,3 +438,35 @@ def test_an_unproven_worker_with_only_nan_rows_left_is_proven_not_starved(work: 
     scheduler._result(lane, Result(batch_id, vectors, None), job)
     scheduler._feed(lane, job)
     assert sorted(sent[1]) == sorted(list(token_ids[row]) for row in range(8))  # the NaN rows
+
+
+def test_a_batch_that_could_not_be_sent_is_requeued(
+    work: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A send that fails before the lane took the batch (no worker, a frame over the
+    size limit) costs the worker, and the batch's rows go out again: the run finishes
+    with every row (before the fix they were never requeued and the run waited forever)."""
+    token_ids, reference = work
+    real_submit = lane_module.Lane.submit
+    refused: list[int] = []
+
+    def submit_once_refused(self: Any, batch_id: int, rows: Any) -> None:
+        if not refused and self.state == "ready":
+            refused.append(batch_id)
+            raise ProtocolError(f"lane {self.name}: refused before it was recorded")
+        real_submit(self, batch_id, rows)
+
+    monkeypatch.setattr(lane_module.Lane, "submit", submit_once_refused)
+    result: list[np.ndarray] = []
+    with Scheduler(["cpu"]) as scheduler:
+        scheduler.start()
+        runner = threading.Thread(
+            target=lambda: result.append(scheduler.embed(token_ids)), daemon=True
+        )
+        runner.start()
+        runner.join(timeout=60)
+        hung = runner.is_alive()
+    assert not hung, "the run never finished: the refused batch's rows were lost"
+    assert refused
+    _check(result[0], reference, 0.98)
+    assert scheduler.summary.embedded == len(token_ids) and not scheduler.summary.failed

@@ -460,6 +460,8 @@ class Scheduler:
         try:
             lane.submit(batch_id, ids if ids is not None else [work.token_ids[i] for i in rows])
         except (OSError, LaneError) as error:
+            # Owed even when refused before the lane recorded it: requeued with the rest.
+            lane.in_flight.setdefault(batch_id, self.clock())
             self._worker_failed(lane, f"could not send a batch: {error}", work)
 
     def _worker_failed(self, lane: Lane, reason: str, work: _Work, signalled: bool = False) -> None:
