@@ -1,26 +1,27 @@
 """Core ML backend (macOS): run the saved package through coremltools' ``MLModel``.
 
-Kept thin on purpose and unverified on hardware in this project's CI (no Mac):
-it saves the program as an ``.mlpackage`` in a temporary directory (or loads a
-package read from disk as it is, the right ``function_name`` of it) with the compute
-units asked for (``CPU_AND_NE`` by default, so Core ML places what it can on the
-Neural Engine; ``CPU_AND_GPU``, ``CPU_ONLY`` or ``ALL`` as the ``mode``).
-:meth:`CoreMLSession.residency` asks Core ML's ``MLComputePlan`` where each op runs,
-and the run report carries it.
+Kept thin on purpose and unverified on hardware in this project's CI (no Mac): it saves the
+program as an ``.mlpackage`` in a temporary directory (or loads a package read from disk as
+it is, the right ``function_name`` of it) with the compute units asked for (``CPU_AND_NE``
+by default, so Core ML places what it can on the Neural Engine; ``CPU_AND_GPU``,
+``CPU_ONLY`` or ``ALL`` as the ``mode``). :meth:`CoreMLSession.residency` asks Core ML's
+``MLComputePlan`` where each op runs, and the run report carries it.
 
 The GIL: coremltools' ``_MLModelProxy.predict`` (coremlpython/CoreMLPython.mm) calls
-``predictionFromFeatures`` without releasing the GIL. Where PyObjC's CoreML bindings
-are installed (a macOS dependency of anekit), predictions go through
+``predictionFromFeatures`` without releasing it. Where PyObjC's CoreML bindings are
+installed (a macOS dependency of anekit), predictions go through
 :mod:`anekit.backends.coreml_nogil` instead, which releases it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import shutil
 import tempfile
 import time
 import weakref
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,16 +71,12 @@ class CoreMLSession:
             from anekit.analysis import compute_plan
             from anekit.errors import PlacementError
 
-            counts: dict[str, int] = {}
+            plans: dict[str, dict[str, str]] = {}
             if self.package is not None:
-                try:
+                with contextlib.suppress(PlacementError):
                     plans = compute_plan.actual_devices(self.package, self.compute_units)
-                except PlacementError:
-                    plans = {}
-                devices = plans.get(self.function_name or "main", {})
-                for device in devices.values():
-                    counts[device] = counts.get(device, 0) + 1
-            self._residency = counts
+            devices = plans.get(self.function_name or "main", {})
+            self._residency = dict(Counter(devices.values()))
         return self._residency
 
     def predict(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -114,8 +111,7 @@ class CoreMLBackend:
         return "coremltools could not load its Core ML bindings (libcoremlpython)"
 
     def load(self, program: CompiledProgram, mode: str | None = None) -> CoreMLSession:
-        """Load ``program`` with the compute units ``mode`` names (default: this
-        backend's, ``CPU_AND_NE``)."""
+        """Load ``program`` with the compute units ``mode`` names (default: this backend's)."""
         compute_units = mode or self.compute_units
         if compute_units not in COMPUTE_UNITS:
             raise ValueError(f"compute units must be one of {COMPUTE_UNITS}, got {compute_units!r}")

@@ -1,19 +1,16 @@
 """ONNX Runtime backend: CPU everywhere, CUDA where ``onnxruntime-gpu`` and a GPU are.
 
-A program is emitted to ONNX (:mod:`anekit.package.onnx_emitter`) and run with
-graph optimizations on. ``mode="int8"`` quantizes the weights first
-(:func:`anekit.package.onnx_emitter.quantize_int8`: dynamic quantization, one scale
-per output channel for MatMul and Conv weights; the 1x1 convolutions the ANE passes
-make of matmuls are turned back into MatMul for it). Results are measurements of this
-machine's CPU or GPU, never of a Neural Engine.
+A program is emitted to ONNX (:mod:`anekit.package.onnx_emitter`) and run with graph
+optimizations on; ``mode="int8"`` quantizes the weights first
+(:func:`anekit.package.onnx_emitter.quantize_int8`: dynamic, one scale per output
+channel). Results measure this machine's CPU or GPU, never a Neural Engine.
 
-Device truth: ONNX Runtime does not refuse a provider it cannot use. Asked for
-``["CUDAExecutionProvider", "CPUExecutionProvider"]`` where CUDA is missing or
-cannot load (no GPU, no cuDNN), it builds the session on the CPU alone, with no
-error (a Python warning or an ORT log line at most). So every device here is read
-back from ``session.get_providers()``, the providers the session actually
-registered; ``device="cuda"`` raises :class:`ProviderMismatch` when CUDA is not
-the first of them, and ``device="cpu"`` asks for the CPU provider only.
+Device truth: ONNX Runtime does not refuse a provider it cannot use. Asked for CUDA and
+the CPU where CUDA is missing or cannot load (no GPU, no cuDNN), it builds the session on
+the CPU alone, with no error (a Python warning or an ORT log line at most). So every
+device here is read back from ``session.get_providers()``; ``device="cuda"`` raises
+:class:`ProviderMismatch` when CUDA is not the first of them, and ``device="cpu"`` asks
+for the CPU provider only.
 """
 
 from __future__ import annotations
@@ -60,9 +57,7 @@ def providers(device: str = "auto") -> list[str]:
         return [CUDA, CPU]  # the CPU for the few ops CUDA does not implement
     import onnxruntime
 
-    available = onnxruntime.get_available_providers()
-    chosen = [name for name in (CUDA,) if name in available]
-    return [*chosen, CPU]
+    return [CUDA, CPU] if CUDA in onnxruntime.get_available_providers() else [CPU]
 
 
 def device_label(used: Sequence[str]) -> str:
@@ -88,17 +83,12 @@ def check_providers(session: Any, device: str) -> list[str]:
 
 
 def session_for(
-    path: Path | bytes,
-    threads: int | None = None,
-    gpu: bool = True,
-    *,
-    device: str | None = None,
+    path: Path | bytes, threads: int | None = None, gpu: bool = True, *, device: str | None = None
 ) -> Any:
     """An optimized ONNX Runtime session; ``threads`` intra-op threads (default: all).
 
-    ``device`` (see :data:`DEVICES`; default ``auto``, or ``cpu`` with
-    ``gpu=False``) chooses the providers; ``cuda`` raises :class:`ProviderMismatch`
-    when the session does not really run on CUDA.
+    ``device`` (:data:`DEVICES`; default ``auto``, or ``cpu`` with ``gpu=False``) chooses
+    the providers; ``cuda`` raises :class:`ProviderMismatch` unless it really runs on CUDA.
     """
     import onnxruntime
 
@@ -187,8 +177,7 @@ class OnnxSession:
         start = time.perf_counter()
         names = [output.name for output in self.session.get_outputs()]
         ready = {
-            name: np.asarray(value, self.input_types.get(name) or np.asarray(value).dtype)
-            for name, value in feeds.items()
+            name: np.asarray(value, self.input_types.get(name)) for name, value in feeds.items()
         }
         values = self.session.run(names, ready)
         self.last_run = RunReport(
@@ -225,12 +214,11 @@ class OnnxBackend:
         if chosen not in MODES:
             raise ProgramError(f"onnx backend modes are {', '.join(MODES)}, got {chosen!r}")
         model = to_onnx(program)
-        if chosen == "fp32":
-            return OnnxSession(session_for(model.SerializeToString()), chosen, model)
-        with tempfile.TemporaryDirectory(prefix="anekit-onnx-") as scratch:
-            source = save_onnx(model, Path(scratch) / "fp32.onnx")
-            quantized = onnx.load(str(quantize_int8(source, Path(scratch) / "int8.onnx")))
-        return OnnxSession(session_for(quantized.SerializeToString()), chosen, quantized)
+        if chosen == "int8":
+            with tempfile.TemporaryDirectory(prefix="anekit-onnx-") as scratch:
+                source = save_onnx(model, Path(scratch) / "fp32.onnx")
+                model = onnx.load(str(quantize_int8(source, Path(scratch) / "int8.onnx")))
+        return OnnxSession(session_for(model.SerializeToString()), chosen, model)
 
 
 __all__ = [

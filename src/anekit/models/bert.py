@@ -77,17 +77,11 @@ def make_encoder(
         mask = ((1 - keep) * dtype.type(MASK_FILL)).reshape(batch, length, 1)
         x = nn.layer_norm(hidden, norm, norm_bias, axis=1, eps=eps)
         for w in prepared:
-            x = nn.layer_norm(
-                x + attention(x, mask, w), w["norm1"], w["norm1_bias"], axis=1, eps=eps
-            )
+            attended = attention(x, mask, w)
+            x = nn.layer_norm(x + attended, w["norm1"], w["norm1_bias"], axis=1, eps=eps)
             inner = activation(nn.conv1x1(x, w["up"], w["up_bias"]))
-            x = nn.layer_norm(
-                x + nn.conv1x1(inner, w["down"], w["down_bias"]),
-                w["norm2"],
-                w["norm2_bias"],
-                axis=1,
-                eps=eps,
-            )
+            down = nn.conv1x1(inner, w["down"], w["down_bias"])
+            x = nn.layer_norm(x + down, w["norm2"], w["norm2_bias"], axis=1, eps=eps)
         if config.pooling == "cls":
             return x[:, :, 0, 0]
         kept = keep.reshape(batch, 1, 1, length)
@@ -134,13 +128,11 @@ def make_row_encoder(config: EncoderConfig, weights: Weights) -> Callable[[Any, 
             scores = np.matmul(q.transpose(0, 2, 1, 3), k.transpose(0, 2, 3, 1)) + mask
             attended = np.matmul(nn.softmax(scores, axis=-1), v.transpose(0, 2, 1, 3))
             merged = attended.transpose(0, 2, 1, 3).reshape(batch, length, channels)
-            x = nn.layer_norm(
-                x + merged @ w["out_t"] + w["out_bias"], w["norm1"], w["norm1_bias"], eps=eps
-            )
+            out = merged @ w["out_t"]
+            x = nn.layer_norm(x + out + w["out_bias"], w["norm1"], w["norm1_bias"], eps=eps)
             inner = activation(x @ w["up_t"] + w["up_bias"])
-            x = nn.layer_norm(
-                x + inner @ w["down_t"] + w["down_bias"], w["norm2"], w["norm2_bias"], eps=eps
-            )
+            down = inner @ w["down_t"]
+            x = nn.layer_norm(x + down + w["down_bias"], w["norm2"], w["norm2_bias"], eps=eps)
         if config.pooling == "cls":
             return x[:, 0, :]
         summed = np.sum(x * keep.reshape(batch, length, 1), axis=1)

@@ -67,14 +67,8 @@ def _pooling(folder: Path) -> tuple[str, bool]:
         raise ModelError(f"{modules_path}: expected a list of modules")
     types = [str(item.get("type", "")) for item in modules]
     normalize = any(kind.endswith(".Normalize") for kind in types)
-    pooling_dir = next(
-        (
-            folder / str(item.get("path", ""))
-            for item, kind in zip(modules, types, strict=True)
-            if kind.endswith(".Pooling")
-        ),
-        None,
-    )
+    poolers = [item for item, kind in zip(modules, types, strict=True) if kind.endswith(".Pooling")]
+    pooling_dir = folder / str(poolers[0].get("path", "")) if poolers else None
     pooling = "mean"
     if pooling_dir is not None and (pooling_dir / "config.json").exists():
         settings = _read_json(pooling_dir / "config.json")

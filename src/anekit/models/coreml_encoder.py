@@ -21,7 +21,6 @@ from prior-art.md §1.11 and seed 000:
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import secrets
@@ -36,7 +35,7 @@ from anekit.backends import coreml_nogil
 from anekit.models.batching import Batch
 from anekit.models.embeddings import embed
 from anekit.models.encoders import LoadedModel, ModelEncoder
-from anekit.models.package import PackageInfo, function_name, packages_dir
+from anekit.models.package import PackageInfo, exclusive_lock, function_name, packages_dir
 
 #: Hex digits of the content digest in a compiled model's name.
 KEY_DIGITS = 16
@@ -71,27 +70,21 @@ def compile_key(package: Path) -> str:
 
 
 def compiled_path(package: Path) -> Path:
-    """The compiled model of ``package`` (content-keyed), compiled under a lock if
-    missing."""
+    """The compiled model of ``package`` (content-keyed), compiled under a lock if missing."""
     folder = packages_dir() / "compiled"
-    folder.mkdir(parents=True, exist_ok=True)
     key = compile_key(package)
     target = folder / f"{key}.mlmodelc"
-    with (folder / f"{key}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            # Under the lock nobody else compiles this key: any temporary is stale.
-            for stale in folder.glob(f"{key}.*.tmp.mlmodelc"):
-                shutil.rmtree(stale, ignore_errors=True)
-            if not target.exists():
-                temporary = folder / f"{key}.{os.getpid()}-{secrets.token_hex(4)}.tmp.mlmodelc"
-                try:
-                    compiled = ct.models.utils.compile_model(str(package), str(temporary))
-                    os.replace(compiled, target)
-                finally:
-                    shutil.rmtree(temporary, ignore_errors=True)  # gone once renamed
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with exclusive_lock(folder / f"{key}.lock"):  # creates the folder
+        # Under the lock nobody else compiles this key: any temporary is stale.
+        for stale in folder.glob(f"{key}.*.tmp.mlmodelc"):
+            shutil.rmtree(stale, ignore_errors=True)
+        if not target.exists():
+            temporary = folder / f"{key}.{os.getpid()}-{secrets.token_hex(4)}.tmp.mlmodelc"
+            try:
+                compiled = ct.models.utils.compile_model(str(package), str(temporary))
+                os.replace(compiled, target)
+            finally:
+                shutil.rmtree(temporary, ignore_errors=True)  # gone once renamed
     return target
 
 

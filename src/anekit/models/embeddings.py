@@ -16,8 +16,7 @@ def _summed(weights: Weights, config: EncoderConfig, ids: np.ndarray) -> np.ndar
     """Token + position + token-type embeddings of ``ids`` (B, S), as (B, S, C)."""
     length = ids.shape[1]
     positions = np.arange(config.position_offset, config.position_offset + length)
-    summed = weights.word[ids] + weights.position[positions][None] + weights.token_type[0]
-    return np.asarray(summed)
+    return np.asarray(weights.word[ids] + weights.position[positions][None] + weights.token_type[0])
 
 
 def embed(weights: Weights, config: EncoderConfig, ids: np.ndarray) -> np.ndarray:

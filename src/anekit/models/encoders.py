@@ -1,18 +1,18 @@
 """Encoders: token ids to embeddings, one model on one runtime.
 
 Every way anekit embeds is an :class:`Encoder`: the NumPy fp32 reference
-(:class:`ReferenceEncoder`), the fp16 package in the simulator (:class:`SimEncoder`) or
-on Core ML (:class:`~anekit.models.coreml_encoder.CoreMLEncoder`), ONNX Runtime
-(:class:`OnnxRuntimeEncoder`) and a pool of lane workers
-(:class:`anekit.lanes.LanePool`). :class:`anekit.Embedder` is a tokenizer, batching
-and one encoder; a lane worker runs one encoder (:func:`open_encoder`).
-
-The encoders here run the model in this process: the word lookup on the host (gather
-does not run on the ANE), then one program call per batch of length-sorted rows.
+(:class:`ReferenceEncoder`), the fp16 package in the simulator (:class:`SimEncoder`) or on
+Core ML (:class:`~anekit.models.coreml_encoder.CoreMLEncoder`), ONNX Runtime
+(:class:`OnnxRuntimeEncoder`) and a pool of lane workers (:class:`anekit.lanes.LanePool`).
+:class:`anekit.Embedder` is a tokenizer, batching and one encoder; a lane worker runs one
+encoder (:func:`open_encoder`). The encoders here run the model in this process: the word
+lookup on the host (gather does not run on the ANE), then one program call per batch of
+length-sorted rows.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +21,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from anekit.errors import ModelError
-from anekit.models.batching import BATCH, Batch, batches, buckets_for
+from anekit.models.batching import BATCH, Batch, batches, buckets_for, length_steps
 from anekit.models.config import EncoderConfig, load_config
 from anekit.models.embeddings import embed, embed_rows
-from anekit.models.onnx_models import ONNX_BATCH, OnnxEncoder, lengths_for
+from anekit.models.onnx_models import LENGTH_STEP, ONNX_BATCH, OnnxEncoder
 from anekit.models.package import PackageInfo, ensure_package, function_name
 from anekit.models.registry import resolve
 from anekit.models.weights import Weights, load_weights
@@ -110,13 +110,10 @@ class ModelEncoder:
         batch: int = BATCH,
         fill: bool = True,
     ) -> None:
-        self.model = model
         self.model_id, self.folder = model.model_id, model.folder
         self.config, self.weights = model.config, model.weights
         self.dimension = model.config.hidden_size
-        if lengths is None:
-            lengths = buckets_for(model.config.max_length)
-        self.lengths = tuple(lengths)
+        self.lengths = tuple(buckets_for(model.config.max_length) if lengths is None else lengths)
         self.batch, self.fill = batch, fill
 
     @property
@@ -132,8 +129,7 @@ class ModelEncoder:
         pad = self.config.pad_token_id
         for batch in batches(token_ids, self.lengths, pad, self.batch, fill=self.fill):
             vectors = np.asarray(self.run(batch), np.float32)
-            for row, index in enumerate(batch.indices):
-                result[index] = vectors[row]
+            result[batch.indices] = vectors[: len(batch.indices)]
         return result
 
     def providers(self) -> list[str]:
@@ -171,22 +167,18 @@ class SimEncoder(ModelEncoder):
     def __init__(self, model: LoadedModel, package: Callable[[], PackageInfo]) -> None:
         super().__init__(model)
         self._find_package = package
-        self._package: PackageInfo | None = None
         self._programs: dict[int, Any] = {}
 
-    @property
+    @functools.cached_property
     def package(self) -> PackageInfo:
         """The package it runs, found (or built) on first use."""
-        if self._package is None:
-            self._package = self._find_package()
-        return self._package
+        return self._find_package()
 
     def _program(self, bucket: int) -> Any:
         if bucket not in self._programs:
             from anekit.frontends.mlpackage import load_package
 
-            name = function_name(bucket)
-            self._programs[bucket] = load_package(self.package.path, function=name)
+            self._programs[bucket] = load_package(self.package.path, function=function_name(bucket))
         return self._programs[bucket]
 
     def run(self, batch: Batch) -> np.ndarray:
@@ -196,19 +188,13 @@ class SimEncoder(ModelEncoder):
 
 
 class OnnxRuntimeEncoder(ModelEncoder):
-    """The row-layout encoder on ONNX Runtime (int8 weights per channel, or fp32).
-
-    ONNX Runtime takes any length: rows are padded to their group's longest, rounded up
-    to 16 tokens, in groups of :data:`ONNX_BATCH` that are not filled up.
-    """
+    """The row-layout encoder on ONNX Runtime (int8 weights per channel, or fp32): rows
+    padded to their group's longest rounded up to :data:`LENGTH_STEP` tokens, in groups of
+    :data:`ONNX_BATCH` that are not filled up (ONNX Runtime takes any shape)."""
 
     def __init__(self, model: LoadedModel, sessions: OnnxEncoder) -> None:
-        super().__init__(
-            model,
-            lengths=lengths_for(model.config.max_length),
-            batch=ONNX_BATCH,
-            fill=False,
-        )
+        lengths = length_steps(model.config.max_length, LENGTH_STEP)
+        super().__init__(model, lengths=lengths, batch=ONNX_BATCH, fill=False)
         self.sessions = sessions
 
     @property
@@ -219,8 +205,8 @@ class OnnxRuntimeEncoder(ModelEncoder):
         return self.sessions.providers()
 
     def run(self, batch: Batch) -> np.ndarray:
-        hidden_rows = embed_rows(self.weights, self.config, batch.ids)
-        return np.asarray(self.sessions.run(hidden_rows, batch.keep), np.float32)
+        hidden = embed_rows(self.weights, self.config, batch.ids)
+        return np.asarray(self.sessions.run(hidden, batch.keep), np.float32)
 
 
 def open_encoder(

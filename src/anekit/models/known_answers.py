@@ -61,8 +61,7 @@ def row_cosines(got: np.ndarray, want: np.ndarray) -> np.ndarray:
 
 def load() -> KnownAnswers:
     """The fixture shipped with anekit."""
-    text = resources.files("anekit.models").joinpath(RESOURCE).read_text("utf-8")
-    data = json.loads(text)
+    data = json.loads(resources.files("anekit.models").joinpath(RESOURCE).read_text("utf-8"))
     return KnownAnswers(
         model=data["model"],
         max_length=int(data["max_length"]),

