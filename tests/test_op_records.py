@@ -39,6 +39,16 @@ def test_every_group_member_is_a_known_op() -> None:
         assert unknown == [], (name, unknown)
 
 
+def test_every_record_has_an_op_table_verdict() -> None:
+    # The record's op type is its key in the op table (analysis/data/ops.toml): an op the
+    # simulator runs but the table lacks would get no placement verdict.
+    from anekit.analysis import load_op_table
+
+    table = load_op_table()
+    missing = sorted(name for name in OPS if table.entry(name) is None)
+    assert missing == [], missing
+
+
 def test_the_cliffs_of_a_record_run_through_check() -> None:
     class Op:
         op_type = "matmul"
