@@ -33,14 +33,19 @@ TOKENS = 256
 
 
 def make_ffn(
-    d_model: int = D_MODEL, d_hidden: int = D_HIDDEN, seed: int = 0
+    d_model: int = D_MODEL, d_hidden: int = D_HIDDEN, seed: int = 0, dtype: Any = np.float16
 ) -> Callable[[Any], Any]:
-    """The feed-forward block as a NumPy function of ``x`` (T, D), weights closed over."""
+    """The feed-forward block as a NumPy function of ``x`` (T, D), weights closed over:
+    fp16 values, held as ``dtype`` (float32 for NumPy's own speed, float64 as reference)."""
     rng = np.random.default_rng(seed)
-    g = (1 + 0.1 * rng.standard_normal(d_model)).astype(np.float16)
-    W1 = (rng.standard_normal((d_hidden, d_model)) / np.sqrt(d_model)).astype(np.float16)
-    W3 = (rng.standard_normal((d_hidden, d_model)) / np.sqrt(d_model)).astype(np.float16)
-    W2 = (rng.standard_normal((d_model, d_hidden)) / np.sqrt(d_hidden)).astype(np.float16)
+
+    def weight(values: np.ndarray) -> np.ndarray:
+        return values.astype(np.float16).astype(dtype)
+
+    g = weight(1 + 0.1 * rng.standard_normal(d_model))
+    W1 = weight(rng.standard_normal((d_hidden, d_model)) / np.sqrt(d_model))
+    W3 = weight(rng.standard_normal((d_hidden, d_model)) / np.sqrt(d_model))
+    W2 = weight(rng.standard_normal((d_model, d_hidden)) / np.sqrt(d_hidden))
 
     def silu(z: Any) -> Any:
         return z / (1 + np.exp(-z))

@@ -11,6 +11,7 @@ import logging
 import click
 
 from anekit._version import __version__
+from anekit.cli.bench import bench
 from anekit.cli.convert import convert
 from anekit.cli.demo import demo
 from anekit.cli.lanes import embed, lanes
@@ -33,7 +34,7 @@ def cli(verbose: bool) -> None:
 
 
 for command in (
-    demo, embed, lanes, convert, build_model, models, simulate, doctor, ops, version,
+    bench, demo, embed, lanes, convert, build_model, models, simulate, doctor, ops, version,
     index, search, status, forget, watch, mcp, serve,
 ):  # fmt: skip
     cli.add_command(command)

@@ -1,0 +1,341 @@
+"""``anekit bench``: the seed-003 table on the machine in front of you.
+
+The workloads of AppleNeuralEngine.jl's table (shared/seeds/003): the LLaMA-style FFN
+block (D=512, H=1536, T=256) and x·W at three sizes, each traced once with
+:func:`anekit.compile` and run on every column this machine has:
+
+- ``ane`` and ``gpu``: Core ML with ``CPU_AND_NE`` / ``CPU_AND_GPU`` (macOS; unverified
+  on hardware in this project's CI, which has no Mac);
+- ``numpy``: the same NumPy function in float32 (its BLAS and thread count named);
+- ``onnxruntime``: the traced program through ONNX Runtime on the CPU, fp32;
+- ``simulator``: the ANE simulator's fp16 numerics: simulated, never a device figure.
+
+A column this machine lacks stays in the table with the reason. Times are per call and
+include what a caller pays around the device: the inputs' checks, casts and padding, and
+the outputs' copies back. Each column is warmed up (its first call, timed apart as the
+cold call, is also the fidelity check), then the columns take turns for
+``passes`` passes of ``repeat`` calls (the first column rotates, so no column always
+runs first); a cell is the median call and the range of the passes' medians. Fidelity
+is the largest error relative to the largest |value| of the float64 result.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import anekit
+from anekit.demo import make_ffn
+
+#: Columns, in table order: key -> label.
+COLUMNS = {
+    "ane": "ANE (Core ML, CPU_AND_NE)",
+    "gpu": "GPU (Core ML, CPU_AND_GPU)",
+    "numpy": "NumPy fp32",
+    "onnxruntime": "ONNX Runtime CPU fp32",
+    "simulator": "simulator (fp16, simulated)",
+}
+#: How each column runs a traced program: (backend, its mode); None: plain NumPy.
+_RUNS: dict[str, tuple[str, str] | None] = {
+    "ane": ("coreml", "CPU_AND_NE"),
+    "gpu": ("coreml", "CPU_AND_GPU"),
+    "numpy": None,
+    "onnxruntime": ("onnx", "fp32"),
+    "simulator": ("sim", "ane"),
+}
+#: ``size="small"`` divides every dimension by this (CI and quick looks).
+SMALL_DIVISOR = 8
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One row: a NumPy function whose fp16-valued weights are held in a given dtype."""
+
+    name: str
+    flops: float
+    build: Callable[[Any], Callable[..., Any]]
+    inputs: tuple[np.ndarray, ...]
+
+
+def _matmul(m: int, k: int, n: int) -> Workload:
+    rng = np.random.default_rng(k * n)
+    w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float16)
+    x = rng.standard_normal((m, k)).astype(np.float16)
+
+    def build(dtype: Any) -> Callable[..., Any]:
+        weight = w.astype(dtype)
+        return lambda a: a @ weight
+
+    return Workload(f"x·W {m}x{k}·{k}x{n}", 2.0 * m * k * n, build, (x,))
+
+
+def workloads(size: str = "full") -> list[Workload]:
+    """The seed-003 rows at full size, or each dimension divided by :data:`SMALL_DIVISOR`."""
+    if size not in ("full", "small"):
+        raise ValueError(f"size must be 'full' or 'small', got {size!r}")
+    div = SMALL_DIVISOR if size == "small" else 1
+    d, h, t = 512 // div, 1536 // div, 256 // div
+    rng = np.random.default_rng(1)
+    ffn = Workload(
+        f"FFN block D={d} H={h} T={t}",
+        6.0 * t * d * h,  # three (T,D)x(D,H)-sized matmuls; the norm and SiLU are noise
+        lambda dtype: make_ffn(d, h, dtype=dtype),
+        (rng.standard_normal((t, d)).astype(np.float16),),
+    )
+    shapes = [(256, 1024, 1024), (1024, 1024, 1024), (2048, 2048, 2048)]
+    return [ffn, *(_matmul(*(s // div for s in shape)) for shape in shapes)]
+
+
+@dataclass
+class Cell:
+    """One workload on one column: per-pass call times (ms), fidelity, or why not."""
+
+    column: str
+    reason: str | None = None
+    passes: list[list[float]] = field(default_factory=list)
+    first_call_ms: float | None = None
+    rel_error: float | None = None
+
+    @property
+    def median_ms(self) -> float:
+        return float(np.median([t for times in self.passes for t in times]))
+
+    @property
+    def spread_ms(self) -> tuple[float, float]:
+        medians = [float(np.median(times)) for times in self.passes]
+        return min(medians), max(medians)
+
+    def to_json(self, flops: float) -> dict[str, Any]:
+        if self.reason is not None:
+            return {"available": False, "reason": self.reason}
+        low, high = self.spread_ms
+        return {
+            "available": True,
+            "median_ms": self.median_ms,
+            "spread_ms": [low, high],
+            "gflops": flops / self.median_ms / 1e6,
+            "rel_error": self.rel_error,
+            "first_call_ms": self.first_call_ms,
+            "calls": sum(len(times) for times in self.passes),
+        }
+
+
+def _unavailable(column: str) -> str | None:
+    """Why ``column`` cannot run here (None: it can)."""
+    run = _RUNS[column]
+    if run is None:
+        return None
+    from anekit.backends import select_backend
+    from anekit.errors import BackendUnavailableError
+
+    try:
+        select_backend(run[0])
+    except BackendUnavailableError as error:
+        return str(error)
+    return None
+
+
+def _caller(column: str, workload: Workload, program: Any) -> Callable[[], np.ndarray]:
+    run = _RUNS[column]
+    if run is None:
+        fn = workload.build(np.float32)
+        inputs = [x.astype(np.float32) for x in workload.inputs]
+        return lambda: np.asarray(fn(*inputs))
+    backend, mode = run
+    return lambda: np.asarray(program(*workload.inputs, backend=backend, mode=mode))
+
+
+@dataclass
+class BenchResult:
+    """The table: rows of cells, the columns and how they were measured."""
+
+    rows: list[tuple[Workload, dict[str, Cell]]]
+    columns: list[str]
+    repeat: int
+    passes: int
+    warmup: int
+    size: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "machine": machine(),
+            "method": {
+                "size": self.size,
+                "warmup_calls": self.warmup,
+                "passes": self.passes,
+                "calls_per_pass": self.repeat,
+                "includes": "input checks, casts and padding; output copies",
+                "simulated_columns": ["simulator"],
+            },
+            "columns": [
+                {"key": key, "label": COLUMNS[key], "simulated": key == "simulator"}
+                for key in self.columns
+            ],
+            "rows": [
+                {
+                    "workload": workload.name,
+                    "gflop": workload.flops / 1e9,
+                    "cells": {key: cell.to_json(workload.flops) for key, cell in cells.items()},
+                }
+                for workload, cells in self.rows
+            ],
+        }
+
+
+def run(
+    size: str = "full",
+    columns: Sequence[str] = tuple(COLUMNS),
+    repeat: int = 5,
+    passes: int = 3,
+    warmup: int = 2,
+    progress: Callable[[str], None] | None = None,
+) -> BenchResult:
+    """Measure every workload on every column (see the module docstring for how)."""
+    unknown = sorted(set(columns) - set(COLUMNS))
+    if unknown:
+        known = ", ".join(COLUMNS)
+        raise ValueError(f"unknown column(s) {', '.join(unknown)}; choose from {known}")
+    if min(repeat, passes, warmup) < 1:
+        raise ValueError("repeat, passes and warmup must each be at least 1")
+    reasons = {key: _unavailable(key) for key in columns}
+    rows = []
+    for workload in workloads(size):
+        if progress is not None:
+            progress(f"{workload.name}: tracing")
+        program = anekit.compile(workload.build(np.float16), *workload.inputs)
+        want = np.asarray(
+            workload.build(np.float64)(*(x.astype(np.float64) for x in workload.inputs))
+        )
+        cells = {key: Cell(key, reason=reasons[key]) for key in columns}
+        callers: dict[str, Callable[[], np.ndarray]] = {}
+        for key, cell in cells.items():
+            if cell.reason is not None:
+                continue
+            if progress is not None:
+                progress(f"{workload.name}: warming up {COLUMNS[key]}")
+            try:
+                caller = _caller(key, workload, program)
+                started = time.perf_counter()
+                got = caller()
+                cell.first_call_ms = (time.perf_counter() - started) * 1000
+                for _ in range(warmup - 1):
+                    caller()
+            except Exception as error:  # a column that fails is a cell that says so
+                cell.reason = f"failed: {type(error).__name__}: {error}"
+                continue
+            cell.rel_error = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
+            callers[key] = caller
+        order = list(callers)
+        for index in range(passes if order else 0):
+            if progress is not None:
+                progress(f"{workload.name}: pass {index + 1} of {passes}")
+            first = index % len(order)
+            for key in order[first:] + order[:first]:
+                times = []
+                for _ in range(repeat):
+                    started = time.perf_counter()
+                    callers[key]()
+                    times.append((time.perf_counter() - started) * 1000)
+                cells[key].passes.append(times)
+        rows.append((workload, cells))
+    return BenchResult(rows, list(columns), repeat, passes, warmup, size)
+
+
+def _blas() -> str:
+    """NumPy's BLAS and its thread count (threadpoolctl reads the loaded library)."""
+    from threadpoolctl import threadpool_info
+
+    np.ones((2, 2)) @ np.ones((2, 2))  # loads the BLAS if nothing has yet
+    pools = [pool for pool in threadpool_info() if pool.get("user_api") == "blas"]
+    if not pools:
+        return "unknown BLAS"
+    pool = pools[0]
+    return f"{pool['internal_api']} {pool.get('version') or ''} ({pool['num_threads']} threads)"
+
+
+def _chip() -> str:
+    if platform.system() == "Darwin":
+        import subprocess
+
+        found = subprocess.run(
+            ["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True
+        )
+        return found.stdout.strip() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine() -> dict[str, Any]:
+    """The header: chip, OS, versions."""
+    import importlib.metadata
+    import os
+
+    def version(name: str) -> str | None:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    return {
+        "chip": _chip(),
+        "cores": os.cpu_count(),
+        "os": f"{platform.system()} {platform.release()}"
+        + (f" (macOS {platform.mac_ver()[0]})" if platform.system() == "Darwin" else ""),
+        "python": platform.python_version(),
+        "anekit": anekit.__version__,
+        "numpy": f"{np.__version__}, {_blas()}",
+        "onnxruntime": version("onnxruntime"),
+        "coremltools": version("coremltools"),
+    }
+
+
+def _cell_text(cell: Cell, flops: float) -> str:
+    if cell.reason is not None:
+        return "failed" if cell.reason.startswith("failed") else "unavailable"
+    low, high = cell.spread_ms
+    return (
+        f"{cell.median_ms:.3g} ms ({low:.3g}-{high:.3g}), "
+        f"{flops / cell.median_ms / 1e6:.3g} GFLOP/s, err {cell.rel_error:.1e}"
+    )
+
+
+def markdown(result: BenchResult) -> str:
+    """The table as Markdown, with the machine and the method in its header."""
+    info = machine()
+    lines = [
+        f"## anekit bench: {info['chip']}, {info['os']}",
+        "",
+        f"anekit {info['anekit']}, Python {info['python']}, NumPy {info['numpy']}, "
+        f"ONNX Runtime {info['onnxruntime']}, coremltools {info['coremltools']}; "
+        f"{time.strftime('%Y-%m-%d')}.",
+        "",
+        f"Per call: median ms (range of {result.passes} passes' medians, {result.repeat} calls "
+        f"each, after {result.warmup} warm-up calls, columns taking turns), GFLOP/s, and the "
+        "largest error relative to max |float64 result|. Times include the inputs' checks, "
+        "casts and padding and the outputs' copies. The simulator column is simulated, not a "
+        "device figure.",
+        "",
+        "| workload | " + " | ".join(COLUMNS[key] for key in result.columns) + " |",
+        "|---|" + "---|" * len(result.columns),
+    ]
+    for workload, cells in result.rows:
+        texts = [_cell_text(cells[key], workload.flops) for key in result.columns]
+        lines.append(f"| {workload.name} | " + " | ".join(texts) + " |")
+    notes = {
+        (key, cell.reason) for _, cells in result.rows for key, cell in cells.items() if cell.reason
+    }
+    if notes:
+        lines.append("")
+        lines += [f"- {COLUMNS[key]}: {reason}" for key, reason in sorted(notes)]
+    return "\n".join(lines) + "\n"

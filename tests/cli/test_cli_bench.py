@@ -1,0 +1,135 @@
+"""``anekit bench``: every column this machine has, measured on the seed-003 workloads
+(small sizes here); a column it lacks says why; a column that fails is a cell, not a crash."""
+
+from __future__ import annotations
+
+import json
+import platform
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from anekit import bench
+from anekit.cli import cli
+
+ON_MAC = platform.system() == "Darwin"
+
+
+@pytest.fixture(scope="module")
+def result() -> bench.BenchResult:
+    return bench.run(size="small", repeat=2, passes=3, warmup=1)
+
+
+def test_the_rows_are_the_seed_003_workloads_scaled_down() -> None:
+    names = [workload.name for workload in bench.workloads("small")]
+    assert names == [
+        "FFN block D=64 H=192 T=32",
+        "x·W 32x128·128x128",
+        "x·W 128x128·128x128",
+        "x·W 256x256·256x256",
+    ]
+    full = bench.workloads("full")
+    assert full[0].name == "FFN block D=512 H=1536 T=256"
+    assert full[0].flops == 6 * 256 * 512 * 1536
+    assert full[-1].flops == 2 * 2048**3
+    with pytest.raises(ValueError, match="size must be"):
+        bench.workloads("medium")
+
+
+@pytest.mark.skipif(ON_MAC, reason="Core ML is there on a Mac")
+def test_core_ml_columns_off_macos_are_unavailable_with_the_reason(
+    result: bench.BenchResult,
+) -> None:
+    for _, cells in result.rows:
+        for key in ("ane", "gpu"):
+            reason = cells[key].reason
+            assert reason is not None and "macOS" in reason
+            assert cells[key].passes == []
+
+
+def test_each_available_column_is_timed_and_checked_against_float64(
+    result: bench.BenchResult,
+) -> None:
+    # NumPy fp32 is within fp32 rounding; ONNX Runtime computes in fp32 but the traced
+    # program's outputs are fp16 (2^-11 relative); the simulator adds fp16 inside.
+    bounds = {"numpy": 1e-5, "onnxruntime": 6e-4, "simulator": 5e-3}
+    for workload, cells in result.rows:
+        for key, bound in bounds.items():
+            cell = cells[key]
+            assert cell.reason is None, (workload.name, key, cell.reason)
+            assert len(cell.passes) == 3 and all(len(times) == 2 for times in cell.passes)
+            assert cell.rel_error is not None and cell.rel_error < bound, (workload.name, key)
+            data = cell.to_json(workload.flops)
+            assert data["calls"] == 6
+            assert data["gflops"] == pytest.approx(workload.flops / (data["median_ms"] / 1e3) / 1e9)
+            low, high = data["spread_ms"]
+            assert 0 < low <= high
+        # fp16 inside makes the simulator measurably less exact than fp32 NumPy
+        simulated, exact = cells["simulator"].rel_error, cells["numpy"].rel_error
+        assert simulated is not None and exact is not None and simulated > 10 * exact
+
+
+def test_the_markdown_table_has_every_column_and_row(result: bench.BenchResult) -> None:
+    text = bench.markdown(result)
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("| workload |"))
+    assert [cell.strip() for cell in header.strip("|").split("|")][1:] == list(
+        bench.COLUMNS.values()
+    )
+    rows = [line for line in lines if line.startswith("| FFN") or line.startswith("| x·W")]
+    assert len(rows) == 4
+    for line in rows:
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        assert len(cells) == 1 + len(bench.COLUMNS)
+        numpy_cell = cells[1 + list(bench.COLUMNS).index("numpy")]
+        assert "GFLOP/s" in numpy_cell
+        assert numpy_cell.endswith(tuple(f"e-0{d}" for d in range(5, 10)))  # fp32-exact
+    assert "simulated, not a device figure" in text
+    assert "openblas" in text.lower() or "mkl" in text.lower() or "accelerate" in text.lower()
+    if not ON_MAC:
+        assert "- ANE (Core ML, CPU_AND_NE): backend 'coreml' cannot run here" in text
+
+
+def test_a_column_that_fails_is_a_cell_that_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = bench._caller
+
+    def caller(column: str, workload: Any, program: Any) -> Any:
+        if column == "onnxruntime":
+            raise RuntimeError("no lowering for this op")
+        return real(column, workload, program)
+
+    monkeypatch.setattr(bench, "_caller", caller)
+    every = bench.workloads
+    monkeypatch.setattr(bench, "workloads", lambda size: every(size)[:1])
+    result = bench.run(size="small", columns=["numpy", "onnxruntime"], repeat=1, passes=1)
+    ((_, cells),) = result.rows
+    assert cells["onnxruntime"].reason == "failed: RuntimeError: no lowering for this op"
+    assert cells["numpy"].reason is None and cells["numpy"].median_ms > 0
+    assert "| failed |" in bench.markdown(result)
+
+
+def test_the_cli_prints_json_for_the_chosen_columns() -> None:
+    outcome = CliRunner().invoke(
+        cli,
+        ["bench", "--size", "small", "--column", "numpy", "--column", "simulator",
+         "--repeat", "1", "--passes", "1", "--warmup", "1", "--json"],
+    )  # fmt: skip
+    assert outcome.exit_code == 0, outcome.output
+    data = json.loads(outcome.output)
+    assert [column["key"] for column in data["columns"]] == ["numpy", "simulator"]
+    assert [column["simulated"] for column in data["columns"]] == [False, True]
+    assert data["machine"]["numpy"].startswith(np.__version__)
+    assert len(data["rows"]) == 4
+    for row in data["rows"]:
+        assert set(row["cells"]) == {"numpy", "simulator"}
+        assert all(cell["available"] and cell["median_ms"] > 0 for cell in row["cells"].values())
+
+
+def test_an_unknown_column_is_a_usage_error() -> None:
+    outcome = CliRunner().invoke(cli, ["bench", "--column", "tpu"])
+    assert outcome.exit_code == 2
+    assert "unknown column(s) tpu; choose from ane, gpu, numpy, onnxruntime, simulator" in (
+        outcome.output
+    )
