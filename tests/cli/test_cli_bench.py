@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import platform
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -110,14 +111,16 @@ def test_a_column_that_fails_is_a_cell_that_says_so(monkeypatch: pytest.MonkeyPa
     assert "| failed |" in bench.markdown(result)
 
 
-def test_the_cli_prints_json_for_the_chosen_columns() -> None:
+def test_the_cli_prints_json_for_the_chosen_columns(tmp_path: Path) -> None:
+    saved = tmp_path / "mine.json"
     outcome = CliRunner().invoke(
         cli,
         ["bench", "--size", "small", "--column", "numpy", "--column", "simulator",
-         "--repeat", "1", "--passes", "1", "--warmup", "1", "--json"],
+         "--repeat", "1", "--passes", "1", "--warmup", "1", "--json", "--save", str(saved)],
     )  # fmt: skip
     assert outcome.exit_code == 0, outcome.output
     data = json.loads(outcome.output)
+    assert json.loads(saved.read_text()) == data
     assert [column["key"] for column in data["columns"]] == ["numpy", "simulator"]
     assert [column["simulated"] for column in data["columns"]] == [False, True]
     assert data["machine"]["numpy"].startswith(np.__version__)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import click
 
 from anekit.cli._common import emit_json, esc, stderr, with_json
@@ -29,9 +32,21 @@ from anekit.cli._common import emit_json, esc, stderr, with_json
     show_default=True,
     help="Warm-up calls per column (the first is also timed as the cold call).",
 )
+@click.option(
+    "--save",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the JSON report here (the file to share with the table).",
+)
 @with_json
 def bench(
-    size: str, columns: tuple[str, ...], repeat: int, passes: int, warmup: int, as_json: bool
+    size: str,
+    columns: tuple[str, ...],
+    repeat: int,
+    passes: int,
+    warmup: int,
+    save: Path | None,
+    as_json: bool,
 ) -> None:
     """Time the seed-003 workloads (FFN block, x·W at three sizes) on every column this
     machine has: the ANE and GPU through Core ML (macOS), NumPy fp32, ONNX Runtime CPU
@@ -50,7 +65,10 @@ def bench(
         )
     except ValueError as error:
         raise click.UsageError(str(error)) from error
+    payload = result.to_json()
+    if save is not None:
+        save.write_text(json.dumps(payload, indent=2) + "\n")
     if as_json:
-        emit_json(result.to_json())
+        emit_json(payload)
     else:
         click.echo(bench_module.markdown(result), nl=False)
