@@ -2,7 +2,8 @@
 
 The workloads of AppleNeuralEngine.jl's table (shared/seeds/003): the LLaMA-style FFN
 block (D=512, H=1536, T=256) and x·W at three sizes, each traced once with
-:func:`anekit.compile` and run on every column this machine has:
+:func:`anekit.compile`, and the default embedding model (all-MiniLM-L6-v2) at 4 x 256
+tokens through each column's encoder, run on every column this machine has:
 
 - ``ane`` and ``gpu``: Core ML with ``CPU_AND_NE`` / ``CPU_AND_GPU`` (macOS; unverified
   on hardware in this project's CI, which has no Mac);
@@ -16,7 +17,8 @@ the outputs' copies back. Each column is warmed up (its first call, timed apart 
 cold call, is also the fidelity check), then the columns take turns for
 ``passes`` passes of ``repeat`` calls (the first column rotates, so no column always
 runs first); a cell is the median call and the range of the passes' medians. Fidelity
-is the largest error relative to the largest |value| of the float64 result.
+is the largest error relative to the largest |value| of the float64 result (for the
+embedding model: of the fp32 NumPy encoder's vectors).
 """
 
 from __future__ import annotations
@@ -60,6 +62,36 @@ class Workload:
     flops: float
     build: Callable[[Any], Callable[..., Any]]
     inputs: tuple[np.ndarray, ...]
+    reference: str = "float64"
+
+
+@dataclass(frozen=True)
+class ModelWorkload:
+    """The default embedding model on a batch of token ids, through each column's encoder
+    (:func:`anekit.models.encoders.open_encoder`); its reference is the fp32 NumPy encoder."""
+
+    name: str
+    flops: float
+    token_ids: list[list[int]]
+    reference: str = "the fp32 NumPy encoder"
+
+
+def model_workload(size: str = "full", batch: int = 4) -> ModelWorkload:
+    """all-MiniLM-L6-v2 (the default model) at ``batch`` x its 256 tokens (small: 32)."""
+    from anekit.embedder import Embedder
+    from anekit.models.encoders import ModelEncoder
+
+    embedder = Embedder(backend="numpy")
+    assert isinstance(embedder.encoder, ModelEncoder)
+    config = embedder.encoder.config
+    tokens = config.max_length // (SMALL_DIVISOR if size == "small" else 1)
+    text = " ".join(f"def handler_{i}(request): return request.json()" for i in range(200))
+    ids = [row[: tokens - 1] + row[-1:] for row in embedder.tokenize([text] * batch)]
+    d, ff = config.hidden_size, config.intermediate_size
+    # per layer: Q, K, V, output and the two FFN matmuls, then QK^T and scores x V
+    per_layer = tokens * (4 * d * d + 2 * d * ff) + 2 * tokens * tokens * d
+    flops = 2.0 * batch * config.num_layers * per_layer
+    return ModelWorkload(f"all-MiniLM-L6-v2 embed {batch}x{tokens}", flops, ids)
 
 
 def _matmul(m: int, k: int, n: int) -> Workload:
@@ -140,7 +172,29 @@ def _unavailable(column: str) -> str | None:
     return None
 
 
-def _caller(column: str, workload: Workload, program: Any) -> Callable[[], np.ndarray]:
+#: How each column runs the embedding model: (open_encoder kind, its options).
+_ENCODERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "ane": ("coreml", {"compute_units": "CPU_AND_NE"}),
+    "gpu": ("coreml", {"compute_units": "CPU_AND_GPU"}),
+    "numpy": ("numpy", {}),
+    "onnxruntime": ("onnx", {"variant": "fp32", "device": "cpu"}),
+    "simulator": ("sim", {}),
+}
+
+
+def _model_caller(column: str, workload: ModelWorkload) -> Callable[[], np.ndarray]:
+    from anekit.models.encoders import SimEncoder, open_encoder
+
+    kind, options = _ENCODERS[column]
+    encoder = open_encoder(kind, **options)
+    if isinstance(encoder, SimEncoder):
+        encoder.package  # noqa: B018  (found or built now, not in the first timed call)
+    return lambda: encoder.encode(workload.token_ids)
+
+
+def _caller(column: str, workload: Workload | ModelWorkload, program: Any) -> Callable[[], Any]:
+    if isinstance(workload, ModelWorkload):
+        return _model_caller(column, workload)
     run = _RUNS[column]
     if run is None:
         fn = workload.build(np.float32)
@@ -154,7 +208,7 @@ def _caller(column: str, workload: Workload, program: Any) -> Callable[[], np.nd
 class BenchResult:
     """The table: rows of cells, the columns and how they were measured."""
 
-    rows: list[tuple[Workload, dict[str, Cell]]]
+    rows: list[tuple[Workload | ModelWorkload, dict[str, Cell]]]
     columns: list[str]
     repeat: int
     passes: int
@@ -180,11 +234,24 @@ class BenchResult:
                 {
                     "workload": workload.name,
                     "gflop": workload.flops / 1e9,
+                    "reference": workload.reference,
                     "cells": {key: cell.to_json(workload.flops) for key, cell in cells.items()},
                 }
                 for workload, cells in self.rows
             ],
         }
+
+
+def _prepare(workload: Workload | ModelWorkload) -> tuple[Any, np.ndarray]:
+    """The traced program (None for the model: each column opens its encoder) and the
+    reference result."""
+    if isinstance(workload, ModelWorkload):
+        from anekit.models.encoders import open_encoder
+
+        return None, open_encoder("numpy").encode(workload.token_ids)
+    program = anekit.compile(workload.build(np.float16), *workload.inputs)
+    inputs = (x.astype(np.float64) for x in workload.inputs)
+    return program, np.asarray(workload.build(np.float64)(*inputs))
 
 
 def run(
@@ -193,9 +260,11 @@ def run(
     repeat: int = 5,
     passes: int = 3,
     warmup: int = 2,
+    model: bool = True,
     progress: Callable[[str], None] | None = None,
 ) -> BenchResult:
-    """Measure every workload on every column (see the module docstring for how)."""
+    """Measure every workload (and the embedding model unless ``model=False``) on every
+    column (see the module docstring for how)."""
     unknown = sorted(set(columns) - set(COLUMNS))
     if unknown:
         known = ", ".join(COLUMNS)
@@ -203,14 +272,14 @@ def run(
     if min(repeat, passes, warmup) < 1:
         raise ValueError("repeat, passes and warmup must each be at least 1")
     reasons = {key: _unavailable(key) for key in columns}
-    rows = []
-    for workload in workloads(size):
+    rows: list[tuple[Workload | ModelWorkload, dict[str, Cell]]] = []
+    every: list[Workload | ModelWorkload] = [*workloads(size)]
+    if model:
+        every.append(model_workload(size))
+    for workload in every:
         if progress is not None:
-            progress(f"{workload.name}: tracing")
-        program = anekit.compile(workload.build(np.float16), *workload.inputs)
-        want = np.asarray(
-            workload.build(np.float64)(*(x.astype(np.float64) for x in workload.inputs))
-        )
+            progress(f"{workload.name}: preparing")
+        program, want = _prepare(workload)
         cells = {key: Cell(key, reason=reasons[key]) for key in columns}
         callers: dict[str, Callable[[], np.ndarray]] = {}
         for key, cell in cells.items():
@@ -322,7 +391,8 @@ def markdown(result: BenchResult) -> str:
         "",
         f"Per call: median ms (range of {result.passes} passes' medians, {result.repeat} calls "
         f"each, after {result.warmup} warm-up calls, columns taking turns), GFLOP/s, and the "
-        "largest error relative to max |float64 result|. Times include the inputs' checks, "
+        "largest error relative to max |float64 result| (the embedding row: max |fp32 NumPy "
+        "encoder's vectors|). Times include the inputs' checks, "
         "casts and padding and the outputs' copies. The simulator column is simulated, not a "
         "device figure.",
         "",

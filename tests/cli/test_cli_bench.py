@@ -1,5 +1,6 @@
-"""``anekit bench``: every column this machine has, measured on the seed-003 workloads
-(small sizes here); a column it lacks says why; a column that fails is a cell, not a crash."""
+"""``anekit bench``: every column this machine has, measured on the seed-003 workloads and
+the embedding model (small sizes here); a column it lacks says why; a column that fails is
+a cell, not a crash."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def test_each_available_column_is_timed_and_checked_against_float64(
     # NumPy fp32 is within fp32 rounding; ONNX Runtime computes in fp32 but the traced
     # program's outputs are fp16 (2^-11 relative); the simulator adds fp16 inside.
     bounds = {"numpy": 1e-5, "onnxruntime": 6e-4, "simulator": 5e-3}
-    for workload, cells in result.rows:
+    for workload, cells in result.rows[:-1]:
         for key, bound in bounds.items():
             cell = cells[key]
             assert cell.reason is None, (workload.name, key, cell.reason)
@@ -72,6 +73,21 @@ def test_each_available_column_is_timed_and_checked_against_float64(
         assert simulated is not None and exact is not None and simulated > 10 * exact
 
 
+def test_the_embedding_row_runs_each_columns_encoder(result: bench.BenchResult) -> None:
+    workload, cells = result.rows[-1]
+    assert isinstance(workload, bench.ModelWorkload)
+    assert workload.name == "all-MiniLM-L6-v2 embed 4x32"
+    assert [len(ids) for ids in workload.token_ids] == [32] * 4
+    assert workload.flops == 2.0 * 4 * 6 * (32 * (4 * 384**2 + 2 * 384 * 1536) + 2 * 32**2 * 384)
+    # The reference is the fp32 NumPy encoder; ONNX Runtime fp32 agrees to fp32 rounding,
+    # the fp16 package in the simulator to fp16's.
+    errors = {key: cells[key].rel_error for key in ("numpy", "onnxruntime", "simulator")}
+    assert errors["numpy"] == 0.0
+    assert errors["onnxruntime"] is not None and errors["onnxruntime"] < 1e-5
+    assert errors["simulator"] is not None and 1e-4 < errors["simulator"] < 1e-2
+    assert result.to_json()["rows"][-1]["reference"] == "the fp32 NumPy encoder"
+
+
 def test_the_markdown_table_has_every_column_and_row(result: bench.BenchResult) -> None:
     text = bench.markdown(result)
     lines = text.splitlines()
@@ -79,9 +95,9 @@ def test_the_markdown_table_has_every_column_and_row(result: bench.BenchResult) 
     assert [cell.strip() for cell in header.strip("|").split("|")][1:] == list(
         bench.COLUMNS.values()
     )
-    rows = [line for line in lines if line.startswith("| FFN") or line.startswith("| x·W")]
-    assert len(rows) == 4
-    for line in rows:
+    rows = [line for line in lines if line.startswith(("| FFN", "| x·W", "| all-MiniLM"))]
+    assert len(rows) == 5
+    for line in rows[:-1]:
         cells = [cell.strip() for cell in line.strip("|").split("|")]
         assert len(cells) == 1 + len(bench.COLUMNS)
         numpy_cell = cells[1 + list(bench.COLUMNS).index("numpy")]
@@ -104,7 +120,9 @@ def test_a_column_that_fails_is_a_cell_that_says_so(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(bench, "_caller", caller)
     every = bench.workloads
     monkeypatch.setattr(bench, "workloads", lambda size: every(size)[:1])
-    result = bench.run(size="small", columns=["numpy", "onnxruntime"], repeat=1, passes=1)
+    result = bench.run(
+        size="small", columns=["numpy", "onnxruntime"], repeat=1, passes=1, model=False
+    )
     ((_, cells),) = result.rows
     assert cells["onnxruntime"].reason == "failed: RuntimeError: no lowering for this op"
     assert cells["numpy"].reason is None and cells["numpy"].median_ms > 0
@@ -116,7 +134,8 @@ def test_the_cli_prints_json_for_the_chosen_columns(tmp_path: Path) -> None:
     outcome = CliRunner().invoke(
         cli,
         ["bench", "--size", "small", "--column", "numpy", "--column", "simulator",
-         "--repeat", "1", "--passes", "1", "--warmup", "1", "--json", "--save", str(saved)],
+         "--repeat", "1", "--passes", "1", "--warmup", "1", "--no-model", "--json",
+         "--save", str(saved)],
     )  # fmt: skip
     assert outcome.exit_code == 0, outcome.output
     data = json.loads(outcome.output)

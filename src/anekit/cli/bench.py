@@ -33,6 +33,11 @@ from anekit.cli._common import emit_json, esc, stderr, with_json
     help="Warm-up calls per column (the first is also timed as the cold call).",
 )
 @click.option(
+    "--no-model",
+    is_flag=True,
+    help="Leave out the embedding model's row (its package is built once, about a minute).",
+)
+@click.option(
     "--save",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -45,10 +50,12 @@ def bench(
     repeat: int,
     passes: int,
     warmup: int,
+    no_model: bool,
     save: Path | None,
     as_json: bool,
 ) -> None:
-    """Time the seed-003 workloads (FFN block, x·W at three sizes) on every column this
+    """Time the seed-003 workloads (FFN block, x·W at three sizes) and the embedding
+    model (4 x 256 tokens) on every column this
     machine has: the ANE and GPU through Core ML (macOS), NumPy fp32, ONNX Runtime CPU
     fp32, and the simulator (simulated, not a device figure). A missing column says why."""
     from anekit import bench as bench_module
@@ -61,6 +68,7 @@ def bench(
             repeat=repeat,
             passes=passes,
             warmup=warmup,
+            model=not no_model,
             progress=None if as_json else lambda message: stderr.print(esc(message)),
         )
     except ValueError as error:
