@@ -7,6 +7,7 @@ import dataclasses
 import json
 import shutil
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +65,16 @@ def _cast_input(spec: TensorSpec, array: np.ndarray, problems: list[str]) -> np.
                 "became inf in the cast"
             )
     return cast
+
+
+def _described(
+    specs: Sequence[TensorSpec], arrays: Sequence[np.ndarray]
+) -> tuple[tuple[str, tuple[int, ...], str, int], ...]:
+    """``(name, shape, dtype, bytes)`` of each array, for run reports."""
+    return tuple(
+        (str(spec.name), tuple(array.shape), str(array.dtype), int(array.nbytes))
+        for spec, array in zip(specs, arrays, strict=True)
+    )
 
 
 @dataclass(frozen=True)
@@ -364,6 +375,10 @@ class CompiledProgram:
 
     # -- running --------------------------------------------------------------------
 
+    def unload(self) -> None:
+        """Drop the sessions this program holds on backends; the next call loads again."""
+        self._sessions.clear()
+
     def _feeds(
         self, arrays: tuple[Any, ...], problems: list[str] | None = None
     ) -> dict[str, np.ndarray]:
@@ -441,19 +456,30 @@ class CompiledProgram:
         chosen = select_backend(backend if backend is not None else ("sim" if mode else None))
         key = f"{chosen.name}:{mode or ''}"
         session = self._sessions.get(key)
+        load_seconds = None
         if session is None:
+            started = time.perf_counter()
             session = chosen.load(self, mode=mode)
+            load_seconds = time.perf_counter() - started
             self._sessions[key] = session
         outputs = session.predict(feeds)
-        self.last_run = session.last_run
         results = []
         for package, spec in zip(self.io.package_outputs, self.output_specs, strict=True):
             value = np.asarray(outputs[str(package.name)]).reshape(package.shape)
             value = self.io.unpad(spec.name, value)  # drop pad_io_width's padding
             results.append(value.astype(spec.dtype, copy=False))
+        self.last_run = session.last_run
         problems += self._output_problems(results)
-        if self.last_run is not None and problems:
-            self.last_run = dataclasses.replace(self.last_run, problems=tuple(problems))
+        if self.last_run is not None:
+            self.last_run = dataclasses.replace(
+                self.last_run,
+                problems=tuple(problems),
+                function=self.function_name,
+                requested=mode or getattr(session, "compute_units", None),
+                load_seconds=load_seconds,
+                inputs=_described(self.input_specs, [feeds[str(s.name)] for s in self.input_specs]),
+                outputs=_described(self.output_specs, results),
+            )
         alarm(problems, strict=strict)
         tree = self._output_tree
         if tree == "single" and len(results) == 1:

@@ -41,6 +41,23 @@ class RunReport:
     numerics: Any = None
     residency: dict[str, int] | None = None
     problems: tuple[str, ...] = ()
+    #: Filled in by :class:`~anekit.program.CompiledProgram`: the function run, the
+    #: backend option asked for (compute units, numerics), the seconds loading the
+    #: program on the backend took when this call loaded it (None: already loaded),
+    #: and the inputs (as sent to the backend: cast, padded) and outputs (as returned)
+    #: as ``(name, shape, dtype, bytes)``.
+    function: str | None = None
+    requested: str | None = None
+    load_seconds: float | None = None
+    inputs: tuple[tuple[str, tuple[int, ...], str, int], ...] = ()
+    outputs: tuple[tuple[str, tuple[int, ...], str, int], ...] = ()
+
+    @property
+    def fell_back(self) -> bool | None:
+        """Whether the compute plan put any op off the Neural Engine (None: no plan)."""
+        if not self.residency:
+            return None
+        return any(device != "ane" for device in self.residency)
 
     def describe(self) -> str:
         kind = "simulated" if self.simulated else "measured"
