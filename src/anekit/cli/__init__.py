@@ -19,6 +19,7 @@ from anekit.cli.models import build_model, models
 from anekit.cli.placement import doctor, ops
 from anekit.cli.run import run
 from anekit.cli.search import forget, index, search, status
+from anekit.cli.selftest import selftest
 from anekit.cli.serve import mcp, serve
 from anekit.cli.simulate import simulate
 from anekit.cli.version import version
@@ -36,7 +37,7 @@ def cli(verbose: bool) -> None:
 
 for command in (
     bench, demo, embed, lanes, convert, build_model, models, simulate, run, doctor, ops,
-    version, index, search, status, forget, watch, mcp, serve,
+    version, selftest, index, search, status, forget, watch, mcp, serve,
 ):  # fmt: skip
     cli.add_command(command)
 
