@@ -7,18 +7,13 @@ from pathlib import Path
 import click
 
 from anekit.cli._common import emit_json, with_json
-from anekit.cli.simulate import _simulation_inputs
+from anekit.cli._inputs import inputs_option, program_inputs, seed_option
 
 
 @click.command()
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--function", default=None, help="Function of a multifunction package.")
-@click.option(
-    "--inputs",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="An .npz file with one array per input (default: random normal floats, integer ones).",
-)
+@inputs_option
 @click.option(
     "--backend",
     type=click.Choice(["coreml", "sim", "onnx"]),
@@ -37,7 +32,7 @@ from anekit.cli.simulate import _simulation_inputs
     help="The simulator's numerics (ane, fp32) or ONNX Runtime's (fp32, int8).",
 )
 @click.option("--repeat", default=10, show_default=True, help="Warm calls after the cold one.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for random inputs.")
+@seed_option
 @with_json
 def run(
     path: Path,
@@ -64,7 +59,7 @@ def run(
     if repeat < 1:
         raise click.BadParameter("must be at least 1", param_hint="--repeat")
     program = anekit.load(path, function=function)
-    feeds = _simulation_inputs(program, inputs, seed)
+    feeds = program_inputs(program, inputs, seed)
     arrays = [feeds[str(spec.name)] for spec in program.input_specs]
     backend = "coreml" if compute_units is not None else backend
     result = measure(program, *arrays, backend=backend, mode=compute_units or mode, repeat=repeat)

@@ -4,63 +4,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
 from anekit import config, errors
 from anekit.cli._common import emit_json, esc, stderr, stdout, titled_table, with_json
-
-
-def _simulation_inputs(program: Any, inputs: Path | None, seed: int) -> dict[str, Any]:
-    import numpy as np
-
-    if inputs is not None:
-        return _read_npz(inputs, [str(spec.name) for spec in program.input_specs])
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for spec in program.input_specs:
-        if spec.dtype.kind == "f":
-            feeds[str(spec.name)] = rng.standard_normal(spec.shape).astype(spec.dtype)
-        else:
-            feeds[str(spec.name)] = np.ones(spec.shape, spec.dtype)
-    return feeds
-
-
-def _read_npz(path: Path, names: list[str]) -> dict[str, Any]:
-    """The arrays called ``names`` in the .npz file ``path``; a ProgramError naming the
-    file when it is missing, empty, truncated, not an .npz archive or lacks an input."""
-    import zipfile
-
-    import numpy as np
-
-    def unreadable(reason: object) -> errors.ProgramError:
-        return errors.ProgramError(
-            f"--inputs {path}: not a readable .npz file ({reason}); write one with "
-            "numpy.savez(path, NAME=array, ...)"
-        )
-
-    try:
-        data = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise errors.ProgramError(f"--inputs {path}: no such file") from None
-    except EOFError:  # NumPy's answer to an empty file
-        raise unreadable("the file is empty") from None
-    except (OSError, ValueError, zipfile.BadZipFile) as error:
-        raise unreadable(error) from error
-    if not isinstance(data, np.lib.npyio.NpzFile):
-        raise unreadable("it holds a single .npy array, not named arrays")
-    with data:
-        missing = [name for name in names if name not in data.files]
-        if missing:
-            raise errors.ProgramError(
-                f"--inputs {path}: has no array for input(s) {', '.join(missing)} "
-                f"(it has {', '.join(data.files) or 'none'})"
-            )
-        try:
-            return {name: data[name] for name in names}
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
-            raise unreadable(error) from error
+from anekit.cli._inputs import inputs_option, program_inputs, seed_option
 
 
 @click.command()
@@ -80,12 +29,7 @@ def _read_npz(path: Path, names: list[str]) -> dict[str, Any]:
     help="How reduce_sum/reduce_mean accumulate in ane mode (default fp16); fp32 mode "
     "always accumulates in fp32.",
 )
-@click.option(
-    "--inputs",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="An .npz file with one array per input (default: random normal floats, integer ones).",
-)
+@inputs_option
 @click.option(
     "--engine",
     type=click.Choice(["auto", "interpreter", "compiled"]),
@@ -93,7 +37,7 @@ def _read_npz(path: Path, names: list[str]) -> dict[str, Any]:
     show_default=True,
     help="auto: one ONNX Runtime graph when every op can be lowered, else op by op.",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for random inputs.")
+@seed_option
 @click.option("--top", type=int, default=10, show_default=True, help="Ops to list by magnitude.")
 @click.option(
     "--strict",
@@ -131,7 +75,7 @@ def simulate(
     # What the simulator actually does: in fp32 mode every sum is a float32 sum.
     used = "fp32" if mode == "fp32" else (accumulation or "fp16")
     program = anekit.load(path, function=function)
-    feeds = program.package_feeds(_simulation_inputs(program, inputs, seed))
+    feeds = program.package_feeds(program_inputs(program, inputs, seed))
     result = sim.run(
         program.program,
         feeds,
