@@ -242,16 +242,21 @@ class BenchResult:
         }
 
 
+def _program(workload: Workload | ModelWorkload) -> Any:
+    """The traced program (None for the model: each column opens its encoder)."""
+    if isinstance(workload, ModelWorkload):
+        return None
+    return anekit.compile(workload.build(np.float16), *workload.inputs)
+
+
 def _prepare(workload: Workload | ModelWorkload) -> tuple[Any, np.ndarray]:
-    """The traced program (None for the model: each column opens its encoder) and the
-    reference result."""
+    """The traced program and the reference result."""
     if isinstance(workload, ModelWorkload):
         from anekit.models.encoders import open_encoder
 
         return None, open_encoder("numpy").encode(workload.token_ids)
-    program = anekit.compile(workload.build(np.float16), *workload.inputs)
     inputs = (x.astype(np.float64) for x in workload.inputs)
-    return program, np.asarray(workload.build(np.float64)(*inputs))
+    return _program(workload), np.asarray(workload.build(np.float64)(*inputs))
 
 
 def run(
@@ -405,6 +410,131 @@ def markdown(result: BenchResult) -> str:
     notes = {
         (key, cell.reason) for _, cells in result.rows for key, cell in cells.items() if cell.reason
     }
+    if notes:
+        lines.append("")
+        lines += [f"- {COLUMNS[key]}: {reason}" for key, reason in sorted(notes)]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class LatencyCell:
+    """One workload on one column: single-request latency and saturated throughput."""
+
+    column: str
+    reason: str | None = None
+    latencies_ms: list[float] = field(default_factory=list)
+    in_flight: int = 0
+    requests: int = 0
+    seconds: float = 0.0  # wall clock for ``requests`` calls with ``in_flight`` at a time
+
+    def percentile(self, q: float) -> float:
+        return float(np.percentile(self.latencies_ms, q))
+
+    @property
+    def requests_per_second(self) -> float:
+        return self.requests / self.seconds
+
+    def to_json(self) -> dict[str, Any]:
+        if self.reason is not None:
+            return {"available": False, "reason": self.reason}
+        return {
+            "available": True,
+            "latency_ms": {f"p{q}": self.percentile(q) for q in (50, 95, 99)},
+            "latency_calls": len(self.latencies_ms),
+            "throughput": {
+                "in_flight": self.in_flight,
+                "requests": self.requests,
+                "requests_per_second": self.requests_per_second,
+            },
+        }
+
+
+def latency(
+    size: str = "full",
+    columns: Sequence[str] = tuple(COLUMNS),
+    requests: int = 40,
+    in_flight: int = 4,
+    warmup: int = 2,
+    model: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> list[tuple[Workload | ModelWorkload, dict[str, LatencyCell]]]:
+    """Per workload and column: ``requests`` calls one at a time (latency p50/p95/p99),
+    then ``requests`` calls with ``in_flight`` threads each holding its own loaded copy
+    (saturated throughput, requests per second). The embedding model runs one text per
+    request (batch 1)."""
+    if min(requests, in_flight, warmup) < 1:
+        raise ValueError("requests, in_flight and warmup must each be at least 1")
+    from concurrent.futures import ThreadPoolExecutor
+
+    reasons = {key: _unavailable(key) for key in columns}
+    every: list[Workload | ModelWorkload] = [*workloads(size)]
+    if model:
+        every.append(model_workload(size, batch=1))
+    rows = []
+    for workload in every:
+        cells = {key: LatencyCell(key, reason=reasons[key]) for key in columns}
+        for key, cell in cells.items():
+            if cell.reason is not None:
+                continue
+            if progress is not None:
+                progress(f"{workload.name}: {COLUMNS[key]}")
+            try:
+                callers = [_caller(key, workload, _program(workload)) for _ in range(in_flight)]
+                for caller in callers:
+                    for _ in range(warmup):
+                        caller()
+            except Exception as error:  # a column that fails is a cell that says so
+                cell.reason = f"failed: {type(error).__name__}: {error}"
+                continue
+            for _ in range(requests):
+                started = time.perf_counter()
+                callers[0]()
+                cell.latencies_ms.append((time.perf_counter() - started) * 1000)
+            shares = [requests // in_flight + (i < requests % in_flight) for i in range(in_flight)]
+
+            def work(caller: Callable[[], Any], count: int) -> None:
+                for _ in range(count):
+                    caller()
+
+            started = time.perf_counter()
+            with ThreadPoolExecutor(in_flight) as pool:
+                for done in [pool.submit(work, c, n) for c, n in zip(callers, shares, strict=True)]:
+                    done.result()
+            cell.seconds = time.perf_counter() - started
+            cell.in_flight, cell.requests = in_flight, requests
+        rows.append((workload, cells))
+    return rows
+
+
+def latency_markdown(
+    rows: list[tuple[Workload | ModelWorkload, dict[str, LatencyCell]]], columns: Sequence[str]
+) -> str:
+    """The latency table: p50/p95/p99 of single requests, then requests/s in flight."""
+    info = machine()
+    lines = [
+        f"## anekit bench --latency: {info['chip']}, {info['os']}",
+        "",
+        "Per column: latency of one request at a time (p50 / p95 / p99 ms), then saturated "
+        "throughput (requests/s with several in flight, each thread holding its own loaded "
+        "copy). The simulator column is simulated, not a device figure.",
+        "",
+        "| workload | " + " | ".join(COLUMNS[key] for key in columns) + " |",
+        "|---|" + "---|" * len(columns),
+    ]
+    for workload, cells in rows:
+        texts = []
+        for key in columns:
+            cell = cells[key]
+            if cell.reason is not None:
+                texts.append("failed" if cell.reason.startswith("failed") else "unavailable")
+                continue
+            p50, p95, p99 = (cell.percentile(q) for q in (50, 95, 99))
+            texts.append(
+                f"{p50:.3g} / {p95:.3g} / {p99:.3g} ms; "
+                f"{cell.requests_per_second:.3g} req/s at {cell.in_flight} in flight"
+            )
+        lines.append(f"| {workload.name} | " + " | ".join(texts) + " |")
+    notes = {(key, c.reason) for _, cells in rows for key, c in cells.items() if c.reason}
     if notes:
         lines.append("")
         lines += [f"- {COLUMNS[key]}: {reason}" for key, reason in sorted(notes)]

@@ -155,3 +155,55 @@ def test_an_unknown_column_is_a_usage_error() -> None:
     assert "unknown column(s) tpu; choose from ane, gpu, numpy, onnxruntime, simulator" in (
         outcome.output
     )
+
+
+def test_latency_keeps_single_requests_apart_from_requests_in_flight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = bench._caller
+    calls: list[list[int]] = []
+
+    def counted(column: str, workload: Any, program: Any) -> Any:
+        call = real(column, workload, program)
+        count = [0]
+        calls.append(count)
+
+        def caller() -> Any:
+            count[0] += 1
+            return call()
+
+        return caller
+
+    monkeypatch.setattr(bench, "_caller", counted)
+    rows = bench.latency(
+        size="small", columns=["numpy", "ane"], requests=5, in_flight=2, warmup=1, model=False
+    )
+    assert len(rows) == 4
+    # Per workload, two loaded copies: the first takes the 5 single requests, then both
+    # share the 5 requests in flight (3 + 2), each after 1 warm-up call.
+    assert [count[0] for count in calls[:2]] == [1 + 5 + 3, 1 + 2]
+    for _, cells in rows:
+        cell = cells["numpy"]
+        data = cell.to_json()
+        p50, p95, p99 = (data["latency_ms"][f"p{q}"] for q in (50, 95, 99))
+        assert 0 < p50 <= p95 <= p99 and data["latency_calls"] == 5
+        assert data["throughput"]["in_flight"] == 2 and data["throughput"]["requests"] == 5
+        assert cell.requests_per_second == pytest.approx(5 / cell.seconds)
+        if not ON_MAC:
+            assert cells["ane"].to_json()["available"] is False
+    text = bench.latency_markdown(rows, ["numpy", "ane"])
+    assert "req/s at 2 in flight" in text and "p50 / p95 / p99" in text
+
+
+def test_the_cli_latency_mode_prints_json() -> None:
+    outcome = CliRunner().invoke(
+        cli,
+        ["bench", "--latency", "--size", "small", "--column", "onnxruntime", "--repeat", "2",
+         "--passes", "1", "--warmup", "1", "--in-flight", "2", "--no-model", "--json"],
+    )  # fmt: skip
+    assert outcome.exit_code == 0, outcome.output
+    data = json.loads(outcome.output)
+    assert data["columns"] == ["onnxruntime"]
+    for row in data["rows"]:
+        cell = row["cells"]["onnxruntime"]
+        assert cell["latency_calls"] == 2 and cell["throughput"]["in_flight"] == 2

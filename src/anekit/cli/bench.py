@@ -38,6 +38,15 @@ from anekit.cli._common import emit_json, esc, stderr, with_json
     help="Leave out the embedding model's row (its package is built once, about a minute).",
 )
 @click.option(
+    "--latency",
+    "latency_mode",
+    is_flag=True,
+    help="Latency of one request at a time (p50/p95/p99) apart from saturated throughput.",
+)
+@click.option(
+    "--in-flight", default=4, show_default=True, help="--latency: requests in flight at once."
+)
+@click.option(
     "--save",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -51,6 +60,8 @@ def bench(
     passes: int,
     warmup: int,
     no_model: bool,
+    latency_mode: bool,
+    in_flight: int,
     save: Path | None,
     as_json: bool,
 ) -> None:
@@ -61,6 +72,35 @@ def bench(
     from anekit import bench as bench_module
 
     chosen = columns or tuple(bench_module.COLUMNS)
+    progress = None if as_json else lambda message: stderr.print(esc(message))
+    if latency_mode:
+        try:
+            rows = bench_module.latency(
+                size=size,
+                columns=chosen,
+                requests=repeat * passes,
+                in_flight=in_flight,
+                warmup=warmup,
+                model=not no_model,
+                progress=progress,
+            )
+        except ValueError as error:
+            raise click.UsageError(str(error)) from error
+        latency_payload = {
+            "machine": bench_module.machine(),
+            "columns": list(chosen),
+            "rows": [
+                {"workload": w.name, "cells": {k: c.to_json() for k, c in cells.items()}}
+                for w, cells in rows
+            ],
+        }
+        if save is not None:
+            save.write_text(json.dumps(latency_payload, indent=2) + "\n")
+        if as_json:
+            emit_json(latency_payload)
+        else:
+            click.echo(bench_module.latency_markdown(rows, chosen), nl=False)
+        return
     try:
         result = bench_module.run(
             size=size,
@@ -69,7 +109,7 @@ def bench(
             passes=passes,
             warmup=warmup,
             model=not no_model,
-            progress=None if as_json else lambda message: stderr.print(esc(message)),
+            progress=progress,
         )
     except ValueError as error:
         raise click.UsageError(str(error)) from error
