@@ -106,6 +106,35 @@ def _matmul(m: int, k: int, n: int) -> Workload:
     return Workload(f"x·W {m}x{k}·{k}x{n}", 2.0 * m * k * n, build, (x,))
 
 
+def _conv1x1(channels: int, sequence: int) -> Workload:
+    from anekit import nn
+
+    rng = np.random.default_rng(channels * sequence)
+    w = (rng.standard_normal((channels, channels)) / np.sqrt(channels)).astype(np.float16)
+    x = rng.standard_normal((1, channels, 1, sequence)).astype(np.float16)
+
+    def build(dtype: Any) -> Callable[..., Any]:
+        weight = w.astype(dtype)
+        return lambda a: nn.conv1x1(a, weight)
+
+    flops = 2.0 * channels * channels * sequence
+    return Workload(f"conv1x1 C={channels} S={sequence}", flops, build, (x,))
+
+
+#: ``anekit bench sweep``'s default grid: channels x sequence, for conv1x1 and matmul.
+SWEEP_CHANNELS = (256, 512, 1024, 2048)
+SWEEP_SEQUENCE = (64, 256, 1024)
+
+
+def sweep_workloads(
+    channels: Sequence[int] = SWEEP_CHANNELS, sequence: Sequence[int] = SWEEP_SEQUENCE
+) -> list[Workload]:
+    """conv1x1 on (1, C, 1, S) and x·W with x (S, C), W (C, C), over the grid: where
+    throughput steps as the shapes grow."""
+    grid = [(c, s) for c in channels for s in sequence]
+    return [_conv1x1(c, s) for c, s in grid] + [_matmul(s, c, c) for c, s in grid]
+
+
 def workloads(size: str = "full") -> list[Workload]:
     """The seed-003 rows at full size, or each dimension divided by :data:`SMALL_DIVISOR`."""
     if size not in ("full", "small"):
@@ -267,9 +296,11 @@ def run(
     warmup: int = 2,
     model: bool = True,
     progress: Callable[[str], None] | None = None,
+    rows: Sequence[Workload] | None = None,
 ) -> BenchResult:
     """Measure every workload (and the embedding model unless ``model=False``) on every
-    column (see the module docstring for how)."""
+    column (see the module docstring for how); ``rows``: these workloads instead (a
+    sweep), without the model."""
     unknown = sorted(set(columns) - set(COLUMNS))
     if unknown:
         known = ", ".join(COLUMNS)
@@ -277,9 +308,9 @@ def run(
     if min(repeat, passes, warmup) < 1:
         raise ValueError("repeat, passes and warmup must each be at least 1")
     reasons = {key: _unavailable(key) for key in columns}
-    rows: list[tuple[Workload | ModelWorkload, dict[str, Cell]]] = []
-    every: list[Workload | ModelWorkload] = [*workloads(size)]
-    if model:
+    measured: list[tuple[Workload | ModelWorkload, dict[str, Cell]]] = []
+    every: list[Workload | ModelWorkload] = [*(workloads(size) if rows is None else rows)]
+    if model and rows is None:
         every.append(model_workload(size))
     for workload in every:
         if progress is not None:
@@ -316,8 +347,8 @@ def run(
                     callers[key]()
                     times.append((time.perf_counter() - started) * 1000)
                 cells[key].passes.append(times)
-        rows.append((workload, cells))
-    return BenchResult(rows, list(columns), repeat, passes, warmup, size)
+        measured.append((workload, cells))
+    return BenchResult(measured, list(columns), repeat, passes, warmup, size)
 
 
 def _blas() -> str:
@@ -504,6 +535,19 @@ def latency(
             cell.in_flight, cell.requests = in_flight, requests
         rows.append((workload, cells))
     return rows
+
+
+def latency_json(
+    rows: list[tuple[Workload | ModelWorkload, dict[str, LatencyCell]]], columns: Sequence[str]
+) -> dict[str, Any]:
+    return {
+        "machine": machine(),
+        "columns": list(columns),
+        "rows": [
+            {"workload": workload.name, "cells": {k: c.to_json() for k, c in cells.items()}}
+            for workload, cells in rows
+        ],
+    }
 
 
 def latency_markdown(

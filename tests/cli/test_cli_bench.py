@@ -207,3 +207,28 @@ def test_the_cli_latency_mode_prints_json() -> None:
     for row in data["rows"]:
         cell = row["cells"]["onnxruntime"]
         assert cell["latency_calls"] == 2 and cell["throughput"]["in_flight"] == 2
+
+
+def test_the_sweep_walks_the_grid_of_conv1x1_and_matmul_shapes() -> None:
+    outcome = CliRunner().invoke(
+        cli,
+        ["bench", "sweep", "--channels", "64,128", "--sequence", "32", "--column", "numpy",
+         "--column", "simulator", "--repeat", "1", "--passes", "1", "--warmup", "1", "--json"],
+    )  # fmt: skip
+    assert outcome.exit_code == 0, outcome.output
+    rows = json.loads(outcome.output)["rows"]
+    assert [row["workload"] for row in rows] == [
+        "conv1x1 C=64 S=32",
+        "conv1x1 C=128 S=32",
+        "x·W 32x64·64x64",
+        "x·W 32x128·128x128",
+    ]
+    assert [row["gflop"] for row in rows] == [2 * c * c * 32 / 1e9 for c in (64, 128, 64, 128)]
+    for row in rows:
+        assert row["cells"]["numpy"]["rel_error"] < 1e-5
+        assert 1e-5 < row["cells"]["simulator"]["rel_error"] < 5e-3  # fp16 storage
+
+
+def test_a_bad_sweep_grid_is_a_usage_error() -> None:
+    outcome = CliRunner().invoke(cli, ["bench", "sweep", "--channels", "64,x"])
+    assert outcome.exit_code == 2 and "'64,x': comma-separated integers" in outcome.output

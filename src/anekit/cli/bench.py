@@ -1,16 +1,63 @@
-"""``anekit bench``: the seed-003 table for this machine, Markdown or ``--json``."""
+"""``anekit bench``: the seed-003 table for this machine (and ``bench sweep``, a grid of
+conv1x1 and matmul shapes), Markdown or ``--json``."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
 from anekit.cli._common import emit_json, esc, stderr, with_json
 
+F = TypeVar("F", bound=Callable[..., Any])
 
-@click.command()
+_MEASURE_OPTIONS = [
+    click.option(
+        "--column",
+        "columns",
+        multiple=True,
+        help="Only these columns (ane, gpu, numpy, onnxruntime, simulator); repeatable.",
+    ),
+    click.option("--repeat", default=5, show_default=True, help="Calls per pass."),
+    click.option("--passes", default=3, show_default=True, help="Passes, columns taking turns."),
+    click.option(
+        "--warmup",
+        default=2,
+        show_default=True,
+        help="Warm-up calls per column (the first is also timed as the cold call).",
+    ),
+    click.option(
+        "--save",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="Also write the JSON report here (the file to share with the table).",
+    ),
+]
+
+
+def measure_options(func: F) -> F:
+    for option in reversed(_MEASURE_OPTIONS):
+        func = option(func)
+    return func
+
+
+def _show(payload: dict[str, Any], text: str, save: Path | None, as_json: bool) -> None:
+    if save is not None:
+        save.write_text(json.dumps(payload, indent=2) + "\n")
+    if as_json:
+        emit_json(payload)
+    else:
+        click.echo(text, nl=False)
+
+
+def _progress(as_json: bool) -> Callable[[str], None] | None:
+    return None if as_json else lambda message: stderr.print(esc(message))
+
+
+@click.group(invoke_without_command=True)
 @click.option(
     "--size",
     type=click.Choice(["full", "small"]),
@@ -18,20 +65,7 @@ from anekit.cli._common import emit_json, esc, stderr, with_json
     show_default=True,
     help="small: every dimension divided by 8 (a quick look; what CI runs).",
 )
-@click.option(
-    "--column",
-    "columns",
-    multiple=True,
-    help="Only these columns (ane, gpu, numpy, onnxruntime, simulator); repeatable.",
-)
-@click.option("--repeat", default=5, show_default=True, help="Calls per pass.")
-@click.option("--passes", default=3, show_default=True, help="Passes, columns taking turns.")
-@click.option(
-    "--warmup",
-    default=2,
-    show_default=True,
-    help="Warm-up calls per column (the first is also timed as the cold call).",
-)
+@measure_options
 @click.option(
     "--no-model",
     is_flag=True,
@@ -46,35 +80,32 @@ from anekit.cli._common import emit_json, esc, stderr, with_json
 @click.option(
     "--in-flight", default=4, show_default=True, help="--latency: requests in flight at once."
 )
-@click.option(
-    "--save",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Also write the JSON report here (the file to share with the table).",
-)
 @with_json
+@click.pass_context
 def bench(
+    ctx: click.Context,
     size: str,
     columns: tuple[str, ...],
     repeat: int,
     passes: int,
     warmup: int,
+    save: Path | None,
     no_model: bool,
     latency_mode: bool,
     in_flight: int,
-    save: Path | None,
     as_json: bool,
 ) -> None:
     """Time the seed-003 workloads (FFN block, x·W at three sizes) and the embedding
-    model (4 x 256 tokens) on every column this
-    machine has: the ANE and GPU through Core ML (macOS), NumPy fp32, ONNX Runtime CPU
-    fp32, and the simulator (simulated, not a device figure). A missing column says why."""
+    model (4 x 256 tokens) on every column this machine has: the ANE and GPU through
+    Core ML (macOS), NumPy fp32, ONNX Runtime CPU fp32, and the simulator (simulated,
+    not a device figure). A missing column says why. `anekit bench sweep`: a grid."""
+    if ctx.invoked_subcommand is not None:
+        return
     from anekit import bench as bench_module
 
     chosen = columns or tuple(bench_module.COLUMNS)
-    progress = None if as_json else lambda message: stderr.print(esc(message))
-    if latency_mode:
-        try:
+    try:
+        if latency_mode:
             rows = bench_module.latency(
                 size=size,
                 columns=chosen,
@@ -82,26 +113,11 @@ def bench(
                 in_flight=in_flight,
                 warmup=warmup,
                 model=not no_model,
-                progress=progress,
+                progress=_progress(as_json),
             )
-        except ValueError as error:
-            raise click.UsageError(str(error)) from error
-        latency_payload = {
-            "machine": bench_module.machine(),
-            "columns": list(chosen),
-            "rows": [
-                {"workload": w.name, "cells": {k: c.to_json() for k, c in cells.items()}}
-                for w, cells in rows
-            ],
-        }
-        if save is not None:
-            save.write_text(json.dumps(latency_payload, indent=2) + "\n")
-        if as_json:
-            emit_json(latency_payload)
-        else:
-            click.echo(bench_module.latency_markdown(rows, chosen), nl=False)
-        return
-    try:
+            text = bench_module.latency_markdown(rows, chosen)
+            _show(bench_module.latency_json(rows, chosen), text, save, as_json)
+            return
         result = bench_module.run(
             size=size,
             columns=chosen,
@@ -109,14 +125,56 @@ def bench(
             passes=passes,
             warmup=warmup,
             model=not no_model,
-            progress=progress,
+            progress=_progress(as_json),
         )
     except ValueError as error:
         raise click.UsageError(str(error)) from error
-    payload = result.to_json()
-    if save is not None:
-        save.write_text(json.dumps(payload, indent=2) + "\n")
-    if as_json:
-        emit_json(payload)
-    else:
-        click.echo(bench_module.markdown(result), nl=False)
+    _show(result.to_json(), bench_module.markdown(result), save, as_json)
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: comma-separated integers") from None
+    if not sizes or min(sizes) < 1:
+        raise click.BadParameter(f"{text!r}: sizes must be at least 1")
+    return sizes
+
+
+@bench.command()
+@click.option(
+    "--channels", default="256,512,1024,2048", show_default=True, help="Channels C (comma list)."
+)
+@click.option(
+    "--sequence", default="64,256,1024", show_default=True, help="Sequence lengths S (comma list)."
+)
+@measure_options
+@with_json
+def sweep(
+    channels: str,
+    sequence: str,
+    columns: tuple[str, ...],
+    repeat: int,
+    passes: int,
+    warmup: int,
+    save: Path | None,
+    as_json: bool,
+) -> None:
+    """conv1x1 on (1, C, 1, S) and x·W with x (S, C), W (C, C) over a grid of channels and
+    sequence lengths, on every column: where throughput steps as shapes grow."""
+    from anekit import bench as bench_module
+
+    rows = bench_module.sweep_workloads(_sizes(channels), _sizes(sequence))
+    try:
+        result = bench_module.run(
+            columns=columns or tuple(bench_module.COLUMNS),
+            repeat=repeat,
+            passes=passes,
+            warmup=warmup,
+            progress=_progress(as_json),
+            rows=rows,
+        )
+    except ValueError as error:
+        raise click.UsageError(str(error)) from error
+    _show(result.to_json(), bench_module.markdown(result), save, as_json)
