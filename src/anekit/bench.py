@@ -341,11 +341,18 @@ def run(
                 progress(f"{workload.name}: pass {index + 1} of {passes}")
             first = index % len(order)
             for key in order[first:] + order[:first]:
+                if cells[key].reason is not None:
+                    continue
                 times = []
-                for _ in range(repeat):
-                    started = time.perf_counter()
-                    callers[key]()
-                    times.append((time.perf_counter() - started) * 1000)
+                try:
+                    for _ in range(repeat):
+                        started = time.perf_counter()
+                        callers[key]()
+                        times.append((time.perf_counter() - started) * 1000)
+                except Exception as error:  # failed mid-run: the cell says so, the rest go on
+                    cells[key].reason = f"failed: {type(error).__name__}: {error}"
+                    cells[key].passes.clear()
+                    continue
                 cells[key].passes.append(times)
         measured.append((workload, cells))
     return BenchResult(measured, list(columns), repeat, passes, warmup, size)

@@ -129,6 +129,38 @@ def test_a_column_that_fails_is_a_cell_that_says_so(monkeypatch: pytest.MonkeyPa
     assert "| failed |" in bench.markdown(result)
 
 
+def test_a_column_that_fails_after_its_warm_up_is_a_cell_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = bench._caller
+
+    def caller(column: str, workload: Any, program: Any) -> Any:
+        call = real(column, workload, program)
+        count = [0]
+
+        def flaky() -> Any:
+            count[0] += 1
+            if column == "simulator" and count[0] > 2:
+                raise MemoryError("out of memory in pass 1")
+            return call()
+
+        return flaky
+
+    monkeypatch.setattr(bench, "_caller", caller)
+    every = bench.workloads
+    monkeypatch.setattr(bench, "workloads", lambda size: every(size)[:1])
+    result = bench.run(
+        size="small", columns=["numpy", "simulator"], repeat=2, passes=3, warmup=1, model=False
+    )
+    ((_, cells),) = result.rows
+    assert cells["simulator"].reason == "failed: MemoryError: out of memory in pass 1"
+    assert cells["simulator"].to_json(1.0) == {
+        "available": False,
+        "reason": "failed: MemoryError: out of memory in pass 1",
+    }
+    assert len(cells["numpy"].passes) == 3
+
+
 def test_the_cli_prints_json_for_the_chosen_columns(tmp_path: Path) -> None:
     saved = tmp_path / "mine.json"
     outcome = CliRunner().invoke(
