@@ -27,15 +27,9 @@ def peak_memory_mb(pid: int | str = "self") -> float:
 
 def machine() -> str:
     """CPU model, core count and OS, for the tables' headers."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+    from anekit.bench import chip
+
+    return f"{chip()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
 
 
 def redacted(value: Any) -> Any:

@@ -23,6 +23,7 @@ embedding model: of the fp32 NumPy encoder's vectors).
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import time
 from collections.abc import Callable, Sequence
@@ -370,7 +371,8 @@ def _blas() -> str:
     return f"{pool['internal_api']} {pool.get('version') or ''} ({pool['num_threads']} threads)"
 
 
-def _chip() -> str:
+def chip() -> str:
+    """The CPU or Apple chip's name (``machdep.cpu.brand_string`` on macOS)."""
     if platform.system() == "Darwin":
         import subprocess
 
@@ -378,13 +380,10 @@ def _chip() -> str:
             ["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True
         )
         return found.stdout.strip() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as info:
+        for line in info:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
 
 
@@ -400,7 +399,7 @@ def machine() -> dict[str, Any]:
             return None
 
     return {
-        "chip": _chip(),
+        "chip": chip(),
         "cores": os.cpu_count(),
         "os": f"{platform.system()} {platform.release()}"
         + (f" (macOS {platform.mac_ver()[0]})" if platform.system() == "Darwin" else ""),

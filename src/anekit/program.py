@@ -475,7 +475,6 @@ class CompiledProgram:
                 self.last_run,
                 problems=tuple(problems),
                 function=self.function_name,
-                requested=mode or getattr(session, "compute_units", None),
                 load_seconds=load_seconds,
                 inputs=_described(self.input_specs, [feeds[str(s.name)] for s in self.input_specs]),
                 outputs=_described(self.output_specs, results),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import platform
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,10 +98,7 @@ def _placement(progress: Callable[[str], None] | None) -> dict[str, Any]:
 
         plans = compute_plan.actual_devices(path, "CPU_AND_NE")
         for name, devices in plans.items():
-            counts: dict[str, int] = {}
-            for device in devices.values():
-                counts[device] = counts.get(device, 0) + 1
-            buckets.setdefault(name, {})["compute_plan"] = counts
+            buckets.setdefault(name, {})["compute_plan"] = dict(Counter(devices.values()))
         plan = "CPU_AND_NE"
     return {"package": str(path), "family": "a14", "compute_plan": plan, "buckets": buckets}
 

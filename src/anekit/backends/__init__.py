@@ -41,13 +41,14 @@ class RunReport:
     numerics: Any = None
     residency: dict[str, int] | None = None
     problems: tuple[str, ...] = ()
+    #: The backend option the session runs with (compute units, numerics mode).
+    requested: str | None = None
     #: Filled in by :class:`~anekit.program.CompiledProgram`: the function run, the
-    #: backend option asked for (compute units, numerics), the seconds loading the
-    #: program on the backend took when this call loaded it (None: already loaded),
+    #: seconds loading the program on the backend took when this call loaded it (None:
+    #: already loaded),
     #: and the inputs (as sent to the backend: cast, padded) and outputs (as returned)
     #: as ``(name, shape, dtype, bytes)``.
     function: str | None = None
-    requested: str | None = None
     load_seconds: float | None = None
     inputs: tuple[tuple[str, tuple[int, ...], str, int], ...] = ()
     outputs: tuple[tuple[str, tuple[int, ...], str, int], ...] = ()

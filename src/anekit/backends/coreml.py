@@ -88,6 +88,7 @@ class CoreMLSession:
             simulated=False,
             seconds=time.perf_counter() - start,
             residency=self.residency(),
+            requested=self.compute_units,
         )
         return {name: np.asarray(value) for name, value in outputs.items()}
 

@@ -185,6 +185,7 @@ class OnnxSession:
             device=f"{self.device} via ONNX Runtime ({self.mode})",
             simulated=False,
             seconds=time.perf_counter() - start,
+            requested=self.mode,
         )
         return dict(zip(names, values, strict=True))
 

@@ -43,6 +43,7 @@ class SimSession:
             simulated=True,
             seconds=result.seconds,
             numerics=result.report,
+            requested=self.mode,
         )
         return result.outputs
 
