@@ -68,6 +68,32 @@ def read_spec(location: Path) -> tuple[Any, Path | None]:
 def read_program(path: str | os.PathLike[str]) -> tuple[Any, Any]:
     """The MIL program of the package at ``path`` and its model spec; the package is
     only read (its files' bytes and modification times stay as they were)."""
+    location, spec, weights = _read_ml_program(path)
+    return _load(location, spec, weights), spec
+
+
+def read_function(
+    path: str | os.PathLike[str], function: str | None = None
+) -> tuple[Any, Any, str]:
+    """One function of the package at ``path`` (default: the package's default function)
+    as a MIL program holding only that function, its model spec and its name.
+
+    coremltools builds every op of every function it loads, so one bucket of a
+    six-bucket package loads about six times faster than the whole program."""
+    location, spec, weights = _read_ml_program(path)
+    names = list(spec.mlProgram.functions)
+    default = spec.description.defaultFunctionName or "main"
+    name = function or (default if default in names else names[0])
+    if name not in names:
+        raise ProgramError(
+            f"{location}: has no function {name!r}; its functions are {', '.join(sorted(names))}"
+        )
+    for other in [other for other in names if other != name]:
+        del spec.mlProgram.functions[other]
+    return _load(location, spec, weights), spec, name
+
+
+def _read_ml_program(path: str | os.PathLike[str]) -> tuple[Path, Any, Path | None]:
     location = Path(path)
     if not location.exists():
         raise ProgramError(f"{location}: no such file or directory")
@@ -79,8 +105,11 @@ def read_program(path: str | os.PathLike[str]) -> tuple[Any, Any]:
         raise ProgramError(
             f"{location}: is a {kind} model; only ML programs (mlprogram) can be loaded"
         )
+    return location, spec, weights
+
+
+def _load(location: Path, spec: Any, weights: Path | None) -> Any:
     try:
-        program = milproto_load(spec, spec.specificationVersion, str(weights or ""))
+        return milproto_load(spec, spec.specificationVersion, str(weights or ""))
     except Exception as error:
         raise ProgramError(f"{location}: could not read its MIL program: {error}") from error
-    return program, spec

@@ -13,6 +13,7 @@ import pytest
 
 import anekit
 from anekit.embedder import Embedder
+from anekit.frontends.mlpackage import read_program
 from anekit.models import BATCH, BUCKETS, known_answers, read_package
 from anekit.models.package import function_name
 
@@ -42,7 +43,7 @@ def test_reading_a_package_leaves_it_untouched(fp16: Embedder, tmp_path: Path) -
 
 def test_every_bucket_is_a_function_with_shared_weights(fp16: Embedder) -> None:
     path = fp16.package().path
-    functions = anekit.load(path).program.functions  # read once: all six functions
+    functions = read_program(path)[0].functions  # read once: all six functions
     for size in BUCKETS:
         function = functions[function_name(size)]
         shapes = [tuple(var.shape) for var in function.inputs.values()]

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from anekit._mlpackage import read_program, read_spec
+from anekit._mlpackage import read_function, read_program, read_spec
 from anekit.errors import ProgramError
 from anekit.package.multifunction import IO_WIDTHS_KEY
 from anekit.program import CompiledProgram
@@ -21,14 +21,7 @@ def load_package(path: str | os.PathLike[str], *, function: str | None = None) -
     of a multifunction package (default: the package's default function). The
     result runs in the simulator off macOS and on Core ML on a Mac.
     """
-    program, spec = read_program(path)
-    default = spec.description.defaultFunctionName or "main"
-    name = function or (default if default in program.functions else next(iter(program.functions)))
-    if name not in program.functions:
-        raise ProgramError(
-            f"{path}: has no function {name!r}; "
-            f"its functions are {', '.join(sorted(program.functions))}"
-        )
+    program, spec, name = read_function(path, function)  # only the function it runs
     chosen = program.functions[name]
     outputs = list(chosen.outputs)
     metadata = dict(spec.description.metadata.userDefined)
