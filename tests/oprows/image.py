@@ -14,6 +14,14 @@ mirrored for an inverted box), a CENTER_SIZE box spans center -+ size / 2.
 
 ``crop_resize`` runs at the iOS17 opset here (``boxes``/``box_indices``): ``run_op``
 builds iOS18 programs, so iOS15/16's ``roi`` input has no row.
+
+``affine`` (iOS15, unchanged since) maps each output pixel's (x, y) to (x', y') with the
+matrix rows, both in ``normalized_minus_one_to_one`` coordinates: -1 and 1 are the corner
+pixels' centers with align_corners, their outer edges without (resample's docs); the
+docs leave the output grid implicit, the rows pin PyTorch's ``affine_grid`` (coremltools
+converts affine_grid + grid_sample to this op), a single output pixel at 0. One row is
+checked against PyTorch itself, three against values worked out by hand. coremltools
+builds only bilinear sampling with constant zero padding (the tests below pin that).
 """
 
 from __future__ import annotations
@@ -23,8 +31,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pytest
 
-from oprows.table import ACCUM, F32, I32, OpRecord, fixed, normal, op_record
+from oprows.table import ACCUM, F32, I32, OpRecord, fixed, normal, op_record, uniform
 from oprows.windows import pool
 
 RECORDS: list[OpRecord] = []
@@ -606,3 +615,266 @@ RECORDS += [
         **ACCUM,
     ),
 ]
+
+
+# --- affine -----------------------------------------------------------------------
+
+
+def _normalized(index: int, count: int, align_corners: bool) -> float:
+    """Output pixel ``index`` of ``count`` in [-1, 1]: corner pixel centers at -1 and 1
+    (align_corners) or corner pixel edges there (each pixel's center then)."""
+    if count == 1:
+        return 0.0
+    if align_corners:
+        return -1 + 2 * index / (count - 1)
+    return -1 + 2 * (index + 0.5) / count
+
+
+def _pixel(coord: float, size: int, align_corners: bool) -> float:
+    """A normalized coordinate as a pixel position (pixel k's center at k)."""
+    if align_corners:
+        return (coord + 1) / 2 * (size - 1)
+    return (coord + 1) / 2 * size - 0.5
+
+
+def _padded_sample(image: Any, y: float, x: float, pad: float) -> Any:
+    """image[:, y, x] weighted over the four pixels around (y, x), those outside the
+    image reading ``pad`` (the image "padded with the padding_value")."""
+    height, width = image.shape[-2:]
+    y0, x0 = math.floor(y), math.floor(x)
+    total = np.zeros(image.shape[0])
+    for r, wr in ((y0, 1 - (y - y0)), (y0 + 1, y - y0)):
+        for c, wc in ((x0, 1 - (x - x0)), (x0 + 1, x - x0)):
+            inside = 0 <= r < height and 0 <= c < width
+            total = total + wr * wc * (image[:, r, c] if inside else pad)
+    return total
+
+
+def _affine(
+    x: Any,
+    transform_matrix: Any,
+    output_height: int,
+    output_width: int,
+    sampling_mode: str,
+    padding_mode: str,
+    padding_value: float,
+    coordinates_mode: str,
+    align_corners: bool,
+) -> Any:
+    """x' = a0 x + a1 y + a2, y' = b0 x + b1 y + b2 per output pixel, sampled bilinearly."""
+    assert sampling_mode.lower() == "bilinear" and padding_mode.lower() == "constant"
+    assert coordinates_mode == "normalized_minus_one_to_one"
+    batch, channels, height, width = x.shape
+    out = np.empty((batch, channels, output_height, output_width))
+    for b in range(batch):
+        a0, a1, a2, b0, b1, b2 = transform_matrix[b if len(transform_matrix) > 1 else 0]
+        for i in range(output_height):
+            yn = _normalized(i, output_height, align_corners)
+            for j in range(output_width):
+                xn = _normalized(j, output_width, align_corners)
+                px = _pixel(a0 * xn + a1 * yn + a2, width, align_corners)
+                py = _pixel(b0 * xn + b1 * yn + b2, height, align_corners)
+                out[b, :, i, j] = _padded_sample(x[b], py, px, padding_value)
+    return out
+
+
+def _affine_torch(
+    x: Any,
+    transform_matrix: Any,
+    output_height: int,
+    output_width: int,
+    align_corners: bool,
+    **_: Any,
+) -> Any:
+    """PyTorch's affine_grid + grid_sample (bilinear, zeros), in float64."""
+    torch = pytest.importorskip("torch")
+    batch, channels = x.shape[:2]
+    theta = np.broadcast_to(np.reshape(transform_matrix, (-1, 6)), (batch, 6)).reshape(-1, 2, 3)
+    size = [batch, channels, output_height, output_width]
+    grid = torch.nn.functional.affine_grid(
+        torch.tensor(theta, dtype=torch.float64), size, align_corners=align_corners
+    )
+    return torch.nn.functional.grid_sample(
+        torch.tensor(x, dtype=torch.float64),
+        grid,
+        mode="bilinear",
+        padding_mode="zeros",
+        align_corners=align_corners,
+    ).numpy()
+
+
+_AFFINE_MODES = {
+    "sampling_mode": "bilinear",
+    "padding_mode": "constant",
+    "padding_value": F32(0.0),
+    "coordinates_mode": "normalized_minus_one_to_one",
+}
+
+
+def _affine_row(tag: str, ref: Any, *inputs: Any, **attrs: Any) -> OpRecord:
+    return op_record(
+        "affine", ref, *inputs, tag=tag, ane=False, **{**_AFFINE_MODES, **attrs}, **ACCUM
+    )
+
+
+def _given(values: Any) -> Any:
+    """A reference that is a hand-computed result."""
+    return lambda *inputs, **attrs: np.asarray(values, np.float64)
+
+
+_RAMP = [[[[1.0, 2.0], [3.0, 4.0]]]]  # f(r, c) = 1 + c + 2 r: bilinear sampling is exact
+
+RECORDS += [
+    _affine_row(
+        "align_corners-shared-matrix",
+        _affine,
+        normal(2, 3, 4, 5),
+        fixed([[0.8, -0.3, 0.1, 0.25, 0.9, -0.2]]),
+        output_height=4,
+        output_width=5,
+        align_corners=True,
+    ),
+    _affine_row(
+        "half_pixel-matrix-per-image-padding",
+        _affine,
+        normal(3, 2, 5, 4),
+        uniform(-1.5, 1.5, 3, 6),
+        output_height=6,
+        output_width=3,
+        align_corners=False,
+    ),
+    _affine_row(
+        "upper-case-modes-one-row",
+        _affine,
+        normal(1, 2, 3, 4),
+        fixed([[1.2, 0.0, 0.3, 0.0, 0.7, -0.1]]),
+        output_height=1,
+        output_width=6,
+        sampling_mode="BILINEAR",
+        padding_mode="CONSTANT",
+        align_corners=False,
+    ),
+    _affine_row(
+        "one-pixel-align_corners",
+        _affine,
+        normal(2, 1, 4, 4),
+        fixed([[0.5, 0.0, 0.2, 0.0, 0.5, -0.4], [1.0, 0.0, 1.5, 0.0, 1.0, 0.0]]),
+        output_height=1,
+        output_width=1,
+        align_corners=True,
+    ),
+    _affine_row(
+        "torch-affine_grid-grid_sample",
+        _affine_torch,
+        normal(2, 3, 6, 5),
+        uniform(-1.3, 1.3, 2, 6),
+        output_height=7,
+        output_width=4,
+        align_corners=False,
+    ),
+    _affine_row(
+        "torch-affine_grid-grid_sample-align_corners",
+        _affine_torch,
+        normal(2, 2, 5, 6),
+        uniform(-1.3, 1.3, 1, 6),
+        output_height=3,
+        output_width=8,
+        align_corners=True,
+    ),
+    # Identity on a 3x3 grid: corners at pixel centers, midpoints between them.
+    _affine_row(
+        "hand-identity-upsample",
+        _given([[[[1.0, 1.5, 2.0], [2.0, 2.5, 3.0], [3.0, 3.5, 4.0]]]]),
+        fixed(_RAMP),
+        fixed([[1.0, 0.0, 0.0, 0.0, 1.0, 0.0]]),
+        output_height=3,
+        output_width=3,
+        align_corners=True,
+    ),
+    # Output centers -+0.5 scaled to -+0.25, i.e. pixel positions 0.25 and 0.75.
+    _affine_row(
+        "hand-half-scale",
+        _given([[[[1.75, 2.25], [2.75, 3.25]]]]),
+        fixed(_RAMP),
+        fixed([[0.5, 0.0, 0.0, 0.0, 0.5, 0.0]]),
+        output_height=2,
+        output_width=2,
+        align_corners=False,
+    ),
+    # Shifted right by half the image: columns 0.5 and 1.5, the latter half padding.
+    _affine_row(
+        "hand-shift-into-padding",
+        _given([[[[1.5, 1.0], [3.5, 2.0]]]]),
+        fixed(_RAMP),
+        fixed([[1.0, 0.0, 1.0, 0.0, 1.0, 0.0]]),
+        output_height=2,
+        output_width=2,
+        align_corners=True,
+    ),
+]
+
+
+def _affine_program(**changes: Any) -> dict[str, Any]:
+    attrs = {**_AFFINE_MODES, "output_height": 2, "output_width": 2, "align_corners": True}
+    return {**attrs, **changes}
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"sampling_mode": "nearest"},
+        {"padding_mode": "border"},
+        {"padding_mode": "reflection"},
+        {"padding_mode": "symmetric"},
+        {"padding_value": F32(1.0)},
+        {"coordinates_mode": "unnormalized"},
+        {"coordinates_mode": "normalized_zero_to_one"},
+    ],
+    ids=lambda changes: "-".join(f"{k}={v}" for k, v in changes.items()),
+)
+def test_affine_modes_coremltools_refuses_to_build(changes: dict[str, Any]) -> None:
+    """coremltools 9 (iOS15 affine, also at iOS18) builds only bilinear, constant zero
+    padding, normalized_minus_one_to_one: a program cannot hold another affine."""
+    from anekit import sim
+
+    x, matrix = np.zeros((1, 1, 2, 2), F32), np.zeros((1, 6), F32)
+    with pytest.raises(NotImplementedError, match="not implemented"):
+        sim.run_op("affine", x, matrix, numerics="fp32", **_affine_program(**changes))
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("sampling_mode", "nearest"),
+        ("padding_mode", "border"),
+        ("coordinates_mode", "normalized_zero_to_one"),
+    ],
+)
+def test_affine_simulator_refuses_other_modes(name: str, value: str) -> None:
+    """Were one to reach it, the simulator names the op and the mode it does not run."""
+    from types import SimpleNamespace
+
+    from anekit.errors import UnsupportedOpError
+    from anekit.ops.registry import OpContext, record
+
+    impl = record("affine").reference
+    assert impl is not None
+    ctx = OpContext(numerics=None, op=SimpleNamespace(name="warp", op_type="affine"))  # type: ignore[arg-type]
+    x, matrix = np.zeros((1, 1, 2, 2), F32), np.zeros((1, 6), F32)
+    with pytest.raises(UnsupportedOpError, match=rf"'warp' \(affine\).*{name}='{value}'"):
+        impl(ctx, x, matrix, **_affine_program(**{name: value}))
+
+
+def test_affine_padding_value_pads_when_called_directly() -> None:
+    """coremltools refuses a non-zero padding_value; the simulator pads with it."""
+    from types import SimpleNamespace
+
+    from anekit.ops.registry import OpContext, record
+
+    impl = record("affine").reference
+    assert impl is not None
+    ctx = OpContext(numerics=None, op=SimpleNamespace(name="warp", op_type="affine"))  # type: ignore[arg-type]
+    x = np.asarray(_RAMP, F32)
+    shift = np.asarray([[1.0, 0.0, 1.0, 0.0, 1.0, 0.0]], F32)
+    attrs = _affine_program(padding_value=F32(-2.0))
+    np.testing.assert_allclose(impl(ctx, x, shift, **attrs), [[[[1.5, 0.0], [3.5, 1.0]]]])

@@ -26,7 +26,19 @@ import pytest
 
 from anekit import sim
 from anekit.sim import interpreter
-from oprows import image, indexing, recurrent
+from oprows import image, indexing, recurrent, space
+from oprows.image import (  # noqa: F401  (the tests of image.py and space.py run here)
+    test_affine_modes_coremltools_refuses_to_build,
+    test_affine_padding_value_pads_when_called_directly,
+    test_affine_simulator_refuses_other_modes,
+)
+from oprows.space import (  # noqa: F401
+    test_block_shape_of_length_one_coremltools_refuses_to_build,
+    test_invalid_geometry_is_a_program_error,
+    test_one_block_axis_is_tensorflows_when_called_directly,
+    test_space_to_batch_of_a_size_the_block_does_not_divide_is_a_program_error,
+    test_space_to_batch_then_batch_to_space_is_identity,
+)
 from oprows.table import (
     ACCUM,
     F16,
@@ -1872,7 +1884,7 @@ RECORDS += [
 
 
 # Op families whose rows live in tests/oprows/.
-RECORDS += [*image.RECORDS, *indexing.RECORDS, *recurrent.RECORDS]
+RECORDS += [*image.RECORDS, *indexing.RECORDS, *recurrent.RECORDS, *space.RECORDS]
 
 
 # ---------------------------------------------------------------------------

@@ -46,7 +46,8 @@ VALUE_PRESERVING = PERMUTES | frozenset(
     {"slice_by_index", "slice_by_size", "concat", "stack", "split", "tile", "reverse",
      "gather", "gather_along_axis", "gather_nd", "select", "reduce_max", "reduce_min",
      "maximum", "minimum", "abs", "relu", "flatten2d", "depth_to_space", "space_to_depth",
-     "pixel_shuffle", "pixel_unshuffle", "sliding_windows", "reverse_sequence", "slice_update"}
+     "pixel_shuffle", "pixel_unshuffle", "sliding_windows", "reverse_sequence", "slice_update",
+     "space_to_batch", "batch_to_space"}
 )  # fmt: skip
 
 #: Compile-time (constexpr) weight ops; coremltools defines how each decompresses.

@@ -1,4 +1,4 @@
-"""Image resizing and cropping ops: upsampling, resizing and crops.
+"""Image resizing and cropping ops: upsampling, resizing, crops and affine warps.
 
 The bilinear ops sample the input on the grid of a MIL ``sampling_mode`` (see
 :func:`grid`) and interpolate between the four pixels around each grid point; the
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from anekit.errors import UnsupportedOpError
+from anekit.errors import ProgramError, UnsupportedOpError
 from anekit.ops.defs._util import out_shape
 from anekit.ops.registry import OpContext, register
 
@@ -230,3 +230,98 @@ def crop_resize(
     # [N, 1, ...]): each box's crop is repeated to fit.
     declared = out_shape(ctx)
     return result if declared is None else np.broadcast_to(result, declared)
+
+
+def _affine_axis(count: int, align_corners: bool) -> Any:
+    """The normalized coordinates in [-1, 1] of ``count`` output pixels along an axis:
+    the corner pixels' centers (align_corners) or their outer edges at -1 and 1; a single
+    pixel sits at 0, as PyTorch's ``affine_grid`` (whose pair with ``grid_sample``
+    coremltools converts to ``affine``) places it."""
+    i = np.arange(count, dtype=np.float64)
+    if count <= 1:
+        return np.zeros(count)
+    return -1 + 2 * i / (count - 1) if align_corners else (2 * i + 1) / count - 1
+
+
+def _affine_source(coords: Any, size: int, align_corners: bool) -> Any:
+    """Normalized coordinates [-1, 1] as pixel positions along an axis of ``size``:
+    -1 and 1 are the centers (align_corners) or the outer edges of the corner pixels.
+    Non-finite positions move outside the image, clamping keeps the floor in range."""
+    points = (coords + 1) / 2 * (size - 1) if align_corners else ((coords + 1) * size - 1) / 2
+    return np.clip(np.nan_to_num(points, nan=-2.0), -2.0, size + 1.0)
+
+
+def _sample_padded(x: np.ndarray, rows: Any, cols: Any, pad: Any) -> Any:
+    """``x`` [B, C, H, W] sampled bilinearly at ``rows``/``cols`` [B, H2, W2] (pixel
+    positions) with the image padded by ``pad`` all around: each of the four pixels
+    around a point that falls outside the image reads ``pad``."""
+    batch, channels, height, width = x.shape
+    r0, c0 = np.floor(rows), np.floor(cols)
+    fr, fc = (rows - r0).astype(np.float32), (cols - c0).astype(np.float32)
+    lead = (np.arange(batch)[:, None, None, None], np.arange(channels)[None, :, None, None])
+    value = np.float32(pad)
+
+    def tap(r: Any, c: Any) -> Any:
+        inside = (r >= 0) & (r <= height - 1) & (c >= 0) & (c <= width - 1)
+        ri = np.clip(r, 0, height - 1).astype(np.intp)[:, None]
+        ci = np.clip(c, 0, width - 1).astype(np.intp)[:, None]
+        return np.where(inside[:, None], x[(*lead, ri, ci)], value)
+
+    fr, fc = fr[:, None], fc[:, None]
+    top = tap(r0, c0) * (1 - fc) + tap(r0, c0 + 1) * fc
+    bottom = tap(r0 + 1, c0) * (1 - fc) + tap(r0 + 1, c0 + 1) * fc
+    return top * (1 - fr) + bottom * fr
+
+
+@register("affine")
+def affine(
+    ctx: OpContext,
+    x: Any,
+    transform_matrix: Any,
+    output_height: Any,
+    output_width: Any,
+    sampling_mode: Any,
+    padding_mode: Any,
+    padding_value: Any,
+    coordinates_mode: Any,
+    align_corners: Any,
+) -> Any:
+    """Output pixel (x, y) (w, h) samples the input at (x', y') = (a0 x + a1 y + a2,
+    b0 x + b1 y + b2), rows of ``transform_matrix`` [D, 6] per image (D == 1: shared).
+
+    Both (x, y) and (x', y') are in ``normalized_minus_one_to_one`` coordinates: the
+    output pixel grid is PyTorch's ``affine_grid`` and the sampling its ``grid_sample``
+    (coremltools converts that pair to this op; its TensorFlow converter's rescaling of
+    ImageProjectiveTransform matrices says the same for align_corners). Bilinear with
+    ``constant`` padding, the only modes coremltools builds (case-insensitive); it also
+    refuses a non-zero padding_value, which the simulator pads with. MIL gives these
+    inputs no defaults.
+    """
+    modes = {
+        "sampling_mode": (str(sampling_mode), "bilinear"),
+        "padding_mode": (str(padding_mode), "constant"),
+        "coordinates_mode": (str(coordinates_mode), "normalized_minus_one_to_one"),
+    }
+    for name, (given, wanted) in modes.items():
+        if given.lower() != wanted:
+            raise UnsupportedOpError(
+                f"op {ctx.op.name!r} (affine) has {name}={given!r}; the simulator (like "
+                f"coremltools, which defines no other) runs only {name}={wanted!r}"
+            )
+    image = np.asarray(x)
+    batch, _, height, width = image.shape
+    matrix = np.asarray(transform_matrix, np.float64).reshape(-1, 6)
+    if len(matrix) not in (1, batch):
+        raise ProgramError(
+            f"op {ctx.op.name!r} (affine): transform_matrix has {len(matrix)} rows for a "
+            f"batch of {batch}; MIL wants 1 or {batch}"
+        )
+    matrix = np.broadcast_to(matrix, (batch, 6))[:, :, None, None]
+    corners = bool(align_corners)
+    ys = _affine_axis(int(output_height), corners)[:, None]
+    xs = _affine_axis(int(output_width), corners)[None, :]
+    a0, a1, a2, b0, b1, b2 = (matrix[:, k] for k in range(6))
+    with np.errstate(all="ignore"):
+        cols = _affine_source(a0 * xs + a1 * ys + a2, width, corners)
+        rows = _affine_source(b0 * xs + b1 * ys + b2, height, corners)
+        return _sample_padded(image, rows, cols, padding_value).astype(image.dtype)

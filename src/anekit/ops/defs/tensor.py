@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from anekit.errors import ProgramError
 from anekit.ops.defs._util import axes_of, axis_of, errstate, index_slices, out_shape, wrap_indices
 from anekit.ops.limits import WIDTH_SLICE_LIMIT
 from anekit.ops.lowering import Lowering, NotLowerable, onnx_type, shape_of
@@ -257,6 +258,77 @@ def space_to_depth(
     else:
         y = y.transpose(0, 3, 5, 1, 2, 4)
     return y.reshape(n, c * b * b, h // b, w // b)
+
+
+def _blocks(ctx: OpContext, x: Any, block_shape: Any, margins: Any, kind: str) -> list[int]:
+    """``block_shape`` as ints, checked against ``x`` [N, C, *spatial] and ``margins``
+    (paddings or crops, one non-negative [before, after] pair per block axis).
+
+    coremltools 9 builds only rank-4 ``x`` with two block axes; the simulator does any
+    number (TensorFlow's SpaceToBatchND/BatchToSpaceND on the axes after N and C)."""
+    blocks = [int(b) for b in np.asarray(block_shape).reshape(-1)]
+    pairs = np.asarray(margins).reshape(-1, 2)
+    name = f"op {ctx.op.name!r} ({ctx.op.op_type})"
+    if np.ndim(x) != len(blocks) + 2 or len(pairs) != len(blocks):
+        raise ProgramError(
+            f"{name}: x of shape {np.shape(x)} with block_shape {blocks} and {kind} of shape "
+            f"{np.shape(margins)}; MIL wants x [N, C, *spatial] and one {kind} pair per block"
+        )
+    if min(blocks, default=1) < 1 or np.any(pairs < 0):
+        raise ProgramError(
+            f"{name}: block_shape {blocks} must be positive and {kind} "
+            f"{pairs.tolist()} non-negative"
+        )
+    return blocks
+
+
+@register("space_to_batch")
+def space_to_batch(ctx: OpContext, x: Any, block_shape: Any, paddings: Any) -> Any:
+    """TensorFlow's SpaceToBatchND in NCHW: zero-pad the spatial axes, split each into
+    (size / b, b), and move the offsets in the blocks in front of the batch:
+    ``out[(i * b_w + j) * N + n, c, h, w] = padded[n, c, h * b_h + i, w * b_w + j]`` (the
+    layout of coremltools' own space_to_batch test)."""
+    blocks = _blocks(ctx, x, block_shape, paddings, "paddings")
+    widths = [(0, 0), (0, 0)] + [(int(a), int(b)) for a, b in np.reshape(paddings, (-1, 2))]
+    padded = np.pad(np.asarray(x), widths)
+    n, c, *spatial = padded.shape
+    if any(size % b for size, b in zip(spatial, blocks, strict=True)):
+        # coremltools declares size / b truncated to an int; TensorFlow refuses.
+        raise ProgramError(
+            f"op {ctx.op.name!r} (space_to_batch): padded spatial sizes {spatial} are not "
+            f"multiples of block_shape {blocks}"
+        )
+    split = [n, c] + [d for size, b in zip(spatial, blocks, strict=True) for d in (size // b, b)]
+    m = len(blocks)
+    perm = [3 + 2 * k for k in range(m)] + [0, 1] + [2 + 2 * k for k in range(m)]
+    out = padded.reshape(split).transpose(perm)
+    return out.reshape(
+        [n * int(np.prod(blocks)), c] + [s // b for s, b in zip(spatial, blocks, strict=True)]
+    )
+
+
+@register("batch_to_space")
+def batch_to_space(ctx: OpContext, x: Any, block_shape: Any, crops: Any) -> Any:
+    """TensorFlow's BatchToSpaceND in NCHW, the inverse of ``space_to_batch``:
+    ``full[n, c, h * b_h + i, w * b_w + j] = x[(i * b_w + j) * N + n, c, h, w]`` with
+    N = batch / prod(block_shape), then ``crops`` [before, after] cut from each axis."""
+    blocks = _blocks(ctx, x, block_shape, crops, "crops")
+    batch, c, *spatial = np.shape(x)
+    count = int(np.prod(blocks))
+    m = len(blocks)
+    n = batch // count
+    full = [size * b for size, b in zip(spatial, blocks, strict=True)]
+    pairs = [(int(a), int(b)) for a, b in np.reshape(crops, (-1, 2))]
+    if batch % count or any(a + b > size for (a, b), size in zip(pairs, full, strict=True)):
+        raise ProgramError(
+            f"op {ctx.op.name!r} (batch_to_space): batch {batch} must be a multiple of "
+            f"prod(block_shape {blocks}) and crops {pairs} fit in spatial sizes {full}"
+        )
+    y = np.reshape(x, [*blocks, n, c, *spatial])
+    perm = [m, m + 1] + [k for axis in range(m) for k in (m + 2 + axis, axis)]
+    y = y.transpose(perm).reshape([n, c, *full])
+    window = [slice(a, size - b) for (a, b), size in zip(pairs, full, strict=True)]
+    return y[(slice(None), slice(None), *window)]
 
 
 def _sorted_indices(x: Any, axis: int, ascending: bool) -> Any:
