@@ -27,7 +27,7 @@ def peak_memory_mb(pid: int | str = "self") -> float:
 
 def machine() -> str:
     """CPU model, core count and OS, for the tables' headers."""
-    from anekit.bench import chip
+    from anekit.analysis.compute_plan import chip
 
     return f"{chip()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
 

@@ -23,7 +23,6 @@ embedding model: of the fp32 NumPy encoder's vectors).
 
 from __future__ import annotations
 
-import contextlib
 import platform
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +32,7 @@ from typing import Any
 import numpy as np
 
 import anekit
+from anekit.analysis import compute_plan
 from anekit.demo import make_ffn
 
 #: Columns, in table order: key -> label.
@@ -371,22 +371,6 @@ def _blas() -> str:
     return f"{pool['internal_api']} {pool.get('version') or ''} ({pool['num_threads']} threads)"
 
 
-def chip() -> str:
-    """The CPU or Apple chip's name (``machdep.cpu.brand_string`` on macOS)."""
-    if platform.system() == "Darwin":
-        import subprocess
-
-        found = subprocess.run(
-            ["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True
-        )
-        return found.stdout.strip() or platform.machine()
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as info:
-        for line in info:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
 def machine() -> dict[str, Any]:
     """The header: chip, OS, versions."""
     import importlib.metadata
@@ -399,7 +383,7 @@ def machine() -> dict[str, Any]:
             return None
 
     return {
-        "chip": chip(),
+        "chip": compute_plan.chip(),
         "cores": os.cpu_count(),
         "os": f"{platform.system()} {platform.release()}"
         + (f" (macOS {platform.mac_ver()[0]})" if platform.system() == "Darwin" else ""),

@@ -12,6 +12,7 @@ name of their first output.
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import subprocess
 import tempfile
@@ -44,16 +45,24 @@ def available() -> bool:
 
 
 def chip() -> str:
-    """The chip name, e.g. ``Apple M2 Pro`` (macOS), or the machine type elsewhere."""
-    if platform.system() != "Darwin":
-        return platform.machine()
-    try:
-        result = subprocess.run(
-            ["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, check=True
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return platform.machine()
-    return result.stdout.strip()
+    """The chip's name: ``Apple M2 Pro`` on a Mac (``machdep.cpu.brand_string``), the
+    CPU model elsewhere (``/proc/cpuinfo``), else the machine type."""
+    if platform.system() == "Darwin":
+        try:
+            result = subprocess.run(
+                ["sysctl", "-n", "machdep.cpu.brand_string"],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+        except (OSError, subprocess.CalledProcessError):
+            return platform.machine()
+        return result.stdout.strip() or platform.machine()
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as info:
+        for line in info:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
 
 
 def family_of(chip_name: str) -> str | None:
@@ -77,8 +86,9 @@ def _device_name(device: object) -> str:
 def actual_devices(package: Path, compute_units: str = "CPU_AND_NE") -> dict[str, dict[str, str]]:
     """Function name -> first output name of each op -> ``ane``/``gpu``/``cpu``.
 
-    ``package``: an ``.mlpackage`` or ``.mlmodel``; ``compute_units``: a
-    ``ct.ComputeUnit`` name (``CPU_AND_NE``, ``CPU_AND_GPU``, ``CPU_ONLY``, ``ALL``)."""
+    ``package``: an ``.mlpackage`` or ``.mlmodel`` (compiled here), or a compiled
+    ``.mlmodelc``; ``compute_units``: a ``ct.ComputeUnit`` name (``CPU_AND_NE``,
+    ``CPU_AND_GPU``, ``CPU_ONLY``, ``ALL``)."""
     if not available():
         raise PlacementError("MLComputePlan needs macOS 14.4 or later with Core ML")
     if compute_units not in ct.ComputeUnit.__members__:
@@ -90,8 +100,12 @@ def actual_devices(package: Path, compute_units: str = "CPU_AND_NE") -> dict[str
         try:
             # compile_model moves its result to a destination that must end in
             # .mlmodelc and must not exist yet (it would be moved into it otherwise)
-            compiled = ct.models.utils.compile_model(
-                str(package), str(Path(scratch) / "model.mlmodelc")
+            compiled = (
+                str(package)
+                if Path(package).suffix == ".mlmodelc"
+                else ct.models.utils.compile_model(
+                    str(package), str(Path(scratch) / "model.mlmodelc")
+                )
             )
             plan = ct.models.compute_plan.MLComputePlan.load_from_path(
                 path=str(compiled), compute_units=ct.ComputeUnit[compute_units]
