@@ -94,12 +94,31 @@ def tree_digest(folder: Path) -> str:
 
 @dataclass
 class CompiledModel:
-    """What the CompiledMLModel stand-in returns: the arguments it was loaded with."""
+    """What the CompiledMLModel stand-in returns: the arguments it was loaded with, and
+    ``predict`` computing with the stand-in's ``compute`` (source package, feeds)."""
 
     path: str
     compute_units: Any
     function_name: str
-    predict: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None
+    compute: Callable[[Path, dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None
+
+    def predict(self, data: Any, state: Any = None) -> dict[str, np.ndarray]:
+        """coremltools/models/_compiled_model.py, ``predict`` (9.0): ``data`` must be a
+        dict (or a list of dicts, not served here: ``MLModel._check_predict_data``);
+        fp16 arrays go to Core ML as fp32 (``_update_float16_multiarray_input_to_float32``)."""
+        if type(data) not in (list, dict):
+            raise TypeError(
+                f'"data" parameter must be either a dict or list of dict, but got {type(data)}.'
+            )
+        if self.compute is None or type(data) is not dict:
+            raise AssertionError(
+                "this stand-in computes single dict predictions when given compute"
+            )
+        feeds = {
+            name: value.astype(np.float32) if getattr(value, "dtype", None) == np.float16 else value
+            for name, value in data.items()
+        }
+        return self.compute(Path(self.path) / "source", feeds)
 
 
 @dataclass
@@ -118,6 +137,8 @@ class CoreMLTools:
     #: Function names the compiled models have (None: any).
     functions: frozenset[str] | None = None
     fail_compile: str | None = None
+    #: What the loaded models' ``predict`` computes: (source package, feeds) -> outputs.
+    compute: Callable[[Path, dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None
     compiles: list[tuple[str, str | None]] = field(default_factory=list)
     loads: list[CompiledModel] = field(default_factory=list)
 
@@ -188,7 +209,7 @@ class CoreMLTools:
             raise RuntimeError(f"Error opening compiled model {path}: not a compiled model")
         if self.functions is not None and function and function not in self.functions:
             raise RuntimeError(f"{path}: no function named {function!r}")
-        loaded = CompiledModel(path, compute_units, function)
+        loaded = CompiledModel(path, compute_units, function, self.compute)
         self.loads.append(loaded)
         return loaded
 

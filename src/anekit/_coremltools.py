@@ -4,7 +4,9 @@ The warnings coremltools logs at import on Linux are filtered by
 :mod:`anekit._runtime`, imported first. Its pass pipeline also draws a tqdm progress
 bar per conversion, and validates the whole program after each of its ~80 passes (half
 of a conversion's time); :func:`quiet_passes` turns the bar off and validates once,
-after the pipeline.
+after the pipeline. Each ``ct.convert`` also ends with a full ``gc.collect()`` (0.4 s
+in a process that holds torch's objects); :func:`without_final_collect` skips it
+where many small programs are converted in a row.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ __all__ = [
     "mb",
     "quiet_passes",
     "types",
+    "without_final_collect",
 ]
 
 
 # Quiets coremltools' import-time warnings before coremltools is imported.
 import coremltools as ct
+from coremltools.converters import _converters_entry
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import Function, Program, types
 from coremltools.converters.mil.mil.passes import pass_pipeline as _pass_pipeline
@@ -61,3 +65,22 @@ def quiet_passes() -> Iterator[None]:
         yield
     finally:
         _pass_pipeline.tqdm = original
+
+
+@contextlib.contextmanager
+def without_final_collect() -> Iterator[None]:
+    """``ct.convert`` without its closing ``gc.collect()`` (coremltools 9.0,
+    converters/_converters_entry.py); Python's own collector still runs as usual. For
+    small programs only: after a large conversion that collection frees its graph."""
+    original = _converters_entry.gc
+    _converters_entry.gc = _NoCollect()
+    try:
+        yield
+    finally:
+        _converters_entry.gc = original
+
+
+class _NoCollect:
+    @staticmethod
+    def collect(generation: int = 2) -> int:
+        return 0

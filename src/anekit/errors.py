@@ -27,6 +27,7 @@ __all__ = [
     "NumericsError",
     "NumericsWarning",
     "PlacementError",
+    "ProbeError",
     "ProgramError",
     "SearchError",
     "ShapeError",
@@ -127,6 +128,10 @@ class BackendUnavailableError(AnekitError, RuntimeError):
 
 class PlacementError(AnekitError, ValueError):
     """Placement analysis could not read or analyse a program."""
+
+
+class ProbeError(AnekitError, ValueError):
+    """An op probe that cannot run, or a probe report that cannot be read or applied."""
 
 
 class PassError(AnekitError, ValueError):

@@ -17,6 +17,7 @@ from anekit.cli.demo import demo
 from anekit.cli.lanes import embed, lanes
 from anekit.cli.models import build_model, models
 from anekit.cli.placement import doctor, ops
+from anekit.cli.probe import probe
 from anekit.cli.run import run
 from anekit.cli.search import forget, index, search, status
 from anekit.cli.selftest import selftest
@@ -36,7 +37,7 @@ def cli(verbose: bool) -> None:
 
 
 for command in (
-    bench, demo, embed, lanes, convert, build_model, models, simulate, run, doctor, ops,
+    bench, demo, embed, lanes, convert, build_model, models, simulate, run, doctor, ops, probe,
     version, selftest, index, search, status, forget, watch, mcp, serve,
 ):  # fmt: skip
     cli.add_command(command)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from anekit.cli._common import emit_json, esc, stderr, stdout, titled_table, with_json
-from anekit.errors import AnekitError, PlacementError, TraceError
+from anekit.errors import AnekitError, PlacementError, ProbeError, TraceError
 
 if TYPE_CHECKING:  # imported where used: anekit.analysis imports coremltools
     from anekit.analysis import OpTable, PlacementReport
@@ -399,12 +399,49 @@ def _table_rows(table: OpTable, families: list[str]) -> list[dict[str, Any]]:
     help="Only ops with this verdict in some chosen family.",
 )
 @click.option("--markdown", is_flag=True, help="Print docs/op-support.md.")
+@click.option(
+    "--from-probe",
+    "probe_report",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Apply a Mac's probe report (anekit probe) to the op table and docs/op-support.md.",
+)
+@click.option(
+    "--table",
+    "table_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="With --from-probe: the op table file to rewrite (default: the one anekit reads).",
+)
+@click.option(
+    "--docs",
+    "docs_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="With --from-probe: the page to regenerate (default: the checkout's docs/op-support.md).",
+)
+@click.option("--dry-run", is_flag=True, help="With --from-probe: show the changes, write nothing.")
 @with_json
-def ops(families: tuple[str, ...], verdict: str | None, markdown: bool, as_json: bool) -> None:
-    """Print the op table: per MIL op and ANE family, whether it runs on the ANE."""
+def ops(
+    families: tuple[str, ...],
+    verdict: str | None,
+    markdown: bool,
+    probe_report: Path | None,
+    table_file: Path | None,
+    docs_file: Path | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Print the op table: per MIL op and ANE family, whether it runs on the ANE.
+
+    With --from-probe REPORT, rewrite the table's verdicts for the report's chip family
+    (or --family) from what the probe saw, and regenerate docs/op-support.md."""
     from anekit.analysis import load_op_table
     from anekit.analysis.docs import op_support_markdown
 
+    if probe_report is not None:
+        _from_probe(probe_report, families, table_file, docs_file, dry_run, as_json)
+        return
     table = load_op_table()
     chosen = list(families) or list(table.families)
     unknown = [family for family in chosen if family not in table.families]
@@ -441,3 +478,47 @@ def ops(families: tuple[str, ...], verdict: str | None, markdown: bool, as_json:
         view.add_row(*cells)
     stdout.print(view)
     stdout.print(f"{len(rows)} ops; sources: anekit ops --json, or docs/op-support.md")
+
+
+def _from_probe(
+    report: Path,
+    families: tuple[str, ...],
+    table_file: Path | None,
+    docs_file: Path | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    from anekit.probe.contribute import contribute
+
+    if len(families) > 1:
+        raise ProbeError("--from-probe applies a report to one family; give at most one --family")
+    changes, table, docs = contribute(
+        report,
+        family=families[0] if families else None,
+        table=table_file,
+        docs=docs_file,
+        write=not dry_run,
+    )
+    changed = [change for change in changes if change.changed]
+    disputed = [change for change in changes if change.disputed]
+    if as_json:
+        emit_json(
+            {
+                "table": str(table),
+                "docs": str(docs) if docs else None,
+                "written": not dry_run,
+                "changes": [asdict(change) | {"changed": change.changed} for change in changes],
+            }
+        )
+        return
+    view = titled_table("Op table changes from the probe", ["op", "before", "after", "what it saw"])
+    for change in [*changed, *disputed]:
+        after = change.after + (" (disputed)" if change.disputed else "")
+        view.add_row(esc(change.op), change.before, after, esc(change.note))
+    stdout.print(view)
+    action = "would write" if dry_run else "wrote"
+    stdout.print(
+        f"{len(changes)} ops probed on hardware: {len(changed)} verdicts changed, "
+        f"{len(disputed)} disputed, {len(changes) - len(changed) - len(disputed)} confirmed; "
+        f"{action} {esc(table)}" + (f" and {esc(docs)}" if docs else " (no docs page found)")
+    )

@@ -101,6 +101,9 @@ def compile_function(func: Any, numerics: Numerics) -> CompiledFunction:
                 low.records.append(record)
                 low.summaries[id(var)] = (peak, total, smallest)
             low.names[id(var)] = name
+    unlowered = [var.name for var in func.outputs if id(var) not in low.names]
+    if unlowered:  # an output that is a constant (folded by coremltools' passes)
+        raise NotLowerable(f"outputs {', '.join(unlowered)} are not computed by an op")
     outputs = [low.names[id(var)] for var in func.outputs]
     types_out = []
     for var in func.outputs:
