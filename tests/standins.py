@@ -214,6 +214,27 @@ class CoreMLTools:
         return loaded
 
 
+def simulated_device(
+    offset: float = 0.0,
+) -> Callable[[Path, dict[str, np.ndarray]], dict[str, np.ndarray]]:
+    """A ``compute`` for :class:`CoreMLTools`: the compiled model's source package run
+    in anekit's simulator (fp16 numerics), plus ``offset`` (a device computing wrongly)."""
+
+    def compute(source: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        import anekit
+
+        package = source.parent / "source.mlpackage"  # anekit.load wants the extension
+        if not package.exists():
+            shutil.copytree(source, package)
+        program = anekit.load(package)
+        values = program(*[feeds[str(spec.name)] for spec in program.input_specs], backend="sim")
+        if not isinstance(values, dict):
+            values = {str(program.output_specs[0].name): values}
+        return {name: np.asarray(value) + offset for name, value in values.items()}
+
+    return compute
+
+
 # -- Core ML's compute plan, through coremltools ------------------------------------
 
 #: The devices each compute-units value lets Core ML use (MLComputeUnits).

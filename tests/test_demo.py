@@ -7,6 +7,7 @@ from pathlib import Path
 
 import coremltools as ct
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 import anekit
@@ -54,6 +55,7 @@ def test_ffn_package_loads_back_with_the_expected_ops(tmp_path: Path) -> None:
     assert result.package_bytes > 3 * 512 * 1536 * 2
 
 
+@pytest.mark.slow  # ~1 minute: simulates 32 chunks through the package; --no-model runs fast
 def test_demo_command_json(tmp_path: Path) -> None:
     runner = CliRunner()
     result = runner.invoke(cli, ["demo", "--out", str(tmp_path), "--json"])

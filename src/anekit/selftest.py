@@ -92,10 +92,12 @@ def _placement(progress: Callable[[str], None] | None) -> dict[str, Any]:
         }
         for function in sorted(report.functions, key=lambda item: (len(item.name), item.name))
     }
-    plan = "Core ML's compute plan exists only on macOS"
-    if platform.system() == "Darwin":
-        from anekit.analysis import compute_plan
+    from anekit.analysis import compute_plan
 
+    plan = "Core ML's compute plan exists only on macOS"
+    if platform.system() == "Darwin" and not compute_plan.available():
+        plan = "Core ML's compute plan needs macOS 14.4 or later"
+    if compute_plan.available():
         plans = compute_plan.actual_devices(path, "CPU_AND_NE")
         for name, devices in plans.items():
             buckets.setdefault(name, {})["compute_plan"] = dict(Counter(devices.values()))

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from anekit import bench
 from anekit.cli import cli
+from standins import CoreMLTools, simulated_device
 
 ON_MAC = platform.system() == "Darwin"
 
@@ -71,6 +72,30 @@ def test_each_available_column_is_timed_and_checked_against_float64(
         # fp16 inside makes the simulator measurably less exact than fp32 NumPy
         simulated, exact = cells["simulator"].rel_error, cells["numpy"].rel_error
         assert simulated is not None and exact is not None and simulated > 10 * exact
+
+
+def test_on_a_mac_the_core_ml_columns_compile_once_and_run_on_their_units(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """coremltools and Core ML as the contract-enforcing stand-ins (the "device" is the
+    simulator): each Core ML column compiles the program once, loads it for its compute
+    units, and its cells are timed and checked like the others."""
+    from anekit.backends import coreml
+
+    monkeypatch.setattr(coreml, "core_ml_runtime_available", lambda: True)
+    tools = CoreMLTools(compute=simulated_device()).install(monkeypatch)
+    every = bench.workloads
+    monkeypatch.setattr(bench, "workloads", lambda size: every(size)[:2])
+    result = bench.run(size="small", columns=["ane", "gpu"], repeat=1, passes=3, model=False)
+    for workload, cells in result.rows:
+        for key in ("ane", "gpu"):
+            cell = cells[key]
+            assert cell.reason is None and len(cell.passes) == 3, (workload.name, key)
+            assert cell.rel_error is not None and 1e-5 < cell.rel_error < 5e-3  # fp16 inside
+    assert len(tools.compiles) == 4  # one per workload and column, not one per call
+    assert all(destination.endswith(".mlmodelc") for _, destination in tools.compiles)
+    units = [str(load.compute_units) for load in tools.loads]
+    assert units == ["ComputeUnit.CPU_AND_NE", "ComputeUnit.CPU_AND_GPU"] * 2
 
 
 def test_the_embedding_row_runs_each_columns_encoder(result: bench.BenchResult) -> None:

@@ -133,3 +133,30 @@ def test_a_core_ml_run_reports_the_compute_plan(package: Path) -> None:
     assert data["backend"] == "coreml" and data["requested"] == "CPU_AND_NE"
     assert data["simulated"] is False
     assert data["residency"] and sum(data["residency"].values()) >= 2
+
+
+def test_a_core_ml_run_on_a_stand_in_mac_reports_the_plan_and_the_fallback(
+    package: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """coremltools, Core ML and its compute plan as the contract-enforcing stand-ins (the
+    "device" is the simulator; the plan puts the tanh on the CPU): the report says what
+    was asked for, where each op ran, and that something fell back."""
+    from anekit.analysis import compute_plan
+    from anekit.backends import coreml
+    from standins import CoreMLComputePlan, CoreMLTools, simulated_device
+
+    monkeypatch.setattr(coreml, "core_ml_runtime_available", lambda: True)
+    monkeypatch.setattr(compute_plan, "core_ml_runtime_available", lambda: True)
+    tools = CoreMLTools(compute=simulated_device()).install(monkeypatch)
+    CoreMLComputePlan(
+        place=lambda function, op: "cpu" if op.operator_name == "tanh" else "gpu"
+    ).install(monkeypatch)
+    data = _json(str(package), "--backend", "coreml", "--compute-units", "CPU_AND_GPU")
+    assert (data["backend"], data["requested"], data["simulated"]) == (
+        "coreml",
+        "CPU_AND_GPU",
+        False,
+    )
+    assert data["residency"]["cpu"] == 1 and data["residency"]["gpu"] >= 1
+    assert data["fell_back"] is True
+    assert [str(load.compute_units) for load in tools.loads] == ["ComputeUnit.CPU_AND_GPU"]

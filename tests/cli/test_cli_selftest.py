@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -50,6 +51,34 @@ def test_placement_reports_every_bucket_of_the_package(report: dict[str, Any]) -
         assert bucket["compute_ops"] > 0 and bucket["expected_on_ane"] == bucket["compute_ops"]
     if not ON_MAC:
         assert placement["compute_plan"] == "Core ML's compute plan exists only on macOS"
+
+
+def test_on_a_mac_placement_adds_core_mls_plan_per_bucket(
+    report: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """coremltools' compiler and Core ML's compute plan as the contract-enforcing
+    stand-ins (macOS 15.5; the plan puts each bucket's first softmax on the CPU)."""
+    from anekit import selftest
+    from anekit.analysis import compute_plan
+    from standins import CoreMLComputePlan, CoreMLTools
+
+    moved: set[str] = set()
+
+    def place(function: str, op: Any) -> str:
+        if op.operator_name == "softmax" and function not in moved:
+            moved.add(function)
+            return "cpu"
+        return "ane"
+
+    monkeypatch.setattr(compute_plan, "core_ml_runtime_available", lambda: True)
+    tools = CoreMLTools().install(monkeypatch)
+    CoreMLComputePlan(place=place).install(monkeypatch)
+    placement = selftest._placement(None)
+    assert placement["compute_plan"] == "CPU_AND_NE"
+    for name, bucket in placement["buckets"].items():
+        plan = bucket["compute_plan"]
+        assert plan["cpu"] == 1 and plan["cpu"] + plan["ane"] == bucket["compute_ops"], name
+    assert [Path(source).name for source, _ in tools.compiles] == [Path(placement["package"]).name]
 
 
 def test_the_short_bench_and_the_cache_are_reported(report: dict[str, Any]) -> None:

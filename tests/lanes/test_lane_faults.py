@@ -229,6 +229,7 @@ def test_a_poisoned_lane_is_refused_at_admission(work: Any, faults: Any) -> None
         _check(scheduler.embed(token_ids[:8]), reference[:8], 0.999)
 
 
+@pytest.mark.slow  # ~50 s: the sim lane simulates the package, then a CPU lane starts
 def test_nan_rows_from_a_lane_are_re_embedded_on_the_cpu(work: Any, faults: Any) -> None:
     """The sim lane (the ANE stand-in) passes admission, then returns NaN; its rows go
     to the CPU lane, started for them."""

@@ -11,6 +11,11 @@ from anekit.models import BUCKETS
 from anekit.models.package import function_name
 from package_checks import bucket_cosines
 
+# Building the int8 package takes ~3 minutes of a CI worker; the int8 weight paths are
+# checked on small programs in tests/test_package.py, and the fp16 package's placement
+# by the selftest and demo tests. `make test-slow` runs these.
+pytestmark = pytest.mark.slow
+
 
 def test_placement_is_all_on_the_ane(fp16: Embedder, int8: Embedder) -> None:
     for embedder in (fp16, int8):

@@ -28,7 +28,10 @@ def reference(texts: list[str]) -> dict[int, np.ndarray]:
     return {n: minilm.sentence_transformers_encode(texts, max_length=n) for n in (256, 512)}
 
 
-@pytest.mark.parametrize("max_length", [256, 512])
+@pytest.mark.parametrize(
+    "max_length",
+    [256, pytest.param(512, marks=pytest.mark.slow)],  # 512: ~35 s more
+)
 def test_reference_matches_sentence_transformers(
     texts: list[str], reference: dict[int, np.ndarray], max_length: int
 ) -> None:

@@ -5,39 +5,18 @@ path is unverified on hardware (no Mac in CI); the macos-marked test runs it the
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
-import anekit
 from anekit import probe
 from anekit.analysis import compute_plan
 from anekit.cli import cli
 from anekit.probe.cases import case, t
 from anekit.probe.measure import measure
 from anekit.probe.report import ProbeReport
-from standins import CoreMLComputePlan, CoreMLTools
-
-
-def _simulated_device(offset: float = 0.0) -> Any:
-    """A compiled model's predictions: its source package in the simulator's fp16
-    numerics (plus ``offset``, a device that computes wrongly)."""
-
-    def compute(source: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        package = source.parent / "copy.mlpackage"
-        if not package.exists():
-            shutil.copytree(source, package)
-        program = anekit.load(package)
-        values = program(*[feeds[str(spec.name)] for spec in program.input_specs], backend="sim")
-        if not isinstance(values, dict):
-            values = {str(program.output_specs[0].name): values}
-        return {name: np.asarray(value) + offset for name, value in values.items()}
-
-    return compute
+from standins import CoreMLComputePlan, CoreMLTools, simulated_device
 
 
 @pytest.fixture
@@ -48,7 +27,7 @@ def mac(monkeypatch: pytest.MonkeyPatch) -> CoreMLTools:
     CoreMLComputePlan(
         place=lambda function, op: "cpu" if op.operator_name == "log" else "ane"
     ).install(monkeypatch)
-    return CoreMLTools(compute=_simulated_device()).install(monkeypatch)
+    return CoreMLTools(compute=simulated_device()).install(monkeypatch)
 
 
 def test_each_op_is_compiled_placed_and_run_on_core_ml(mac: CoreMLTools, tmp_path: Path) -> None:
@@ -70,7 +49,7 @@ def test_wrong_values_on_the_device_are_a_mismatch(
 ) -> None:
     monkeypatch.setattr(compute_plan, "core_ml_runtime_available", lambda: True)
     CoreMLComputePlan().install(monkeypatch)
-    CoreMLTools(compute=_simulated_device(offset=0.5)).install(monkeypatch)
+    CoreMLTools(compute=simulated_device(offset=0.5)).install(monkeypatch)
     result = measure(case("relu", t(1, 64, 1, 64)), tmp_path)
     assert (result.status, result.device) == ("mismatch", "ane")
     assert result.rel_error is not None and result.rel_error > 0.1

@@ -1,9 +1,11 @@
 """Core ML backend (macOS): run the saved package through coremltools' ``MLModel``.
 
 Kept thin on purpose and unverified on hardware in this project's CI (no Mac): it saves the
-program as an ``.mlpackage`` in a temporary directory (or loads a package read from disk as
-it is, the right ``function_name`` of it) with the compute units asked for (``CPU_AND_NE``
-by default, so Core ML places what it can on the Neural Engine; ``CPU_AND_GPU``,
+program as an ``.mlpackage`` in a temporary directory (or takes a package read from disk as
+it is, the right ``function_name`` of it), compiles it once with Core ML
+(``ct.models.utils.compile_model``) and loads the compiled model
+(``ct.models.CompiledMLModel``) with the compute units asked for (``CPU_AND_NE`` by
+default, so Core ML places what it can on the Neural Engine; ``CPU_AND_GPU``,
 ``CPU_ONLY`` or ``ALL`` as the ``mode``). :meth:`CoreMLSession.residency` asks Core ML's
 ``MLComputePlan`` where each op runs, and the run report carries it.
 
@@ -47,6 +49,7 @@ class CoreMLSession:
         compute_units: str,
         package: Path | None = None,
         function_name: str | None = None,
+        compiled: Path | None = None,
     ) -> None:
         self.model = model
         self.compute_units = compute_units
@@ -56,10 +59,8 @@ class CoreMLSession:
         self._residency: dict[str, int] | None = None
         #: The same compiled model through PyObjC (GIL released), where installed.
         self.no_gil = (
-            coreml_nogil.NoGilModel(
-                Path(model.get_compiled_model_path()), compute_units, function_name
-            )
-            if coreml_nogil.available()
+            coreml_nogil.NoGilModel(compiled, compute_units, function_name)
+            if compiled is not None and coreml_nogil.available()
             else None
         )
         self._cleanup = weakref.finalize(self, shutil.rmtree, directory, ignore_errors=True)
@@ -123,8 +124,13 @@ class CoreMLBackend:
             # a package read from disk: load it as it is, the right function of it
             path = Path(program.package_path)
             function = program.function_name
-            model = ct.models.MLModel(str(path), compute_units=units, function_name=function)
         else:
             path = program.save(Path(directory) / "model.mlpackage")
-            model = ct.models.MLModel(str(path), compute_units=units)
-        return CoreMLSession(model, directory, compute_units, path, function)
+        # compile_model's destination must end in .mlmodelc and must not exist yet
+        compiled = Path(
+            ct.models.utils.compile_model(str(path), str(Path(directory) / "model.mlmodelc"))
+        )
+        model = ct.models.CompiledMLModel(
+            str(compiled), compute_units=units, function_name=function
+        )
+        return CoreMLSession(model, directory, compute_units, path, function, compiled)
