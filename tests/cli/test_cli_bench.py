@@ -93,7 +93,7 @@ def test_on_a_mac_the_core_ml_columns_compile_once_and_run_on_their_units(
             assert cell.reason is None and len(cell.passes) == 3, (workload.name, key)
             assert cell.rel_error is not None and 1e-5 < cell.rel_error < 5e-3  # fp16 inside
     assert len(tools.compiles) == 4  # one per workload and column, not one per call
-    assert all(destination.endswith(".mlmodelc") for _, destination in tools.compiles)
+    assert all(str(destination).endswith(".mlmodelc") for _, destination in tools.compiles)
     units = [str(load.compute_units) for load in tools.loads]
     assert units == ["ComputeUnit.CPU_AND_NE", "ComputeUnit.CPU_AND_GPU"] * 2
 
