@@ -18,8 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from anekit._coremltools import without_final_collect
+from anekit.frontends.mlpackage import load_package
 from anekit.probe.cases import Case
 from anekit.probe.report import OpResult
+from anekit.program import CompiledProgram
+from anekit.sim.interpreter import run
+from anekit.sim.single_op import single_op_program
 
 #: What a probe runs the program on: Core ML (macOS) or the simulator's fp16 numerics.
 BACKENDS = ("coreml", "sim")
@@ -40,19 +45,14 @@ def measure(
     result = OpResult(case.op, "failed", program=case.describe(), tolerance=case.tolerance)
     started = time.perf_counter()
     stage = "build"
+
+    def reach(name: str) -> None:
+        nonlocal stage
+        stage = name
+        if progress is not None:
+            progress(name)
+
     try:
-        from anekit._coremltools import without_final_collect
-        from anekit.frontends.mlpackage import load_package
-        from anekit.program import CompiledProgram
-        from anekit.sim.interpreter import run
-        from anekit.sim.single_op import single_op_program
-
-        def reach(name: str) -> None:
-            nonlocal stage
-            stage = name
-            if progress is not None:
-                progress(name)
-
         reach("build")
         arrays = case.arrays(seed)
         program, feeds = single_op_program(case.op, *arrays, **case.attrs)
