@@ -17,7 +17,8 @@ from anekit import probe
 from anekit.analysis import optable
 from anekit.cli import cli
 from anekit.errors import ProbeError
-from anekit.probe.cases import CASES, NOT_PROBED, case, t
+from anekit.ops import groups
+from anekit.probe.cases import CASES, CONSTANT, NOT_PROBED, case, t
 from anekit.probe.measure import compare
 from anekit.probe.report import ProbeReport
 from anekit.probe.worker import FAULT_VARIABLE
@@ -58,9 +59,15 @@ def test_the_report_covers_the_whole_table_once_each(
     ops = [item["op"] for item in payload["results"]]
     assert ops == sorted(optable.load().ops)
     probed = {item.op for item in CASES}
-    assert probed.isdisjoint(NOT_PROBED) and probed | set(NOT_PROBED) == set(ops)
+    table = optable.load()
+    constants = {op for op, entry in table.ops.items() if not entry.is_compute}
+    assert constants == {"_const_symbolic", "const", *groups.CONSTEXPR}
+    assert probed.isdisjoint(NOT_PROBED) and probed.isdisjoint(constants)
+    assert probed | set(NOT_PROBED) | constants == set(ops)
     for item in payload["results"]:
-        if item["op"] in NOT_PROBED:
+        if item["op"] in constants:
+            assert (item["status"], item["message"]) == ("not probed", CONSTANT)
+        elif item["op"] in NOT_PROBED:
             assert (item["status"], item["message"]) == ("not probed", NOT_PROBED[item["op"]])
         else:  # every case the probe has passes, not only the ANE-capable ones
             assert item["status"] == "ok", (item["op"], item["message"])

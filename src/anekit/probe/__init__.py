@@ -25,7 +25,7 @@ from pathlib import Path
 
 from anekit.analysis import compute_plan, optable
 from anekit.errors import ProbeError
-from anekit.probe.cases import CASES, NOT_PROBED, Case, by_op
+from anekit.probe.cases import CASES, CONSTANT, NOT_PROBED, Case, by_op
 from anekit.probe.measure import measure
 from anekit.probe.report import OpResult, ProbeReport
 
@@ -80,12 +80,14 @@ def run(
         )
     isolate = (not simulate) if isolate is None else isolate
     cases = by_op()
+    table = optable.load()
     results = []
     with tempfile.TemporaryDirectory(prefix="anekit-probe-") as scratch:
         for op in chosen:
             case = cases.get(op)
             if case is None:
-                reason = NOT_PROBED.get(op, "no probe case for this op yet")
+                constant = not table.ops[op].is_compute
+                reason = CONSTANT if constant else NOT_PROBED.get(op, "no probe case yet")
                 result = OpResult(op, "not probed", message=reason)
             elif isolate:
                 result = _in_worker(case, Path(scratch), backend, compute_units, timeout)
