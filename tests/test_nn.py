@@ -101,6 +101,40 @@ def test_conv1x1_native_and_expansion(bc1s: np.ndarray, rng: np.random.Generator
     assert "conv" not in op_types(traced_weight)
 
 
+@pytest.mark.parametrize(
+    ("stride", "padding", "kernel"),
+    [((1, 1), (0, 1), (1, 3)), ((1, 2), (0, 1), (1, 3)), ((2, 2), (1, 1), (3, 3))],
+)
+def test_conv2d_matches_torch_and_traces_to_one_conv(
+    rng: np.random.Generator,
+    stride: tuple[int, int],
+    padding: tuple[int, int],
+    kernel: tuple[int, int],
+) -> None:
+    torch = pytest.importorskip("torch")
+    x = rng.standard_normal((2, 8, 6, 40)).astype(np.float32)
+    weight = rng.standard_normal((5, 8, *kernel)).astype(np.float32)
+    bias = rng.standard_normal(5).astype(np.float32)
+    want = torch.nn.functional.conv2d(
+        torch.from_numpy(x), torch.from_numpy(weight), torch.from_numpy(bias), stride, padding
+    ).numpy()
+    got = nn.conv2d(x, weight, bias, stride=stride, padding=padding)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    program = anekit.compile(
+        lambda x: nn.conv2d(x, weight, bias, stride=stride, padding=padding), x
+    )
+    assert "conv" in op_types(program) and "matmul" not in op_types(program)
+    np.testing.assert_allclose(program(x, backend="sim", mode="fp32"), want, rtol=1e-5, atol=1e-5)
+
+
+def test_conv2d_refuses_traced_weights_and_wrong_shapes(rng: np.random.Generator) -> None:
+    x = rng.standard_normal((1, 4, 1, 32)).astype(np.float32)
+    with pytest.raises(errors.ShapeError, match="conv2d"):
+        nn.conv2d(x, np.zeros((3, 5, 1, 3), np.float32))
+    with pytest.raises(errors.TraceError, match="must be constants"):
+        anekit.compile(lambda x, w: nn.conv2d(x, w), x, np.zeros((3, 4, 1, 3), np.float32))
+
+
 def test_conv1x1_equals_linear_over_channels(bc1s: np.ndarray, rng: np.random.Generator) -> None:
     weight = rng.standard_normal((24, 16)).astype(F32)
     as_conv = nn.conv1x1(bc1s, weight)

@@ -27,6 +27,7 @@ from anekit.trace.tracer import Tracer
 
 __all__ = [
     "conv1x1",
+    "conv2d",
     "embedding",
     "erf",
     "gelu",
@@ -342,3 +343,46 @@ def conv1x1(x: Array, weight: Array, bias: Array | None = None) -> Array:
     rows = np.asarray(x).reshape(batch, x.shape[1], height * width)
     result = np.matmul(w, rows).reshape(batch, out_channels, height, width)
     return result if b is None else result + b.reshape(1, -1, 1, 1)
+
+
+def conv2d(
+    x: Array,
+    weight: Any,
+    bias: Any = None,
+    *,
+    stride: tuple[int, int] = (1, 1),
+    padding: tuple[int, int] = (0, 0),
+) -> Array:
+    """A 2-D convolution over (B, C, H, W) with a constant ``weight`` (C_out, C_in, kH,
+    kW): MIL ``conv`` (custom padding ``padding`` = (pad H, pad W) on both sides,
+    ``stride``), which the ANE runs. On (B, C, 1, T) with a (1, k) kernel it is the
+    ANE form of a 1-D convolution (Whisper's front end)."""
+    x = _float_input(x, "conv2d")
+    if P.any_tracer((weight, bias)):
+        raise TraceError("anekit.nn.conv2d: weight and bias must be constants (NumPy arrays)")
+    kernel = np.asarray(weight)
+    if x.ndim != 4 or kernel.ndim != 4 or kernel.shape[1] != x.shape[1]:
+        raise ShapeError(
+            f"anekit.nn.conv2d: x (B, C, H, W) and weight (C_out, {x.shape[1]}, kH, kW) "
+            f"expected, got {tuple(x.shape)} and {tuple(kernel.shape)}",
+            location=user_location(),
+        )
+    _check_bias(_constant(bias, x.dtype), kernel.shape[0], "conv2d")
+    (sh, sw), (ph, pw) = stride, padding
+    _, _, height, width = x.shape
+    out_h = (height + 2 * ph - kernel.shape[2]) // sh + 1
+    out_w = (width + 2 * pw - kernel.shape[3]) // sw + 1
+    if isinstance(x, Tracer):
+        inputs = _weight_inputs(x, weight=kernel, bias=bias)
+        conv = P.emit(
+            "conv", [x], **inputs, strides=[sh, sw], pad_type="custom",
+            pad=[ph, ph, pw, pw], dilations=[1, 1], groups=1,
+        )  # fmt: skip
+        return P.expect(conv, x.dtype, (x.shape[0], kernel.shape[0], out_h, out_w))
+    padded = np.pad(np.asarray(x), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    window = (1, 1, int(kernel.shape[2]), int(kernel.shape[3]))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, window)[:, :, :, :, 0, 0]
+    windows = windows[:, :, ::sh, ::sw][:, :, :out_h, :out_w]  # (B, C, H', W', kH, kW)
+    result = np.einsum("bchwij,ocij->bohw", windows, kernel.astype(x.dtype), optimize=True)
+    result = result.astype(x.dtype, copy=False)
+    return result if bias is None else result + np.asarray(bias, x.dtype).reshape(1, -1, 1, 1)
