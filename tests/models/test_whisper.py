@@ -146,3 +146,22 @@ def test_bad_inputs_are_refused_by_name(folder: Path, tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text('{"model_type": "bert"}')
     with pytest.raises(ModelError, match="is not whisper"):
         whisper.read_config(tmp_path)
+
+
+def test_the_example_builds_reports_and_saves_the_package(
+    folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import runpy
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "whisper_encoder.py"
+    main = runpy.run_path(str(example))["main"]
+    out = tmp_path / "encoder.mlpackage"
+    result = main([str(folder), "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert result["on_ane"] == result["compute_ops"] and float(result["min_cosine"]) >= 0.999
+    assert f"placement: {result['on_ane']} of {result['compute_ops']} compute ops" in printed
+    assert "not on the ANE" not in printed and "(not a device figure)" in printed
+    assert (out / "Manifest.json").is_file() and result["package"] == str(out)
+    loaded = anekit.load(out)
+    assert loaded.input_specs[0].shape == (1, 80, 1, 3000)
+    assert loaded.output_specs[0].shape == (1, 64, 1, 1500)
