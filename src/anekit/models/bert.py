@@ -22,11 +22,9 @@ import numpy as np
 
 from anekit import nn
 from anekit.models.config import EncoderConfig
+from anekit.models.pooling import pool
 from anekit.models.weights import Layer, Weights
-from anekit.ops.limits import MASK_FILL
-
-#: The smallest positive fp16 value: fp16 epsilons are at least this.
-FP16_TINY = 2.0**-24
+from anekit.ops.limits import FP16_TINY, MASK_FILL
 
 
 def make_encoder(
@@ -73,7 +71,7 @@ def make_encoder(
         return nn.conv1x1(merged, w["out"], w["out_bias"])
 
     def encode(hidden: Any, keep: Any) -> Any:
-        batch, channels, _, length = hidden.shape
+        batch, _, _, length = hidden.shape
         mask = ((1 - keep) * dtype.type(MASK_FILL)).reshape(batch, length, 1)
         x = nn.layer_norm(hidden, norm, norm_bias, axis=1, eps=eps)
         for w in prepared:
@@ -82,11 +80,7 @@ def make_encoder(
             inner = activation(nn.conv1x1(x, w["up"], w["up_bias"]))
             down = nn.conv1x1(inner, w["down"], w["down_bias"])
             x = nn.layer_norm(x + down, w["norm2"], w["norm2_bias"], axis=1, eps=eps)
-        if config.pooling == "cls":
-            return x[:, :, 0, 0]
-        kept = keep.reshape(batch, 1, 1, length)
-        summed = np.sum(x * kept, axis=3).reshape(batch, channels)
-        return summed / np.sum(keep, axis=1, keepdims=True)
+        return pool(x, keep, config.pooling)
 
     return encode
 

@@ -32,13 +32,12 @@ import numpy as np
 
 from anekit import nn
 from anekit.errors import ModelError
-from anekit.ops.limits import MASK_FILL
+from anekit.models.pooling import pool
+from anekit.ops.limits import FP16_TINY, MASK_FILL
 
 #: transformers' ModernBertConfig defaults (default_theta) for the two layer types.
 GLOBAL_THETA, LOCAL_THETA = 160_000.0, 10_000.0
 FULL, SLIDING = "full_attention", "sliding_attention"
-#: The smallest positive fp16 value: fp16 epsilons are at least this.
-FP16_TINY = 2.0**-24
 
 
 @dataclass(frozen=True)
@@ -257,11 +256,7 @@ def make_encoder(
             x = x + attention(normed, mask, w)
             x = x + mlp(nn.layer_norm(x, w["mlp_norm"], w["mlp_norm_bias"], axis=1, eps=eps), w)
         x = nn.layer_norm(x, final_norm, final_norm_bias, axis=1, eps=eps)
-        if config.pooling == "cls":
-            return x[:, :, 0, 0]
-        kept = keep.reshape(batch, 1, 1, size)
-        summed = np.sum(x * kept, axis=3).reshape(batch, channels)
-        return summed / np.sum(keep, axis=1, keepdims=True)
+        return pool(x, keep, config.pooling)
 
     return encode
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 #: The largest finite float16 value.
 FP16_MAX = 65504.0
+#: float16's smallest positive (subnormal) value: an epsilon below it is 0 in fp16.
+FP16_TINY = 2.0**-24
 
 #: Per-head attention score tensors of this many elements or more are computed wrongly
 #: on the ANE (prior-art.md §1.4, eeane ``attention_split.py``): attention is split so
@@ -42,6 +44,7 @@ WIDTH_SLICE_LIMIT = 4094.0
 __all__ = [
     "ATTENTION_SCORE_LIMIT",
     "FP16_MAX",
+    "FP16_TINY",
     "MASK_FILL",
     "MATMUL_SATURATION",
     "MIN_IO_WIDTH",

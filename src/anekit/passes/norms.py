@@ -55,11 +55,10 @@ import numpy as np
 from coremltools.converters.mil.mil import Builder as mb
 from coremltools.converters.mil.mil.passes.pass_registry import register_pass
 
+from anekit.ops.limits import FP16_TINY
 from anekit.passes.base import AnePass
 from anekit.passes.graph import consumers, float_dtype, replace_var, scalar_value
 
-#: fp16's smallest positive value: an epsilon below it is 0 in fp16.
-FP16_TINY = 2.0**-24
 #: fp16's smallest normal value: the least row maximum a root rewrite divides by.
 FP16_SMALLEST_NORMAL = 2.0**-14
 #: Default floor exponent k of the layer_norm rewrite: rows are divided by
