@@ -449,7 +449,7 @@ _CREATION = (
     case("fill_like", t(*X), value=f16(-0.5)),
     # scale 1/16: x / scale is exact in fp16, so both numerics round the same quotients
     case("quantize", t(*X), scale=f16(1 / 16), zero_point=np.int8(0), output_dtype="int8"),
-    case("range_1d", start=f16(0), end=f16(64), step=f16(0.5)),
+    case("range_1d", start=np.float32(0), end=np.float32(64), step=np.float32(0.5)),
     case("shape", t(*X)),
 )
 
