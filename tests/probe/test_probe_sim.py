@@ -31,22 +31,16 @@ def sim_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], P
     return json.loads(outcome.output), out, outcome.exit_code
 
 
-def _capable() -> set[str]:
-    table = optable.load()
-    return {
-        op
-        for op, entry in table.ops.items()
-        if entry.is_compute
-        and any(entry.for_family(family).verdict in ("ane", "ane_if") for family in table.families)
-    }
-
-
 def test_every_ane_capable_op_passes_in_the_simulator(
     sim_run: tuple[dict[str, Any], Path, int],
 ) -> None:
     payload, _, exit_code = sim_run
     results = {item["op"]: item for item in payload["results"]}
-    failing = {op: results[op]["message"] for op in _capable() if results[op]["status"] != "ok"}
+    failing = {
+        op: results[op]["message"]
+        for op in optable.load().ane_capable()
+        if results[op]["status"] != "ok"
+    }
     assert failing == {}
     assert exit_code == 0
     assert payload["simulated"] is True and "simulated" in payload["compute_units"]

@@ -17,6 +17,8 @@ from typing import Any
 from anekit.errors import PlacementError
 
 VERDICTS: tuple[str, ...] = ("ane", "ane_if", "decompose", "cpu")
+#: The verdicts that place an op on the ANE (``ane_if`` when its condition holds).
+ON_ANE: tuple[str, ...] = ("ane", "ane_if")
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,15 @@ class OpTable:
 
     def entry(self, op_type: str) -> OpEntry | None:
         return self.ops.get(op_type)
+
+    def ane_capable(self) -> set[str]:
+        """The compute op types some family places on the ANE."""
+        return {
+            op
+            for op, entry in self.ops.items()
+            if entry.is_compute
+            and any(entry.for_family(family).verdict in ON_ANE for family in self.families)
+        }
 
 
 def _rule(data: dict[str, Any], where: str) -> Rule:

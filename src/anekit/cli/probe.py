@@ -98,13 +98,7 @@ def probe(
         out = Path(_default_name(report.machine))
     if out is not None:
         report.save(out)
-    table = optable.load()
-    capable = {
-        op
-        for op, entry in table.ops.items()
-        if entry.is_compute
-        and any(entry.for_family(family).verdict in ("ane", "ane_if") for family in table.families)
-    }
+    capable = optable.load().ane_capable()
     gate = [r.op for r in report.results if simulate and r.op in capable and r.status != "ok"]
     if as_json:
         emit_json(report.to_json())

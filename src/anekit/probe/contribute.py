@@ -28,12 +28,12 @@ import tomlkit
 
 from anekit.analysis import compute_plan, optable
 from anekit.analysis.docs import op_support_markdown
+from anekit.analysis.optable import ON_ANE
 from anekit.errors import ProbeError
 from anekit.probe.report import OpResult, ProbeReport
 
 #: Stages where a failure is Core ML's refusal, not anekit's own problem.
 CORE_ML_STAGES = ("compile", "plan", "run")
-ON_ANE = ("ane", "ane_if")
 
 
 @dataclass(frozen=True)
