@@ -165,3 +165,38 @@ def test_the_example_builds_reports_and_saves_the_package(
     loaded = anekit.load(out)
     assert loaded.input_specs[0].shape == (1, 80, 1, 3000)
     assert loaded.output_specs[0].shape == (1, 64, 1, 1500)
+
+
+def test_build_model_writes_the_encoder_package(folder: Path, tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from anekit.cli import cli
+
+    outcome = CliRunner().invoke(
+        cli, ["build-model", str(folder), "--variant", "both", "--out", str(tmp_path), "--json"]
+    )
+    assert outcome.exit_code == 0, outcome.output
+    built = json.loads(outcome.stdout)  # coremltools draws its int8 progress on stderr
+    assert [item["variant"] for item in built] == ["fp16", "int8"]
+    for item in built:
+        assert item["ane"] == item["compute_ops"] > 0
+        assert item["path"] == str(tmp_path / f"tiny-whisper-{item['variant']}.mlpackage")
+    fp16, int8 = (Path(item["path"]) for item in built)
+    sizes = [sum(f.stat().st_size for f in path.rglob("*.bin")) for path in (fp16, int8)]
+    assert sizes[1] < 0.7 * sizes[0]  # int8 weights stored as int8
+    program = anekit.load(fp16)
+    assert [spec.name for spec in program.input_specs] == ["features"]
+    assert program.output_specs[0].shape == (1, 64, 1, 1500)
+
+
+def test_build_model_on_a_modernbert_folder_says_it_is_not_there_yet(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from anekit.cli import cli
+
+    (tmp_path / "config.json").write_text('{"model_type": "modernbert"}')
+    outcome = CliRunner().invoke(cli, ["build-model", str(tmp_path)])
+    assert outcome.exit_code == 2
+    assert "ModernBERT packages are not built yet" in outcome.output

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from anekit.cli._common import emit_json, esc, format_bytes, stderr, stdout, titled_table, with_json
+from anekit.errors import ModelError
 
 
 @click.group()
@@ -134,12 +136,33 @@ def build_model(model: str | None, variant: str, out: Path | None, as_json: bool
     from anekit.models import build_package
     from anekit.models.registry import resolve
 
-    model_id, _ = resolve(model)
+    family = _model_type(model)
+    if family == "modernbert":
+        raise ModelError(
+            f"{model}: ModernBERT packages are not built yet (the encoder is in "
+            "anekit.models.modernbert; its packages and lanes are in progress)"
+        )
+    model_id = Path(str(model)).name if family == "whisper" else resolve(model)[0]
     variants = ["fp16", "int8"] if variant == "both" else [variant]
     results = []
     for name in variants:
         target = None if out is None else out / f"{model_id}-{name}.mlpackage"
         report = (lambda message: None) if as_json else (lambda message: stderr.print(esc(message)))
+        if family == "whisper":
+            path = _build_whisper(Path(str(model)), name, target, report)
+            (function,) = analyze(path).functions
+            results.append(
+                {
+                    "path": str(path),
+                    "model": model_id,
+                    "variant": name,
+                    "compute_ops": len(function.compute_ops()),
+                    "ane": function.on_ane("a14"),
+                }
+            )
+            if not as_json:
+                stdout.print(f"[bold]{esc(path)}[/] ({name}): {esc(function.summary('a14'))}")
+            continue
         built = build_package(model, variant=name, out=target, progress=report)
         placement = analyze(built.path)
         size = sum(item.stat().st_size for item in built.path.rglob("*") if item.is_file())
@@ -161,3 +184,26 @@ def build_model(model: str | None, variant: str, out: Path | None, as_json: bool
                 stdout.print(f"  {esc(function.name)}: compute ops expected on the ANE: {counts}")
     if as_json:
         emit_json(results)
+
+
+def _model_type(model: str | None) -> str | None:
+    """``config.json``'s model_type when ``model`` is a folder that has one."""
+    import json
+
+    config = Path(str(model)) / "config.json" if model else None
+    if config is None or not config.is_file():
+        return None
+    try:
+        return str(json.loads(config.read_text("utf-8")).get("model_type", ""))
+    except ValueError as error:
+        raise ModelError(f"{config}: not JSON: {error}") from error
+
+
+def _build_whisper(
+    folder: Path, variant: str, target: Path | None, report: Callable[[str], None]
+) -> Path:
+    from anekit.models import whisper
+    from anekit.models.package import packages_dir
+
+    path = target or packages_dir() / f"{folder.name}-encoder-{variant}.mlpackage"
+    return whisper.build_package(folder, path, weights=variant, progress=report)

@@ -192,6 +192,48 @@ def make_encoder(
     return encode
 
 
+#: The package's input and output names.
+INPUT, OUTPUT = "features", "states"
+
+
+def trace(config: WhisperEncoderConfig, weights: dict[str, np.ndarray]) -> Any:
+    """The fp16 encoder at (1, mel_bins, 1, frames), traced and through the ANE passes."""
+    from anekit.frontends.numpy import compile_function
+    from anekit.specs import TensorSpec
+
+    return compile_function(
+        make_encoder(config, weights, np.float16),
+        TensorSpec((1, config.mel_bins, 1, config.frames), np.float16, INPUT),
+        output_names=[OUTPUT],
+    )
+
+
+def build_package(
+    folder: Path,
+    target: Path,
+    *,
+    weights: str = "fp16",
+    progress: Callable[[str], None] | None = None,
+) -> Path:
+    """The encoder of the Whisper checkpoint in ``folder`` as a fixed-shape package at
+    ``target`` (30 s: ``features`` (1, mel_bins, 1, 3000) fp16 in, ``states`` (1, d_model,
+    1, 1500) out); ``weights`` ``fp16`` or ``int8`` (per output channel)."""
+    from anekit.package import save_functions
+
+    config = read_config(folder)
+    report = progress or (lambda message: None)
+    report(f"{folder.name}: tracing the encoder (1 x {config.mel_bins} x {config.frames})")
+    program = trace(config, read_weights(folder))
+    return save_functions(
+        [("main", program)],
+        target,
+        weights=weights,
+        metadata={"anekit.model": folder.name, "anekit.family": "whisper-encoder"},
+        description=f"{folder.name} Whisper encoder ({weights}), built by anekit",
+        progress=report,
+    )
+
+
 def log_mel(audio: np.ndarray, mel_bins: int = 80) -> np.ndarray:
     """Whisper's log-mel features (mel_bins, 3000) of 16 kHz mono ``audio``, as
     transformers' ``WhisperFeatureExtractor`` computes them: the audio zero-padded or cut
