@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from anekit import nn
+from anekit.models.activations import ACTIVATIONS
 from anekit.models.config import EncoderConfig
 from anekit.models.pooling import pool
 from anekit.models.weights import Layer, Weights
@@ -53,7 +54,7 @@ def make_encoder(
         for layer in weights.layers
     ]
     norm, norm_bias = cast(weights.norm), cast(weights.norm_bias)
-    activation = _activation(config.hidden_act)
+    activation = ACTIVATIONS[config.hidden_act]
 
     def attention(x: Any, mask: Any, w: dict[str, np.ndarray]) -> Any:
         batch, channels, _, length = x.shape
@@ -109,7 +110,7 @@ def make_row_encoder(config: EncoderConfig, weights: Weights) -> Callable[[Any, 
         }
         for layer in weights.layers
     ]  # fmt: skip
-    activation = _activation(config.hidden_act)
+    activation = ACTIVATIONS[config.hidden_act]
 
     def encode(hidden: Any, keep: Any) -> Any:
         batch, length, channels = hidden.shape
@@ -133,11 +134,3 @@ def make_row_encoder(config: EncoderConfig, weights: Weights) -> Callable[[Any, 
         return summed / np.sum(keep, axis=1, keepdims=True)
 
     return encode
-
-
-def _activation(name: str) -> Callable[[Any], Any]:
-    if name == "relu":
-        return nn.relu
-    if name in ("gelu_new", "gelu_pytorch_tanh"):
-        return lambda x: nn.gelu(x, approximate="tanh")
-    return nn.gelu

@@ -32,6 +32,7 @@ import numpy as np
 
 from anekit import nn
 from anekit.errors import ModelError
+from anekit.models.activations import ACTIVATIONS
 from anekit.models.pooling import pool
 from anekit.ops.limits import FP16_TINY, MASK_FILL
 
@@ -93,8 +94,10 @@ def read_config(folder: Path, pooling: str = "mean") -> ModernBertConfig:
             )
         theta[kind] = float(settings.get("rope_theta", data.get(old_key, default)))
     activation = str(data.get("hidden_activation", "gelu"))
-    if activation not in _ACTIVATIONS:
-        raise ModelError(f"{path}: hidden_activation {activation!r} is not supported")
+    if activation not in ACTIVATIONS:
+        raise ModelError(
+            f"{path}: hidden_activation {activation!r} is not supported ({', '.join(ACTIVATIONS)})"
+        )
     try:
         config = ModernBertConfig(
             hidden_size=int(data["hidden_size"]),
@@ -166,7 +169,7 @@ def make_encoder(
     heads, depth, half = config.num_heads, config.head_dim, config.head_dim // 2
     channels = config.hidden_size
     eps = config.norm_eps if dtype == np.float32 else max(config.norm_eps, FP16_TINY)
-    activation = _ACTIVATIONS[config.hidden_activation]
+    activation = ACTIVATIONS[config.hidden_activation]
 
     def cast(array: np.ndarray | None) -> Any:
         return None if array is None else np.asarray(array, np.float32).astype(dtype)
@@ -266,12 +269,3 @@ def embed(weights: dict[str, np.ndarray], ids: np.ndarray) -> np.ndarray:
     table = weights["embeddings.tok_embeddings.weight"]
     rows = table[np.asarray(ids)]  # (B, S, C)
     return np.ascontiguousarray(rows.transpose(0, 2, 1)[:, :, None, :])
-
-
-_ACTIVATIONS: dict[str, Callable[[Any], Any]] = {
-    "gelu": nn.gelu,
-    "gelu_pytorch_tanh": lambda x: nn.gelu(x, approximate="tanh"),
-    "gelu_new": lambda x: nn.gelu(x, approximate="tanh"),
-    "relu": nn.relu,
-    "silu": nn.silu,
-}

@@ -28,6 +28,7 @@ import numpy as np
 
 from anekit import nn
 from anekit.errors import ModelError
+from anekit.models.activations import ACTIVATIONS
 from anekit.ops.limits import ATTENTION_SCORE_LIMIT
 
 #: WhisperFeatureExtractor's defaults: 16 kHz audio, 400-sample FFT, 160-sample hop, 30 s.
@@ -67,8 +68,11 @@ def read_config(folder: Path) -> WhisperEncoderConfig:
     if data.get("model_type") != "whisper":
         raise ModelError(f"{path}: model_type {data.get('model_type')!r} is not whisper")
     activation = str(data.get("activation_function", "gelu"))
-    if activation not in _ACTIVATIONS:
-        raise ModelError(f"{path}: activation_function {activation!r} is not supported")
+    if activation not in ACTIVATIONS:
+        raise ModelError(
+            f"{path}: activation_function {activation!r} is not supported "
+            f"({', '.join(ACTIVATIONS)})"
+        )
     try:
         config = WhisperEncoderConfig(
             d_model=int(data["d_model"]),
@@ -122,7 +126,7 @@ def make_encoder(
     dtype = np.dtype(dtype)
     heads, depth, channels = config.heads, config.head_dim, config.d_model
     scale = np.float32(1.0 / np.sqrt(depth))
-    activation = _ACTIVATIONS[config.activation]
+    activation = ACTIVATIONS[config.activation]
     chunks = query_chunks(config.positions)
 
     def get(name: str) -> Any:
@@ -278,10 +282,3 @@ def mel_filters(mel_bins: int) -> np.ndarray:
     filters = np.maximum(0.0, np.minimum(down, up))
     areas = 2.0 / (edges[2 : mel_bins + 2] - edges[:mel_bins])  # Slaney normalization
     return np.asarray(filters * areas[None, :], np.float64)
-
-
-_ACTIVATIONS: dict[str, Callable[[Any], Any]] = {
-    "gelu": nn.gelu,
-    "gelu_new": lambda x: nn.gelu(x, approximate="tanh"),
-    "relu": nn.relu,
-}
