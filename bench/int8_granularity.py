@@ -111,12 +111,16 @@ def _encode(
     sessions: dict[int, Any], layout: str, groups: list[Any], weights: Any, config: Any
 ) -> np.ndarray:
     """The (not normalized) embedding of every known-answer chunk, in order."""
-    from anekit.models.embeddings import embed, embed_rows
+    from anekit.models.embeddings import embed, row_inputs
 
     count = sum(len(batch.indices) for batch in groups)
     found = np.zeros((count, config.hidden_size), np.float32)
     for batch in groups:
-        hidden = (embed_rows if layout == "rows" else embed)(weights, config, batch.ids)
+        hidden = (
+            row_inputs(weights, config, batch.ids, batch.keep)["hidden"]
+            if layout == "rows"
+            else embed(weights, config, batch.ids)
+        )
         (vectors,) = sessions[batch.bucket].run(
             None, {"hidden": hidden, "keep": batch.keep.astype(np.float32)}
         )

@@ -7,8 +7,8 @@ import numpy as np
 import anekit
 from anekit.embedder import Embedder
 from anekit.models import BATCH, known_answers
+from anekit.models.architectures import make_encoder
 from anekit.models.batching import load_tokenizer
-from anekit.models.bert import make_encoder
 from anekit.models.embeddings import embed
 from anekit.models.package import function_name
 

@@ -1,5 +1,5 @@
-"""``anekit.Embedder``: sentence embeddings from a BERT-family model, on the ANE when there
-is one, following sentence-transformers' ``encode`` semantics.
+"""``anekit.Embedder``: sentence embeddings from a BERT-family or ModernBERT model, on the
+ANE when there is one, following sentence-transformers' ``encode`` semantics.
 
 An Embedder is a tokenizer, batching and one encoder (:mod:`anekit.models.encoders`):
 texts are tokenized and truncated at ``max_length`` (the model's default, 256 for
@@ -29,7 +29,7 @@ import numpy as np
 from anekit._runtime import core_ml_runtime_available
 from anekit.errors import BackendUnavailableError, ModelError
 from anekit.models.batching import buckets_for, load_tokenizer, tokenize
-from anekit.models.config import EncoderConfig, load_config
+from anekit.models.config import ModelConfig, load_config
 from anekit.models.encoders import (
     KINDS,
     Encoder,
@@ -41,7 +41,7 @@ from anekit.models.encoders import (
 from anekit.models.onnx_models import OnnxEncoder
 from anekit.models.package import PackageInfo
 from anekit.models.registry import resolve
-from anekit.models.weights import Weights, load_weights
+from anekit.models.weights import ModelWeights, load_weights
 
 BACKENDS = KINDS
 
@@ -97,12 +97,12 @@ class Embedder:
                 "the coreml backend needs macOS with Core ML; use backend='numpy' or 'sim' here"
             )
         self.model_id, self.folder = resolve(model)
-        self.config: EncoderConfig = load_config(self.folder, max_length=max_length)
+        self.config: ModelConfig = load_config(self.folder, max_length=max_length)
         self.backend = "lanes" if lanes is not None else chosen
         self.variant = variant or ("int8" if chosen == "onnx" else "fp16")
         self.buckets = buckets_for(self.config.max_length)
         self._tokenizer = load_tokenizer(self.folder, self.config.max_length)
-        self._weights: Weights | None = None
+        self._weights: ModelWeights | None = None
         self.encoder: Encoder
         if lanes is not None:
             from anekit.lanes import Scheduler
@@ -138,7 +138,7 @@ class Embedder:
         return self.encoder.sessions if isinstance(self.encoder, OnnxRuntimeEncoder) else None
 
     @property
-    def weights(self) -> Weights:
+    def weights(self) -> ModelWeights:
         """The model's weights (with lanes, read on first use: workers read their own)."""
         if self._weights is None:
             self._weights = load_weights(self.folder, self.config)

@@ -107,9 +107,9 @@ def test_rows_do_not_depend_on_their_batch(
     real_run = encoder.run
     rows: list[int] = []
 
-    def run(hidden: np.ndarray, keep: np.ndarray) -> np.ndarray:
-        rows.append(keep.shape[0])
-        return real_run(hidden, keep)
+    def run(inputs: dict[str, np.ndarray]) -> np.ndarray:
+        rows.append(inputs["keep"].shape[0])
+        return real_run(inputs)
 
     encoder.run = run  # type: ignore[method-assign]
     try:
@@ -173,9 +173,9 @@ def test_rows_are_padded_to_their_group_not_to_a_bucket(
     assert encoder is not None
     real_run = encoder.run
 
-    def run(hidden: np.ndarray, keep: np.ndarray) -> np.ndarray:
-        ran.append(keep.shape[1])
-        return real_run(hidden, keep)
+    def run(inputs: dict[str, np.ndarray]) -> np.ndarray:
+        ran.append(inputs["keep"].shape[1])
+        return real_run(inputs)
 
     encoder.run = run  # type: ignore[method-assign]
     try:

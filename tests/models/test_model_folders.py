@@ -79,7 +79,7 @@ def test_the_tiny_model_traces_all_on_the_ane(tmp_path: Path) -> None:
             lambda f: (f / "config.json").write_text(
                 json.dumps({**json.loads((f / "config.json").read_text()), "model_type": "gpt2"})
             ),
-            "not a BERT-family encoder",
+            "model_type 'gpt2' is not an embedding model anekit runs",
         ),
         (
             lambda f: (f / "config.json").write_text(

@@ -1,11 +1,13 @@
-"""ModernBERT in the ANE layout (issue 17, part 1): the fp32 NumPy encoder against
-transformers' ``ModernBertModel`` on a small random-weight model saved as a Hugging Face
-folder, and the traced fp16 program in the simulator. The window (8) is shorter than
-the sequence (48), so the sliding layers' band mask is exercised; layers 0 and 3 attend
-globally, 1 and 2 locally."""
+"""ModernBERT (issue 17): the fp32 NumPy encoders against transformers' ``ModernBertModel``
+on a small random-weight model saved as a Hugging Face folder (MiniLM's tokenizer, so
+that real code chunks can be its input), the traced fp16 program in the simulator, and
+the model through every path a user takes: Embedder, the package, ONNX Runtime and the
+CPU lane. The window (8) is shorter than every input, so the band mask is exercised;
+layers 0 and 3 attend globally, 1 and 2 locally."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -16,32 +18,45 @@ import pytest
 
 import anekit
 from anekit.analysis import analyze
+from anekit.embedder import Embedder
 from anekit.errors import ModelError
-from anekit.models import modernbert as mb
+from anekit.models import registry
+from anekit.models.config import (
+    FULL,
+    GLOBAL_THETA,
+    LOCAL_THETA,
+    SLIDING,
+    ModernBertConfig,
+    load_config,
+)
+from anekit.models.embeddings import embed, row_inputs
+from anekit.models.weights import load_weights
 
 LENGTH = 48
+VOCAB = 30522  # MiniLM's tokenizer
+HIDDEN = 64
 
 
 def _tiny_folder(path: Path, **overrides: Any) -> Path:
-    """A random-weight ModernBERT saved as a Hugging Face folder."""
+    """A random-weight ModernBERT saved as a Hugging Face folder, with MiniLM's tokenizer."""
     torch = pytest.importorskip("torch")
     from transformers import ModernBertConfig, ModernBertModel
 
     torch.manual_seed(0)
     settings: dict[str, Any] = {
-        "vocab_size": 200,
-        "hidden_size": 64,
+        "vocab_size": VOCAB,
+        "hidden_size": HIDDEN,
         "intermediate_size": 96,
         "num_hidden_layers": 4,
-        "num_attention_heads": 4,
-        "max_position_embeddings": 256,
+        "num_attention_heads": 2,
+        "max_position_embeddings": 1024,
         "local_attention": 16,
         "global_attn_every_n_layers": 3,
         "pad_token_id": 0,
-        "bos_token_id": 1,
-        "eos_token_id": 2,
-        "cls_token_id": 1,
-        "sep_token_id": 2,
+        "bos_token_id": 101,
+        "eos_token_id": 102,
+        "cls_token_id": 101,
+        "sep_token_id": 102,
         "attn_implementation": "eager",
     }
     model: Any = ModernBertModel(ModernBertConfig(**{**settings, **overrides}))
@@ -51,6 +66,10 @@ def _tiny_folder(path: Path, **overrides: Any) -> Path:
             noise = torch.randn_like(parameter)
             parameter.copy_(1 + 0.1 * noise if "norm" in name else 0.2 * noise)
     model.save_pretrained(path)
+    source = registry.default_folder()
+    assert source is not None
+    shutil.copy(source / "tokenizer.json", path / "tokenizer.json")
+    (path / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 512}))
     return path
 
 
@@ -59,13 +78,29 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _tiny_folder(tmp_path_factory.mktemp("modernbert") / "tiny-modernbert")
 
 
+def _config(folder: Path) -> ModernBertConfig:
+    config = load_config(folder)
+    assert isinstance(config, ModernBertConfig)
+    return config
+
+
+def _chunks() -> list[str]:
+    from minilm import chunks
+
+    return chunks()
+
+
 @pytest.fixture(scope="module")
-def inputs() -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(1)
-    ids = rng.integers(3, 200, (2, LENGTH))
-    keep = np.ones((2, LENGTH), np.float32)
-    keep[1, 38:] = 0  # the second row is padded
-    ids[1, 38:] = 0
+def inputs(folder: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Two real code chunks as token ids (B, LENGTH), the second padded after 38 tokens."""
+    from anekit.models.batching import load_tokenizer, tokenize
+
+    first, second = tokenize(load_tokenizer(folder, LENGTH), _chunks()[:2])
+    ids = np.zeros((2, LENGTH), np.int64)
+    keep = np.zeros((2, LENGTH), np.float32)
+    for row, tokens in enumerate((first, second[:37] + second[-1:])):
+        ids[row, : len(tokens)], keep[row, : len(tokens)] = tokens, 1
+    assert keep.sum(1).tolist() == [LENGTH, 38]
     return ids, keep
 
 
@@ -82,6 +117,13 @@ def _transformers(folder: Path, ids: np.ndarray, keep: np.ndarray) -> np.ndarray
     return np.asarray(states, np.float64)
 
 
+def _pooled(states: np.ndarray, keep: np.ndarray, pooling: str) -> np.ndarray:
+    if pooling == "cls":
+        return states[:, 0, :]
+    weights = keep[:, :, None]
+    return np.asarray((states * weights).sum(1) / weights.sum(1))
+
+
 def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return np.asarray((a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1))
@@ -91,43 +133,56 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def reference(folder: Path, inputs: tuple[np.ndarray, np.ndarray]) -> dict[str, np.ndarray]:
     ids, keep = inputs
     states = _transformers(folder, ids, keep)
-    weights = keep[:, :, None]
-    return {"mean": (states * weights).sum(1) / weights.sum(1), "cls": states[:, 0, :]}
+    return {pooling: _pooled(states, keep, pooling) for pooling in ("mean", "cls")}
 
 
 def test_the_config_names_both_layer_kinds_and_a_window_shorter_than_the_input(
     folder: Path,
 ) -> None:
-    config = mb.read_config(folder)
-    assert config.layer_types == (mb.FULL, mb.SLIDING, mb.SLIDING, mb.FULL)
-    assert config.rope_theta == {mb.FULL: mb.GLOBAL_THETA, mb.SLIDING: mb.LOCAL_THETA}
+    config = _config(folder)
+    assert config.model_type == "modernbert"
+    assert config.layer_types == (FULL, SLIDING, SLIDING, FULL)
+    assert config.rope_theta == {FULL: GLOBAL_THETA, SLIDING: LOCAL_THETA}
     assert config.window == 8 < LENGTH
+    assert (config.max_length, config.longest, config.pooling) == (512, 512, "mean")
 
 
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
-def test_the_fp32_encoder_matches_transformers(
+def test_the_fp32_encoders_match_transformers(
     folder: Path,
     inputs: tuple[np.ndarray, np.ndarray],
     reference: dict[str, np.ndarray],
     pooling: str,
 ) -> None:
+    """Both layouts: the ANE layout (what the packages trace) and the row layout (what
+    ONNX Runtime runs, its rotary tables and band mask computed from the positions)."""
+    from anekit.models.architectures import make_encoder, make_row_encoder
+
     ids, keep = inputs
-    config = mb.read_config(folder, pooling=pooling)
-    weights = mb.read_weights(folder)
-    pooled = mb.make_encoder(config, weights, LENGTH)(mb.embed(weights, ids), keep)
-    assert _cosines(pooled, reference[pooling]).min() >= 0.99999
+    config = dataclasses.replace(load_config(folder), pooling=pooling)
+    weights = load_weights(folder, config)
+    pooled = make_encoder(config, weights)(embed(weights, config, ids), keep)
     np.testing.assert_allclose(pooled, reference[pooling], rtol=0, atol=1e-4)
+    assert _cosines(pooled, reference[pooling]).min() >= 0.99999
+    row_encoder, names = make_row_encoder(config, weights)
+    given = row_inputs(weights, config, ids, keep)
+    assert tuple(given) == names == ("hidden", "keep", "positions")
+    rows = row_encoder(*given.values())
+    np.testing.assert_allclose(rows, reference[pooling], rtol=0, atol=1e-4)
 
 
 def test_the_traced_fp16_program_is_all_on_the_ane_and_close_in_the_simulator(
     folder: Path, inputs: tuple[np.ndarray, np.ndarray], reference: dict[str, np.ndarray]
 ) -> None:
+    from anekit.models.architectures import make_encoder
+
     ids, keep = inputs
-    config = mb.read_config(folder)
-    weights = mb.read_weights(folder)
-    hidden = mb.embed(weights, ids).astype(np.float16)
-    encode = mb.make_encoder(config, weights, LENGTH, np.float16)
-    program = anekit.compile(encode, hidden, keep.astype(np.float16))
+    config = load_config(folder)
+    weights = load_weights(folder, config)
+    hidden = embed(weights, config, ids).astype(np.float16)
+    program = anekit.compile(
+        make_encoder(config, weights, np.float16), hidden, keep.astype(np.float16)
+    )
     function = analyze(program).functions[0]
     assert function.on_ane("a14") == len(function.compute_ops()) > 0
     assert not any(op.op_type == "gather" for op in function.compute_ops())
@@ -143,27 +198,134 @@ def test_old_style_rope_keys_and_bad_configs(folder: Path, tmp_path: Path) -> No
     data.pop("layer_types", None)
     data.update(global_rope_theta=5000.0, local_rope_theta=700.0, global_attn_every_n_layers=2)
     (copy / "config.json").write_text(json.dumps(data))
-    config = mb.read_config(copy)
-    assert config.rope_theta == {mb.FULL: 5000.0, mb.SLIDING: 700.0}
-    assert config.layer_types == (mb.FULL, mb.SLIDING, mb.FULL, mb.SLIDING)
-    (copy / "config.json").write_text(json.dumps({**data, "model_type": "bert"}))
-    with pytest.raises(ModelError, match="is not modernbert"):
-        mb.read_config(copy)
-    scaled = {**data, "rope_parameters": {mb.FULL: {"rope_type": "yarn", "rope_theta": 1.0}}}
+    config = _config(copy)
+    assert config.rope_theta == {FULL: 5000.0, SLIDING: 700.0}
+    assert config.layer_types == (FULL, SLIDING, FULL, SLIDING)
+    scaled = {**data, "rope_parameters": {FULL: {"rope_type": "yarn", "rope_theta": 1.0}}}
     (copy / "config.json").write_text(json.dumps(scaled))
     with pytest.raises(ModelError, match="rope_type 'yarn'"):
-        mb.read_config(copy)
+        load_config(copy)
+    (copy / "config.json").write_text(json.dumps({**data, "hidden_activation": "swish"}))
+    with pytest.raises(ModelError, match="hidden_activation 'swish' is not supported"):
+        load_config(copy)
+    # a checkpoint that does not match its config is named by tensor
+    (copy / "config.json").write_text(json.dumps({**data, "intermediate_size": 80}))
+    with pytest.raises(ModelError, match=r"layers\.0\.mlp\.Wi\.weight has shape \(192, 64\)"):
+        load_weights(copy, load_config(copy))
+    (copy / "config.json").write_text(json.dumps({**data, "norm_bias": True}))
+    with pytest.raises(ModelError, match=r"missing layers\.0\.mlp_norm\.bias"):
+        load_weights(copy, load_config(copy))
 
 
 def test_biases_where_the_config_asks_for_them(
     tmp_path: Path, inputs: tuple[np.ndarray, np.ndarray]
 ) -> None:
+    from anekit.models.architectures import make_encoder, make_row_encoder
+
     ids, keep = inputs
     biased = _tiny_folder(tmp_path / "biased", norm_bias=True, attention_bias=True, mlp_bias=True)
-    config = mb.read_config(biased)
+    config = _config(biased)
     assert (config.norm_bias, config.attention_bias, config.mlp_bias) == (True, True, True)
-    weights = mb.read_weights(biased)
-    pooled = mb.make_encoder(config, weights, LENGTH)(mb.embed(weights, ids), keep)
-    states = _transformers(biased, ids, keep)
-    expected = (states * keep[:, :, None]).sum(1) / keep.sum(1, keepdims=True)
+    weights = load_weights(biased, config)
+    expected = _pooled(_transformers(biased, ids, keep), keep, "mean")
+    pooled = make_encoder(config, weights)(embed(weights, config, ids), keep)
     assert _cosines(pooled, expected).min() >= 0.99999
+    rows = make_row_encoder(config, weights)[0](*row_inputs(weights, config, ids, keep).values())
+    assert _cosines(rows, expected).min() >= 0.99999
+
+
+# The model through the paths a user takes. The fp32 NumPy path (what admits a lane, the
+# known answers' reference for a model other than the default) is anchored to transformers
+# on the known-answer chunks; every other path is compared with it.
+
+#: One length per package bucket (128 ... 512): each batch runs in its own bucket.
+BUCKET_LENGTHS = (100, 150, 250, 300, 350, 500)
+
+
+def _ids_of_lengths(folder: Path, lengths: tuple[int, ...]) -> list[list[int]]:
+    """Real code, tokenized and cut to each of ``lengths`` (ending with [SEP])."""
+    from anekit.models.batching import load_tokenizer, tokenize
+
+    (long,) = tokenize(load_tokenizer(folder, 512), ["\n".join(_chunks())])
+    return [long[: length - 1] + long[-1:] for length in lengths]
+
+
+def _normalized(vectors: np.ndarray) -> np.ndarray:
+    return np.asarray(vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+
+
+def test_embedder_picks_modernbert_from_the_folder_and_matches_transformers(folder: Path) -> None:
+    from anekit.models import known_answers
+
+    embedder = Embedder(folder, backend="numpy")
+    assert embedder.config.model_type == "modernbert" and embedder.dimension == HIDDEN
+    texts = known_answers.load().texts[:8]
+    vectors = embedder.encode(texts)
+    token_ids = embedder.tokenize(texts)
+    length = max(len(ids) for ids in token_ids)
+    ids = np.zeros((len(texts), length), np.int64)
+    keep = np.zeros((len(texts), length), np.float32)
+    for row, tokens in enumerate(token_ids):
+        ids[row, : len(tokens)], keep[row, : len(tokens)] = tokens, 1
+    assert length > 128 and keep.sum(1).min() < length  # more than one bucket, padded rows
+    want = _normalized(_pooled(_transformers(folder, ids, keep), keep, "mean"))
+    assert _cosines(vectors, want).min() >= 0.99999
+
+
+@pytest.fixture(scope="module")
+def built(folder: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """``anekit build-model FOLDER --variant fp16 --json``: one package, every bucket."""
+    from click.testing import CliRunner
+
+    from anekit.cli import cli
+
+    out = tmp_path_factory.mktemp("modernbert-packages")
+    outcome = CliRunner().invoke(
+        cli, ["build-model", str(folder), "--variant", "fp16", "--out", str(out), "--json"]
+    )
+    assert outcome.exit_code == 0, outcome.output
+    (result,) = json.loads(outcome.stdout)
+    return dict(result)
+
+
+def test_build_model_puts_every_bucket_all_on_the_ane(built: dict[str, Any]) -> None:
+    assert built["model"] == "tiny-modernbert" and built["variant"] == "fp16"
+    assert [bucket["sequence"] for bucket in built["buckets"]] == [128, 192, 256, 320, 384, 512]
+    assert set(built["placement"]) == {f"seq{size}" for size in (128, 192, 256, 320, 384, 512)}
+    for function in built["placement"].values():
+        for counts in function.values():
+            assert counts["ane"] == counts["compute_ops"] > 0
+    placement = analyze(Path(built["path"]))
+    assert not any(op.op_type == "gather" for f in placement.functions for op in f.compute_ops())
+
+
+def test_the_package_in_the_simulator_matches_the_fp32_path_at_every_bucket(
+    folder: Path, built: dict[str, Any]
+) -> None:
+    token_ids = _ids_of_lengths(folder, BUCKET_LENGTHS)
+    want = Embedder(folder, backend="numpy").embed_ids(token_ids)
+    simulated = Embedder(folder, backend="sim", package=Path(built["path"]))
+    got = simulated.embed_ids(token_ids)
+    assert simulated.package().buckets == (128, 192, 256, 320, 384, 512)
+    assert _cosines(got, want).min() >= 0.999
+
+
+@pytest.mark.parametrize(("variant", "floor"), [("fp32", 0.99999), ("int8", 0.98)])
+def test_onnx_runtime_takes_any_length(folder: Path, variant: str, floor: float) -> None:
+    """One ONNX model for every batch and length: the rotary tables and the band come
+    from the positions input, so nothing in it is tied to the traced length."""
+    token_ids = _ids_of_lengths(folder, (9, 40, 100, 333, 512))
+    want = Embedder(folder, backend="numpy").embed_ids(token_ids)
+    got = Embedder(folder, backend="onnx", variant=variant).embed_ids(token_ids)
+    assert _cosines(got, want).min() >= floor
+
+
+def test_the_cpu_lane_is_admitted_on_the_models_own_known_answers(folder: Path) -> None:
+    token_ids = _ids_of_lengths(folder, (30, 200))
+    want = Embedder(folder, backend="numpy").embed_ids(token_ids)
+    with Embedder(folder, lanes=["cpu"]) as embedder:
+        got = embedder.embed_ids(token_ids)
+        lane = embedder.scheduler.lanes["cpu"]
+        assert lane.admitted_once and lane.hello["model"] == "tiny-modernbert"
+        assert lane.hello["min_cosine"] >= lane.hello["floor"] == 0.98
+    assert _cosines(got, want).min() >= 0.98

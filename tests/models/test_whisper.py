@@ -189,14 +189,3 @@ def test_build_model_writes_the_encoder_package(folder: Path, tmp_path: Path) ->
     program = anekit.load(fp16)
     assert [spec.name for spec in program.input_specs] == ["features"]
     assert program.output_specs[0].shape == (1, 64, 1, 1500)
-
-
-def test_build_model_on_a_modernbert_folder_says_it_is_not_there_yet(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from anekit.cli import cli
-
-    (tmp_path / "config.json").write_text('{"model_type": "modernbert"}')
-    outcome = CliRunner().invoke(cli, ["build-model", str(tmp_path)])
-    assert outcome.exit_code == 2
-    assert "ModernBERT packages are not built yet" in outcome.output

@@ -130,18 +130,15 @@ def build_model(model: str | None, variant: str, out: Path | None, as_json: bool
     """Build MODEL's bucketed .mlpackage: one function per bucket (batch 4 x sequence
     128, 192, 256, 320, 384 and 512), weights shared, with its placement summary.
 
-    MODEL is all-MiniLM-L6-v2 (default), a cached model name or a Hugging Face folder.
+    MODEL is all-MiniLM-L6-v2 (default), a cached model name or a Hugging Face folder:
+    a BERT-family or ModernBERT embedding model, or a Whisper model (its encoder, as
+    one fixed-shape function for a 30 s window).
     """
     from anekit.analysis import analyze
     from anekit.models import build_package
     from anekit.models.registry import resolve
 
     family = _model_type(model)
-    if family == "modernbert":
-        raise ModelError(
-            f"{model}: ModernBERT packages are not built yet (the encoder is in "
-            "anekit.models.modernbert; its packages and lanes are in progress)"
-        )
     model_id = Path(str(model)).name if family == "whisper" else resolve(model)[0]
     variants = ["fp16", "int8"] if variant == "both" else [variant]
     results = []

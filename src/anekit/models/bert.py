@@ -21,11 +21,14 @@ from typing import Any
 import numpy as np
 
 from anekit import nn
-from anekit.models.activations import ACTIVATIONS
+from anekit.models.activations import activation as activation_named
 from anekit.models.config import EncoderConfig
-from anekit.models.pooling import pool
+from anekit.models.pooling import pool, pool_rows
 from anekit.models.weights import Layer, Weights
 from anekit.ops.limits import FP16_TINY, MASK_FILL
+
+#: The row encoder's inputs, in order (:func:`anekit.models.embeddings.row_inputs`).
+ROW_INPUTS = ("hidden", "keep")
 
 
 def make_encoder(
@@ -54,7 +57,7 @@ def make_encoder(
         for layer in weights.layers
     ]
     norm, norm_bias = cast(weights.norm), cast(weights.norm_bias)
-    activation = ACTIVATIONS[config.hidden_act]
+    activation = activation_named(config.hidden_act)
 
     def attention(x: Any, mask: Any, w: dict[str, np.ndarray]) -> Any:
         batch, channels, _, length = x.shape
@@ -110,7 +113,7 @@ def make_row_encoder(config: EncoderConfig, weights: Weights) -> Callable[[Any, 
         }
         for layer in weights.layers
     ]  # fmt: skip
-    activation = ACTIVATIONS[config.hidden_act]
+    activation = activation_named(config.hidden_act)
 
     def encode(hidden: Any, keep: Any) -> Any:
         batch, length, channels = hidden.shape
@@ -128,9 +131,6 @@ def make_row_encoder(config: EncoderConfig, weights: Weights) -> Callable[[Any, 
             inner = activation(x @ w["up_t"] + w["up_bias"])
             down = inner @ w["down_t"]
             x = nn.layer_norm(x + down + w["down_bias"], w["norm2"], w["norm2_bias"], eps=eps)
-        if config.pooling == "cls":
-            return x[:, 0, :]
-        summed = np.sum(x * keep.reshape(batch, length, 1), axis=1)
-        return summed / np.sum(keep, axis=1, keepdims=True)
+        return pool_rows(x, keep, config.pooling)
 
     return encode

@@ -22,12 +22,12 @@ import numpy as np
 
 from anekit.errors import ModelError
 from anekit.models.batching import BATCH, Batch, batches, buckets_for, length_steps
-from anekit.models.config import EncoderConfig, load_config
-from anekit.models.embeddings import embed, embed_rows
+from anekit.models.config import ModelConfig, load_config
+from anekit.models.embeddings import embed, row_inputs
 from anekit.models.onnx_models import LENGTH_STEP, ONNX_BATCH, OnnxEncoder
 from anekit.models.package import PackageInfo, ensure_package, function_name
 from anekit.models.registry import resolve
-from anekit.models.weights import Weights, load_weights
+from anekit.models.weights import ModelWeights, load_weights
 
 #: The runtimes :func:`open_encoder` knows.
 KINDS = ("numpy", "sim", "coreml", "onnx")
@@ -66,16 +66,17 @@ class Encoder(Protocol):
 
 @dataclass(frozen=True)
 class LoadedModel:
-    """A model read from its folder: its name, folder, configuration and weights."""
+    """A model read from its folder: its name, folder, configuration and weights (of
+    any family :func:`~anekit.models.config.load_config` reads)."""
 
     model_id: str
     folder: Path
-    config: EncoderConfig
-    weights: Weights
+    config: ModelConfig
+    weights: ModelWeights
 
 
 def load_model(
-    model: str | Path | None, max_length: int | None = None, weights: Weights | None = None
+    model: str | Path | None, max_length: int | None = None, weights: ModelWeights | None = None
 ) -> LoadedModel:
     """``model`` (None: the default model; a cached name or a Hugging Face folder)
     read at ``max_length`` (default: the model's); ``weights`` when already read."""
@@ -149,7 +150,7 @@ class ReferenceEncoder(ModelEncoder):
 
     def __init__(self, model: LoadedModel) -> None:
         super().__init__(model)
-        from anekit.models.bert import make_encoder  # the tracer's nn: imported on use
+        from anekit.models.architectures import make_encoder  # imports the tracer
 
         self.function = make_encoder(model.config, model.weights, np.float32)
 
@@ -205,8 +206,8 @@ class OnnxRuntimeEncoder(ModelEncoder):
         return self.sessions.providers()
 
     def run(self, batch: Batch) -> np.ndarray:
-        hidden = embed_rows(self.weights, self.config, batch.ids)
-        return np.asarray(self.sessions.run(hidden, batch.keep), np.float32)
+        inputs = row_inputs(self.weights, self.config, batch.ids, batch.keep)
+        return np.asarray(self.sessions.run(inputs), np.float32)
 
 
 def open_encoder(
@@ -221,7 +222,7 @@ def open_encoder(
     device: str = "auto",
     compute_units: str = "CPU_AND_NE",
     isolated_build: bool = False,
-    weights: Weights | None = None,
+    weights: ModelWeights | None = None,
 ) -> ModelEncoder:
     """The encoder of ``model`` (None: the default model) on ``kind``: ``numpy``,
     ``sim``, ``coreml`` (macOS) or ``onnx``.

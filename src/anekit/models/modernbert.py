@@ -1,4 +1,7 @@
-"""ModernBERT (granite-embedding r2 and the like) in the ANE's layout, as traceable NumPy.
+"""ModernBERT (granite-embedding r2 and the like) as traceable NumPy: the ANE layout for
+the packages (:func:`make_encoder`) and the row layout for ONNX Runtime
+(:func:`make_row_encoder`). Its configuration and weights are read by
+:mod:`anekit.models.config` and :mod:`anekit.models.weights`.
 
 What differs from BERT (:mod:`anekit.models.bert`), as transformers' ``ModernBertModel``
 defines it (transformers 5.24, models/modernbert):
@@ -12,7 +15,7 @@ defines it (transformers 5.24, models/modernbert):
 - pre-norm layers (the first layer's attention norm is the identity) and a final norm;
 - every ``global_attn_every_n_layers``-th layer attends globally, the others within a
   band: keys at most ``local_attention // 2`` positions away (an additive band mask,
-  a constant per bucket length).
+  a constant per bucket length in the ANE layout).
 
 Activations are (B, C, 1, S); attention per head with scores laid out (B, S_keys,
 S_queries) and the softmax over the keys, the query scale folded into the query
@@ -22,131 +25,32 @@ function runs on float32 NumPy (the fp32 reference) and is traced into fp16.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from anekit import nn
-from anekit.errors import ModelError
-from anekit.models.activations import ACTIVATIONS
-from anekit.models.pooling import pool
+from anekit.models.activations import activation as activation_named
+from anekit.models.config import FULL, SLIDING, ModernBertConfig
+from anekit.models.pooling import pool, pool_rows
+from anekit.models.weights import ModernBertWeights
 from anekit.ops.limits import FP16_TINY, MASK_FILL
 
-#: transformers' ModernBertConfig defaults (default_theta) for the two layer types.
-GLOBAL_THETA, LOCAL_THETA = 160_000.0, 10_000.0
-FULL, SLIDING = "full_attention", "sliding_attention"
 
-
-@dataclass(frozen=True)
-class ModernBertConfig:
-    """What the encoder needs from a ModernBERT ``config.json``."""
-
-    hidden_size: int
-    num_heads: int
-    intermediate_size: int
-    hidden_activation: str
-    norm_eps: float
-    layer_types: tuple[str, ...]
-    rope_theta: dict[str, float]
-    local_attention: int
-    vocab_size: int
-    pad_token_id: int
-    max_position_embeddings: int
-    norm_bias: bool = False
-    attention_bias: bool = False
-    mlp_bias: bool = False
-    pooling: str = "mean"
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_heads
-
-    @property
-    def window(self) -> int:
-        """How far apart a query and a key may be in a sliding layer (inclusive)."""
-        return self.local_attention // 2
-
-
-def read_config(folder: Path, pooling: str = "mean") -> ModernBertConfig:
-    """The ModernBERT configuration in ``folder``/config.json (old and new rope keys)."""
-    path = folder / "config.json"
-    try:
-        data = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError) as error:
-        raise ModelError(f"{path}: cannot read it as JSON: {error}") from error
-    if data.get("model_type") != "modernbert":
-        raise ModelError(f"{path}: model_type {data.get('model_type')!r} is not modernbert")
-    layers = int(data["num_hidden_layers"])
-    every = int(data.get("global_attn_every_n_layers", 3))
-    types = data.get("layer_types") or [SLIDING if i % every else FULL for i in range(layers)]
-    rope = data.get("rope_parameters") or {}
-    theta = {}
-    for kind, old_key, default in ((FULL, "global_rope_theta", GLOBAL_THETA),
-                                   (SLIDING, "local_rope_theta", LOCAL_THETA)):  # fmt: skip
-        settings = rope.get(kind) or {}
-        if settings.get("rope_type", "default") != "default":
-            raise ModelError(
-                f"{path}: rope_type {settings['rope_type']!r} ({kind}) is not supported"
-            )
-        theta[kind] = float(settings.get("rope_theta", data.get(old_key, default)))
-    activation = str(data.get("hidden_activation", "gelu"))
-    if activation not in ACTIVATIONS:
-        raise ModelError(
-            f"{path}: hidden_activation {activation!r} is not supported ({', '.join(ACTIVATIONS)})"
-        )
-    try:
-        config = ModernBertConfig(
-            hidden_size=int(data["hidden_size"]),
-            num_heads=int(data["num_attention_heads"]),
-            intermediate_size=int(data["intermediate_size"]),
-            hidden_activation=activation,
-            norm_eps=float(data.get("norm_eps", 1e-5)),
-            layer_types=tuple(str(kind) for kind in types),
-            rope_theta=theta,
-            local_attention=int(data.get("local_attention", 128)),
-            vocab_size=int(data["vocab_size"]),
-            pad_token_id=int(data.get("pad_token_id", 50283)),
-            max_position_embeddings=int(data.get("max_position_embeddings", 8192)),
-            norm_bias=bool(data.get("norm_bias", False)),
-            attention_bias=bool(data.get("attention_bias", False)),
-            mlp_bias=bool(data.get("mlp_bias", False)),
-            pooling=pooling,
-        )
-    except KeyError as error:
-        raise ModelError(f"{path}: missing {error.args[0]!r}") from error
-    if config.hidden_size % config.num_heads:
-        raise ModelError(f"{path}: hidden_size is not a multiple of num_attention_heads")
-    if len(config.layer_types) != layers or set(config.layer_types) - {FULL, SLIDING}:
-        raise ModelError(f"{path}: layer_types must name {layers} layers, each {FULL} or {SLIDING}")
-    return config
-
-
-def read_weights(folder: Path) -> dict[str, np.ndarray]:
-    """``model.safetensors`` as float32 arrays, names without the ``model.`` prefix."""
-    from safetensors.numpy import load_file
-
-    path = folder / "model.safetensors"
-    if not path.exists():
-        raise ModelError(f"{folder}: no model.safetensors")
-    tensors = load_file(str(path))
-    return {
-        (name[len("model.") :] if name.startswith("model.") else name): value.astype(np.float32)
-        for name, value in tensors.items()
-    }
+def _inverse_frequencies(config: ModernBertConfig, kind: str) -> np.ndarray:
+    """transformers' default RoPE: ``1 / theta ** (arange(0, d, 2) / d)``, float32."""
+    depth = config.head_dim
+    exponents = np.arange(0, depth, 2, dtype=np.float32) / depth
+    return np.asarray(1.0 / (config.rope_theta[kind] ** exponents), np.float32)
 
 
 def rotary_tables(
     config: ModernBertConfig, kind: str, length: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin of (head_dim, length) for ``kind`` layers: transformers' default
-    RoPE, ``inv_freq = 1 / theta ** (arange(0, d, 2) / d)`` repeated over both halves."""
-    depth = config.head_dim
-    inv_freq = 1.0 / (config.rope_theta[kind] ** (np.arange(0, depth, 2, dtype=np.float32) / depth))
-    angles = np.arange(length, dtype=np.float32)[:, None] * inv_freq.astype(np.float32)
+    """cos and sin of (head_dim, length) for ``kind`` layers: the angles of the inverse
+    frequencies repeated over both halves of a head, as transformers does."""
+    angles = np.arange(length, dtype=np.float32)[:, None] * _inverse_frequencies(config, kind)
     both = np.concatenate([angles, angles], axis=1).T  # (d, S)
     return np.cos(both).astype(np.float32), np.sin(both).astype(np.float32)
 
@@ -159,75 +63,91 @@ def band_mask(config: ModernBertConfig, length: int) -> np.ndarray:
     return np.where(far, np.float32(MASK_FILL), np.float32(0)).astype(np.float32)
 
 
+def _layers(config: ModernBertConfig, weights: ModernBertWeights) -> list[dict[str, Any]]:
+    """Each layer's tensors, float32 (out, in), the query scale 1/sqrt(d) folded into the
+    query rows of Wqkv (and its bias); None for a norm or bias the model does not have
+    (the first layer's attention norm is the identity)."""
+    tensors = weights.tensors
+    channels = config.hidden_size
+    scale = np.ones((3 * channels, 1), np.float32)
+    scale[:channels] = 1.0 / np.sqrt(config.head_dim)
+
+    def optional(name: str, present: bool) -> np.ndarray | None:
+        return tensors[name] if present else None
+
+    layers = []
+    for index, kind in enumerate(config.layer_types):
+        base = f"layers.{index}."
+        qkv_bias = optional(base + "attn.Wqkv.bias", config.attention_bias)
+        layers.append(
+            {
+                "kind": kind,
+                "attn_norm": optional(base + "attn_norm.weight", index > 0),
+                "attn_norm_bias": optional(base + "attn_norm.bias", index > 0 and config.norm_bias),
+                "qkv": tensors[base + "attn.Wqkv.weight"] * scale,
+                "qkv_bias": None if qkv_bias is None else qkv_bias * scale[:, 0],
+                "out": tensors[base + "attn.Wo.weight"],
+                "out_bias": optional(base + "attn.Wo.bias", config.attention_bias),
+                "mlp_norm": tensors[base + "mlp_norm.weight"],
+                "mlp_norm_bias": optional(base + "mlp_norm.bias", config.norm_bias),
+                "up": tensors[base + "mlp.Wi.weight"],
+                "up_bias": optional(base + "mlp.Wi.bias", config.mlp_bias),
+                "down": tensors[base + "mlp.Wo.weight"],
+                "down_bias": optional(base + "mlp.Wo.bias", config.mlp_bias),
+            }
+        )
+    return layers
+
+
+def _norm(
+    config: ModernBertConfig, weights: ModernBertWeights, name: str
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The weight and bias (None without ``norm_bias``) of the norm ``name``."""
+    bias = weights.tensors[f"{name}.bias"] if config.norm_bias else None
+    return weights.tensors[f"{name}.weight"], bias
+
+
 def make_encoder(
-    config: ModernBertConfig, weights: dict[str, np.ndarray], length: int, dtype: Any = np.float32
+    config: ModernBertConfig, weights: ModernBertWeights, dtype: Any = np.float32
 ) -> Callable[[Any, Any], Any]:
-    """``encode(hidden, keep)``: token embeddings (B, C, 1, ``length``) and the key mask
-    (B, length) (1 for tokens, 0 for padding) -> the pooled embedding (B, C), not
-    normalized. The rotary tables and band mask are constants for ``length``."""
+    """``encode(hidden, keep)``: token embeddings (B, C, 1, S) and the key mask (B, S)
+    (1 for tokens, 0 for padding) -> the pooled embedding (B, C), not normalized. The
+    rotary tables and band mask are constants for the input's length S."""
     dtype = np.dtype(dtype)
     heads, depth, half = config.num_heads, config.head_dim, config.head_dim // 2
     channels = config.hidden_size
     eps = config.norm_eps if dtype == np.float32 else max(config.norm_eps, FP16_TINY)
-    activation = ACTIVATIONS[config.hidden_activation]
+    activation = activation_named(config.hidden_act)
 
     def cast(array: np.ndarray | None) -> Any:
         return None if array is None else np.asarray(array, np.float32).astype(dtype)
 
-    def get(name: str) -> np.ndarray:
-        if name not in weights:
-            raise ModelError(f"the checkpoint has no {name}")
-        return weights[name]
+    layers = [
+        {name: value if name == "kind" else cast(value) for name, value in layer.items()}
+        for layer in _layers(config, weights)
+    ]
+    embed_norm = tuple(cast(t) for t in _norm(config, weights, "embeddings.norm"))
+    final_norm = tuple(cast(t) for t in _norm(config, weights, "final_norm"))
+    constants: dict[int, dict[str, Any]] = {}
 
-    def bias(name: str, present: bool) -> np.ndarray | None:
-        return get(name) if present else None
-
-    scale = np.ones((3 * channels, 1), np.float32)
-    scale[:channels] = 1.0 / np.sqrt(depth)  # the query rows
-    layers = []
-    for index, kind in enumerate(config.layer_types):
-        prefix = f"layers.{index}."
-        qkv_bias = bias(prefix + "attn.Wqkv.bias", config.attention_bias)
-        layers.append(
-            {
-                "kind": kind,
-                # the first layer's attention norm is the identity
-                "attn_norm": cast(get(prefix + "attn_norm.weight")) if index else None,
-                "attn_norm_bias": cast(
-                    bias(prefix + "attn_norm.bias", index > 0 and config.norm_bias)
-                ),
-                "qkv": cast(get(prefix + "attn.Wqkv.weight") * scale),
-                "qkv_bias": cast(None if qkv_bias is None else qkv_bias * scale[:, 0]),
-                "out": cast(get(prefix + "attn.Wo.weight")),
-                "out_bias": cast(bias(prefix + "attn.Wo.bias", config.attention_bias)),
-                "mlp_norm": cast(get(prefix + "mlp_norm.weight")),
-                "mlp_norm_bias": cast(bias(prefix + "mlp_norm.bias", config.norm_bias)),
-                "up": cast(get(prefix + "mlp.Wi.weight")),
-                "up_bias": cast(bias(prefix + "mlp.Wi.bias", config.mlp_bias)),
-                "down": cast(get(prefix + "mlp.Wo.weight")),
-                "down_bias": cast(bias(prefix + "mlp.Wo.bias", config.mlp_bias)),
-            }
-        )
-    embed_norm = cast(get("embeddings.norm.weight"))
-    embed_norm_bias = cast(bias("embeddings.norm.bias", config.norm_bias))
-    final_norm = cast(get("final_norm.weight"))
-    final_norm_bias = cast(bias("final_norm.bias", config.norm_bias))
-    tables = {
-        kind: tuple(cast(t) for t in rotary_tables(config, kind, length))
-        for kind in (FULL, SLIDING)
-    }
-    band = cast(band_mask(config, length))
+    def constants_for(length: int) -> dict[str, Any]:
+        """The rotary tables of both layer kinds and the band mask, for ``length``."""
+        if length not in constants:
+            tables = {kind: tuple(cast(t) for t in rotary_tables(config, kind, length))
+                      for kind in (FULL, SLIDING)}  # fmt: skip
+            constants[length] = {"tables": tables, "band": cast(band_mask(config, length))}
+        return constants[length]
 
     def rotate(x: Any, cos: Any, sin: Any) -> Any:
         """x * cos + rotate_half(x) * sin on one head's (B, d, S) channels."""
         turned = np.concatenate([-x[:, half:, :], x[:, :half, :]], axis=1)
         return x * cos + turned * sin
 
-    def attention(x: Any, mask: Any, w: dict[str, Any]) -> Any:
+    def attention(x: Any, mask: Any, w: dict[str, Any], fixed: dict[str, Any]) -> Any:
         batch, _, _, size = x.shape
         qkv = nn.conv1x1(x, w["qkv"], w["qkv_bias"]).reshape(batch, 3 * channels, size)
-        cos, sin = tables[w["kind"]]
-        scores_mask = mask + band if w["kind"] == SLIDING else mask
+        cos, sin = fixed["tables"][w["kind"]]
+        scores_mask = mask + fixed["band"] if w["kind"] == SLIDING else mask
         outputs = []
         for head in range(heads):
             start = head * depth
@@ -246,26 +166,94 @@ def make_encoder(
 
     def encode(hidden: Any, keep: Any) -> Any:
         batch, _, _, size = hidden.shape
-        if size != length:
-            raise ModelError(f"this encoder was made for length {length}, got {size}")
+        fixed = constants_for(size)
         mask = ((1 - keep) * dtype.type(MASK_FILL)).reshape(batch, size, 1)
-        x = nn.layer_norm(hidden, embed_norm, embed_norm_bias, axis=1, eps=eps)
+        x = nn.layer_norm(hidden, *embed_norm, axis=1, eps=eps)
         for w in layers:
             normed = (
                 x
                 if w["attn_norm"] is None
                 else nn.layer_norm(x, w["attn_norm"], w["attn_norm_bias"], axis=1, eps=eps)
             )
-            x = x + attention(normed, mask, w)
+            x = x + attention(normed, mask, w, fixed)
             x = x + mlp(nn.layer_norm(x, w["mlp_norm"], w["mlp_norm_bias"], axis=1, eps=eps), w)
-        x = nn.layer_norm(x, final_norm, final_norm_bias, axis=1, eps=eps)
+        x = nn.layer_norm(x, *final_norm, axis=1, eps=eps)
         return pool(x, keep, config.pooling)
 
     return encode
 
 
-def embed(weights: dict[str, np.ndarray], ids: np.ndarray) -> np.ndarray:
-    """Token embeddings (B, C, 1, S) for ``ids`` (B, S), looked up on the host."""
-    table = weights["embeddings.tok_embeddings.weight"]
-    rows = table[np.asarray(ids)]  # (B, S, C)
-    return np.ascontiguousarray(rows.transpose(0, 2, 1)[:, :, None, :])
+#: The row encoder's inputs, in order (:func:`anekit.models.embeddings.row_inputs`).
+ROW_INPUTS = ("hidden", "keep", "positions")
+
+
+def make_row_encoder(
+    config: ModernBertConfig, weights: ModernBertWeights
+) -> Callable[[Any, Any, Any], Any]:
+    """The same encoder in the row layout CPUs prefer, float32, for ONNX Runtime:
+    ``encode(hidden (B, S, C), keep (B, S), positions (B, S))`` -> (B, C), not
+    normalized. Linear layers are matmuls with constant weights (what ONNX Runtime
+    quantizes to int8), all heads in one batched matmul. The rotary tables and the
+    band mask are computed from ``positions`` in the graph, so that one model takes
+    any length: the band is ``clip(|i - j| - window, 0, 1) * fill``, 0 inside the
+    window and the fill beyond it (positions are whole numbers)."""
+    heads, depth, half = config.num_heads, config.head_dim, config.head_dim // 2
+    channels, inner, eps = config.hidden_size, config.intermediate_size, config.norm_eps
+    activation = activation_named(config.hidden_act)
+    layers = [
+        {
+            name: np.ascontiguousarray(value.T) if name in ("qkv", "out", "up", "down") else value
+            for name, value in layer.items()
+        }
+        for layer in _layers(config, weights)
+    ]
+    embed_norm = _norm(config, weights, "embeddings.norm")
+    final_norm = _norm(config, weights, "final_norm")
+    frequencies = {kind: _inverse_frequencies(config, kind) for kind in (FULL, SLIDING)}
+
+    def linear(x: Any, weight: Any, bias: Any) -> Any:
+        return x @ weight if bias is None else x @ weight + bias
+
+    def rotate(x: Any, cos: Any, sin: Any) -> Any:
+        """x * cos + rotate_half(x) * sin on (B, S, H, d)."""
+        turned = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+        return x * cos + turned * sin
+
+    def encode(hidden: Any, keep: Any, positions: Any) -> Any:
+        batch, length, _ = hidden.shape
+        mask = ((1 - keep) * np.float32(MASK_FILL)).reshape(batch, 1, 1, length)
+        queries = positions.reshape(batch, 1, length, 1)
+        distance = np.abs(queries - positions.reshape(batch, 1, 1, length)) - config.window
+        band = np.minimum(np.maximum(distance, 0.0), 1.0) * np.float32(MASK_FILL)
+        tables = {}
+        for kind, inverse in frequencies.items():
+            angles = positions.reshape(batch, length, 1) * inverse  # (B, S, d/2)
+            both = np.concatenate([angles, angles], axis=-1).reshape(batch, length, 1, depth)
+            tables[kind] = (np.cos(both), np.sin(both))
+        x = nn.layer_norm(hidden, *embed_norm, axis=-1, eps=eps)
+        for w in layers:
+            h = (
+                x
+                if w["attn_norm"] is None
+                else nn.layer_norm(x, w["attn_norm"], w["attn_norm_bias"], axis=-1, eps=eps)
+            )
+            qkv = linear(h, w["qkv"], w["qkv_bias"])
+            cos, sin = tables[str(w["kind"])]
+            q = rotate(qkv[..., :channels].reshape(batch, length, heads, depth), cos, sin)
+            k = rotate(qkv[..., channels : 2 * channels].reshape(batch, length, heads, depth),
+                       cos, sin)  # fmt: skip
+            v = qkv[..., 2 * channels :].reshape(batch, length, heads, depth)
+            scores = np.matmul(q.transpose(0, 2, 1, 3), k.transpose(0, 2, 3, 1)) + mask
+            if w["kind"] == SLIDING:
+                scores = scores + band
+            attended = np.matmul(nn.softmax(scores, axis=-1), v.transpose(0, 2, 1, 3))
+            merged = attended.transpose(0, 2, 1, 3).reshape(batch, length, channels)
+            x = x + linear(merged, w["out"], w["out_bias"])
+            normed = nn.layer_norm(x, w["mlp_norm"], w["mlp_norm_bias"], axis=-1, eps=eps)
+            both = linear(normed, w["up"], w["up_bias"])
+            x = x + linear(activation(both[..., :inner]) * both[..., inner:], w["down"],
+                           w["down_bias"])  # fmt: skip
+        x = nn.layer_norm(x, *final_norm, axis=-1, eps=eps)
+        return pool_rows(x, keep, config.pooling)
+
+    return encode

@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from anekit.errors import ModelError
-from anekit.models.config import EncoderConfig
+from anekit.models.config import ModelConfig
 from anekit.models.package import exclusive_lock, packages_dir
-from anekit.models.weights import Weights
+from anekit.models.weights import ModelWeights
 
 _log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ _CHILD = "import sys; from anekit.models.onnx_models import _main; sys.exit(_mai
 MODEL_FORMAT = 2
 
 
-def folder_for(model_id: str, weights: Weights, variant: str) -> Path:
+def folder_for(model_id: str, weights: ModelWeights, variant: str) -> Path:
     return packages_dir() / f"{model_id}-{weights.digest[:12]}-onnx{MODEL_FORMAT}-{variant}"
 
 
@@ -133,7 +133,11 @@ def symbolic_batch(model: Any, batch: int) -> None:
 
 
 def build_model(
-    config: EncoderConfig, weights: Weights, variant: str, folder: Path, source: Path | None = None
+    config: ModelConfig,
+    weights: ModelWeights,
+    variant: str,
+    folder: Path,
+    source: Path | None = None,
 ) -> Path:
     """The ONNX model (any batch, any length), built if missing, one builder at a time
     (a lock file in ``folder``: a search daemon and its lane worker may both need it).
@@ -168,15 +172,14 @@ def _build_in_child(source: Path, digest: str, variant: str, folder: Path) -> No
         )
 
 
-def _build(config: EncoderConfig, weights: Weights, variant: str, folder: Path) -> None:
+def _build(config: ModelConfig, weights: ModelWeights, variant: str, folder: Path) -> None:
     """Trace, emit and (int8) quantize the encoder into ``folder`` (this process)."""
     from anekit.frontends.numpy import compile_function
-    from anekit.models.bert import make_row_encoder
+    from anekit.models.architectures import make_row_encoder
     from anekit.package.onnx_emitter import quantize_int8, save_onnx, to_onnx
     from anekit.specs import TensorSpec
 
-    taken = {ONNX_BATCH, config.hidden_size, config.num_heads, config.head_dim,
-             config.intermediate_size}  # fmt: skip
+    taken = {ONNX_BATCH, *config.dimensions}
     length = next((size for size in TRACE_LENGTHS if size not in taken), None)
     batch = next((size for size in TRACE_BATCHES if size not in taken), None)
     if length is None or batch is None:
@@ -184,10 +187,11 @@ def _build(config: EncoderConfig, weights: Weights, variant: str, folder: Path) 
             f"every trace length {TRACE_LENGTHS} or every trace batch {TRACE_BATCHES} is "
             f"also a dimension of the model ({sorted(taken)}): add a prime to them"
         )
+    encode, names = make_row_encoder(config, weights)
+    shapes = {"hidden": (batch, length, config.hidden_size)}  # the others are (batch, length)
     program = compile_function(
-        make_row_encoder(config, weights),
-        TensorSpec((batch, length, config.hidden_size), np.float32, "hidden"),
-        TensorSpec((batch, length), np.float32, "keep"),
+        encode,
+        *(TensorSpec(shapes.get(name, (batch, length)), np.float32, name) for name in names),
         output_names=["embedding"],
         passes=False,  # the ANE passes target (B, C, 1, S); this is the CPU's layout
     )
@@ -227,8 +231,8 @@ class OnnxEncoder:
     def __init__(
         self,
         model_id: str,
-        config: EncoderConfig,
-        weights: Weights,
+        config: ModelConfig,
+        weights: ModelWeights,
         *,
         variant: str = "int8",
         threads: int | None = None,
@@ -273,17 +277,16 @@ class OnnxEncoder:
 
         return "no session loaded" if self._loaded is None else device_label(self.providers())
 
-    def run(self, hidden: np.ndarray, keep: np.ndarray) -> np.ndarray:
-        """Pooled embeddings of rows (N, S, C) with masks (N, S), ONNX_BATCH rows a run."""
+    def run(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        """Pooled embeddings of rows: ``inputs`` as :func:`anekit.models.embeddings.row_inputs`
+        makes them (``hidden`` (N, S, C), ``keep`` (N, S), ...), ONNX_BATCH rows a run."""
         session = self._session()
         results = []
-        for start in range(0, keep.shape[0], ONNX_BATCH):
-            (vectors,) = session.run(
-                ["embedding"],
-                {
-                    "hidden": np.ascontiguousarray(hidden[start : start + ONNX_BATCH], np.float32),
-                    "keep": np.ascontiguousarray(keep[start : start + ONNX_BATCH], np.float32),
-                },
-            )
+        for start in range(0, inputs["keep"].shape[0], ONNX_BATCH):
+            part = {
+                name: np.ascontiguousarray(value[start : start + ONNX_BATCH], np.float32)
+                for name, value in inputs.items()
+            }
+            (vectors,) = session.run(["embedding"], part)
             results.append(vectors)
         return np.concatenate(results) if results else np.zeros((0, self.config.hidden_size))

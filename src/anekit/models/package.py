@@ -25,9 +25,9 @@ from anekit import config as anekit_config
 from anekit._version import __version__
 from anekit.errors import ModelError, ProgramError
 from anekit.models.batching import BATCH, BUCKETS
-from anekit.models.config import EncoderConfig, load_config
+from anekit.models.config import ModelConfig, load_config
 from anekit.models.registry import resolve
-from anekit.models.weights import Weights, load_weights
+from anekit.models.weights import ModelWeights, load_weights
 
 _log = logging.getLogger(__name__)
 
@@ -97,17 +97,17 @@ def exclusive_lock(path: Path) -> Iterator[None]:
 RECIPE = 2
 
 
-def default_path(model_id: str, weights: Weights, variant: str) -> Path:
+def default_path(model_id: str, weights: ModelWeights, variant: str) -> Path:
     """Where the embedder caches a package: one per model, weights, variant, anekit
     version and :data:`RECIPE`."""
     stamp = f"{weights.digest[:12]}-{variant}-{__version__}r{RECIPE}"
     return packages_dir() / f"{model_id}-{stamp}.mlpackage"
 
 
-def trace_bucket(config: EncoderConfig, weights: Weights, sequence: int) -> Any:
+def trace_bucket(config: ModelConfig, weights: ModelWeights, sequence: int) -> Any:
     """The fp16 encoder at (BATCH, sequence), traced and through the ANE passes."""
     from anekit.frontends.numpy import compile_function
-    from anekit.models.bert import make_encoder
+    from anekit.models.architectures import make_encoder
     from anekit.specs import TensorSpec
 
     return compile_function(
@@ -220,7 +220,7 @@ def ensure_package(
     model: str | Path | None,
     model_id: str,
     folder: Path,
-    weights: Weights,
+    weights: ModelWeights,
     variant: str,
     *,
     buckets: Sequence[int],

@@ -1,4 +1,7 @@
-"""BERT-family weights from ``model.safetensors``, as NumPy arrays, without torch."""
+"""Encoder weights from ``model.safetensors``, as NumPy arrays, without torch: a
+BERT-family encoder's (:class:`Weights`) or ModernBERT's (:class:`ModernBertWeights`).
+Every tensor's shape is checked against the configuration when the weights are
+opened; the word table is mapped from the file and the rest read on first use."""
 
 from __future__ import annotations
 
@@ -17,10 +20,13 @@ from typing import Any
 import numpy as np
 
 from anekit.errors import ModelError
-from anekit.models.config import EncoderConfig
+from anekit.models.config import EncoderConfig, ModelConfig, ModernBertConfig
 
-#: Prefixes checkpoints put before ``embeddings.`` / ``encoder.``.
+#: Prefixes checkpoints put before ``embeddings.`` / ``encoder.`` / ``layers.``.
 _PREFIXES = ("", "bert.", "roberta.", "model.", "electra.")
+#: The word table's name, which tells the prefix, per family.
+BERT_WORDS = "embeddings.word_embeddings.weight"
+MODERNBERT_WORDS = "embeddings.tok_embeddings.weight"
 
 
 @dataclass(frozen=True)
@@ -45,11 +51,27 @@ class Layer:
     norm2_bias: np.ndarray
 
 
+class _MappedWords:
+    """Weights whose word table (``word``) may be mapped from the checkpoint."""
+
+    word: np.ndarray
+
+    def release_pages(self) -> None:
+        """Drop the mapped word table's pages from this process's resident memory (they
+        stay in the OS page cache and come back on the next lookup). Each lookup maps a
+        few pages around the row it reads (fault-around), so a long-lived process that
+        embeds queries would otherwise come to hold much of the table (23 MB after 30
+        queries)."""
+        mapping = _mapping_of(self.word)
+        if mapping is not None and hasattr(mmap, "MADV_DONTNEED"):
+            mapping.madvise(mmap.MADV_DONTNEED)
+
+
 @dataclass(frozen=True)
-class Weights:
-    """All weights of an encoder, float32. The small embedding tables are read at
-    once and the word table is mapped from the file (only the rows looked up are
-    resident); the layers are read on first use (:attr:`layers`), so that a process
+class Weights(_MappedWords):
+    """All weights of a BERT-family encoder, float32. The small embedding tables are
+    read at once and the word table is mapped from the file (only the rows looked up
+    are resident); the layers are read on first use (:attr:`layers`), so that a process
     that only looks up token embeddings (an ONNX Runtime lane worker) never holds them."""
 
     word: np.ndarray
@@ -64,21 +86,30 @@ class Weights:
     def layers(self) -> tuple[Layer, ...]:
         return self.read_layers()
 
-    def release_pages(self) -> None:
-        """Drop the mapped word table's pages from this process's resident memory (they
-        stay in the OS page cache and come back on the next lookup). Each lookup maps a
-        few pages around the row it reads (fault-around), so a long-lived process that
-        embeds queries would otherwise come to hold much of the table (23 MB after 30
-        queries)."""
-        mapping = _mapping_of(self.word)
-        if mapping is not None and hasattr(mmap, "MADV_DONTNEED"):
-            mapping.madvise(mmap.MADV_DONTNEED)
+
+@dataclass(frozen=True)
+class ModernBertWeights(_MappedWords):
+    """A ModernBERT checkpoint, float32: the word table (mapped, as for BERT) and every
+    other tensor by its name without the checkpoint's prefix (``layers.0.attn.Wqkv.weight``),
+    read on first use (:attr:`tensors`)."""
+
+    word: np.ndarray
+    digest: str
+    read_tensors: Callable[[], dict[str, np.ndarray]] = field(repr=False, compare=False)
+
+    @functools.cached_property
+    def tensors(self) -> dict[str, np.ndarray]:
+        return self.read_tensors()
+
+
+#: The weights of any family anekit embeds with.
+ModelWeights = Weights | ModernBertWeights
 
 
 class _Checkpoint:
     """``model.safetensors``, read one tensor at a time (never all of it at once)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, words: str) -> None:
         self.folder = folder
         self.path = folder / "model.safetensors"
         if not self.path.exists():
@@ -94,14 +125,11 @@ class _Checkpoint:
                 name: tuple(reader.get_slice(name).get_shape())
                 for name in reader.keys()  # noqa: SIM118 - not a dict
             }
-        self.prefix = next(
-            (p for p in _PREFIXES if f"{p}embeddings.word_embeddings.weight" in self.shapes),
-            None,
-        )
+        self.prefix = next((p for p in _PREFIXES if f"{p}{words}" in self.shapes), None)
         if self.prefix is None:
             raise ModelError(
-                f"{folder}/model.safetensors: no embeddings.word_embeddings.weight; "
-                "not a BERT-family checkpoint"
+                f"{folder}/model.safetensors: no {words}; not a checkpoint of the model "
+                "config.json describes"
             )
 
     @contextlib.contextmanager
@@ -192,10 +220,16 @@ def _mapping_of(array: np.ndarray) -> mmap.mmap | None:
     return None
 
 
-def load_weights(folder: Path, config: EncoderConfig) -> Weights:
+def load_weights(folder: Path, config: ModelConfig) -> ModelWeights:
     """The encoder's weights from ``folder/model.safetensors``, every tensor's shape
     checked against ``config`` now; the layers' values are read on first use."""
-    checkpoint = _Checkpoint(folder)
+    if isinstance(config, ModernBertConfig):
+        return _modernbert_weights(folder, config)
+    return _bert_weights(folder, config)
+
+
+def _bert_weights(folder: Path, config: EncoderConfig) -> Weights:
+    checkpoint = _Checkpoint(folder, BERT_WORDS)
     sizes = {"c": config.hidden_size, "f": config.intermediate_size}
     layer_keys = [
         {
@@ -231,3 +265,48 @@ def load_weights(folder: Path, config: EncoderConfig) -> Weights:
         digest=checkpoint.digest(),
         read_layers=read_layers,
     )
+
+
+def _modernbert_shapes(config: ModernBertConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor the encoder reads, by name, with its shape (transformers'
+    ``ModernBertModel``: the first layer's attention norm is the identity, so it has none;
+    biases only where the config asks for them)."""
+    c, f = config.hidden_size, config.intermediate_size
+    shapes: dict[str, tuple[int, ...]] = {
+        MODERNBERT_WORDS: (config.vocab_size, c),
+        "embeddings.norm.weight": (c,),
+        "final_norm.weight": (c,),
+    }
+    for index in range(config.num_layers):
+        base = f"layers.{index}."
+        norms = ["mlp_norm"] + (["attn_norm"] if index else [])
+        shapes.update({f"{base}{norm}.weight": (c,) for norm in norms})
+        linear = {"attn.Wqkv": (3 * c, c), "attn.Wo": (c, c), "mlp.Wi": (2 * f, c),
+                  "mlp.Wo": (c, f)}  # fmt: skip
+        shapes.update({f"{base}{name}.weight": shape for name, shape in linear.items()})
+        if config.norm_bias:
+            shapes.update({f"{base}{norm}.bias": (c,) for norm in norms})
+        for name, shape in linear.items():
+            biased = config.attention_bias if name.startswith("attn") else config.mlp_bias
+            if biased:
+                shapes[f"{base}{name}.bias"] = shape[:1]
+    if config.norm_bias:
+        shapes.update({"embeddings.norm.bias": (c,), "final_norm.bias": (c,)})
+    return shapes
+
+
+def _modernbert_weights(folder: Path, config: ModernBertConfig) -> ModernBertWeights:
+    checkpoint = _Checkpoint(folder, MODERNBERT_WORDS)
+    keys = {
+        name: checkpoint.check(name, shape) for name, shape in _modernbert_shapes(config).items()
+    }
+    word = checkpoint.mapped(keys[MODERNBERT_WORDS])
+    if word is None:
+        word = checkpoint.read([keys[MODERNBERT_WORDS]])[keys[MODERNBERT_WORDS]]
+
+    def read_tensors() -> dict[str, np.ndarray]:
+        others = {name: key for name, key in keys.items() if name != MODERNBERT_WORDS}
+        read = checkpoint.read(list(others.values()))
+        return {name: read[key] for name, key in others.items()}
+
+    return ModernBertWeights(word=word, digest=checkpoint.digest(), read_tensors=read_tensors)

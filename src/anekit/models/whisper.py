@@ -28,7 +28,8 @@ import numpy as np
 
 from anekit import nn
 from anekit.errors import ModelError
-from anekit.models.activations import ACTIVATIONS
+from anekit.models.activations import activation as activation_named
+from anekit.models.activations import checked
 from anekit.ops.limits import ATTENTION_SCORE_LIMIT
 
 #: WhisperFeatureExtractor's defaults: 16 kHz audio, 400-sample FFT, 160-sample hop, 30 s.
@@ -67,12 +68,9 @@ def read_config(folder: Path) -> WhisperEncoderConfig:
         raise ModelError(f"{path}: cannot read it as JSON: {error}") from error
     if data.get("model_type") != "whisper":
         raise ModelError(f"{path}: model_type {data.get('model_type')!r} is not whisper")
-    activation = str(data.get("activation_function", "gelu"))
-    if activation not in ACTIVATIONS:
-        raise ModelError(
-            f"{path}: activation_function {activation!r} is not supported "
-            f"({', '.join(ACTIVATIONS)})"
-        )
+    activation = checked(
+        str(data.get("activation_function", "gelu")), f"{path}: activation_function"
+    )
     try:
         config = WhisperEncoderConfig(
             d_model=int(data["d_model"]),
@@ -126,7 +124,7 @@ def make_encoder(
     dtype = np.dtype(dtype)
     heads, depth, channels = config.heads, config.head_dim, config.d_model
     scale = np.float32(1.0 / np.sqrt(depth))
-    activation = ACTIVATIONS[config.activation]
+    activation = activation_named(config.activation)
     chunks = query_chunks(config.positions)
 
     def get(name: str) -> Any:

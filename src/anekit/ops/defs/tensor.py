@@ -429,20 +429,33 @@ def _tile(low: Lowering, op: Any) -> list[str]:
 
 @lowers("slice_by_index")
 def _slice_by_index(low: Lowering, op: Any) -> list[str]:
+    """ONNX Slice over the axes the slice cuts, then Squeeze for ``squeeze_mask``: an
+    axis taken whole is left out and a slice to the end of an axis ends at "the end",
+    so the model keeps working when a traced axis is made symbolic (batch, sequence)."""
     shape = shape_of(op.x)
-    rank = len(shape)
     names = ("begin", "end", "stride", "begin_mask", "end_mask", "squeeze_mask")
-    slices = index_slices(shape, *(low.const(getattr(op, name)) for name in names))
-    bounds = [item.indices(size) for item, size in zip(slices, shape, strict=True)]
-    starts = [start for start, _, _ in bounds]
-    # -(2**62): past the start, for negative steps.
-    ends = [stop if stop >= 0 else -(2**62) for _, stop, _ in bounds]
-    steps = [step for _, _, step in bounds]
-    sliced = low.node(
-        "Slice", low.value(op.x), low.constant(starts), low.constant(ends),
-        low.constant(list(range(rank))), low.constant(steps),
-    )  # fmt: skip
-    return [low.node("Reshape", sliced, low.constant(list(shape_of(op.outputs[0]))))]
+    values = [low.const(getattr(op, name)) for name in names]
+    slices = index_slices(shape, *values)
+    axes, starts, ends, steps = [], [], [], []
+    for axis, (item, size) in enumerate(zip(slices, shape, strict=True)):
+        start, stop, step = item.indices(size)
+        if (start, stop, step) == (0, size, 1):
+            continue  # the whole axis
+        axes.append(axis)
+        starts.append(start)
+        # 2**62: "to the end" (clamped by ONNX); -(2**62): past the start, for negative steps
+        ends.append(2**62 if step > 0 and stop >= size else stop if stop >= 0 else -(2**62))
+        steps.append(step)
+    source = result = low.value(op.x)
+    if axes:
+        result = low.node(
+            "Slice", result, low.constant(starts), low.constant(ends), low.constant(axes),
+            low.constant(steps),
+        )  # fmt: skip
+    squeezed = [] if values[5] is None else np.flatnonzero(np.ravel(values[5])).tolist()
+    if squeezed:
+        result = low.node("Squeeze", result, low.constant(squeezed))
+    return [low.node("Identity", result) if result == source else result]
 
 
 @lowers("gather")
