@@ -20,7 +20,6 @@ import anekit
 from anekit.analysis import analyze
 from anekit.embedder import Embedder
 from anekit.errors import ModelError
-from anekit.models import registry
 from anekit.models.config import (
     FULL,
     GLOBAL_THETA,
@@ -30,52 +29,15 @@ from anekit.models.config import (
     load_config,
 )
 from anekit.models.embeddings import embed, row_inputs
-from anekit.models.weights import load_weights
+from anekit.models.weights import ModernBertWeights, load_weights
+from tinymodernbert import BUCKET_LENGTHS, HIDDEN, ids_of_lengths, tiny_modernbert
 
 LENGTH = 48
-VOCAB = 30522  # MiniLM's tokenizer
-HIDDEN = 64
-
-
-def _tiny_folder(path: Path, **overrides: Any) -> Path:
-    """A random-weight ModernBERT saved as a Hugging Face folder, with MiniLM's tokenizer."""
-    torch = pytest.importorskip("torch")
-    from transformers import ModernBertConfig, ModernBertModel
-
-    torch.manual_seed(0)
-    settings: dict[str, Any] = {
-        "vocab_size": VOCAB,
-        "hidden_size": HIDDEN,
-        "intermediate_size": 96,
-        "num_hidden_layers": 4,
-        "num_attention_heads": 2,
-        "max_position_embeddings": 1024,
-        "local_attention": 16,
-        "global_attn_every_n_layers": 3,
-        "pad_token_id": 0,
-        "bos_token_id": 101,
-        "eos_token_id": 102,
-        "cls_token_id": 101,
-        "sep_token_id": 102,
-        "attn_implementation": "eager",
-    }
-    model: Any = ModernBertModel(ModernBertConfig(**{**settings, **overrides}))
-    model.eval()
-    with torch.no_grad():  # weights far from the tiny init, so every term matters
-        for name, parameter in model.named_parameters():
-            noise = torch.randn_like(parameter)
-            parameter.copy_(1 + 0.1 * noise if "norm" in name else 0.2 * noise)
-    model.save_pretrained(path)
-    source = registry.default_folder()
-    assert source is not None
-    shutil.copy(source / "tokenizer.json", path / "tokenizer.json")
-    (path / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 512}))
-    return path
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _tiny_folder(tmp_path_factory.mktemp("modernbert") / "tiny-modernbert")
+    return tiny_modernbert(tmp_path_factory.mktemp("modernbert") / "tiny-modernbert")
 
 
 def _config(folder: Path) -> ModernBertConfig:
@@ -223,7 +185,9 @@ def test_biases_where_the_config_asks_for_them(
     from anekit.models.architectures import make_encoder, make_row_encoder
 
     ids, keep = inputs
-    biased = _tiny_folder(tmp_path / "biased", norm_bias=True, attention_bias=True, mlp_bias=True)
+    biased = tiny_modernbert(
+        tmp_path / "biased", norm_bias=True, attention_bias=True, mlp_bias=True
+    )
     config = _config(biased)
     assert (config.norm_bias, config.attention_bias, config.mlp_bias) == (True, True, True)
     weights = load_weights(biased, config)
@@ -237,17 +201,6 @@ def test_biases_where_the_config_asks_for_them(
 # The model through the paths a user takes. The fp32 NumPy path (what admits a lane, the
 # known answers' reference for a model other than the default) is anchored to transformers
 # on the known-answer chunks; every other path is compared with it.
-
-#: One length per package bucket (128 ... 512): each batch runs in its own bucket.
-BUCKET_LENGTHS = (100, 150, 250, 300, 350, 500)
-
-
-def _ids_of_lengths(folder: Path, lengths: tuple[int, ...]) -> list[list[int]]:
-    """Real code, tokenized and cut to each of ``lengths`` (ending with [SEP])."""
-    from anekit.models.batching import load_tokenizer, tokenize
-
-    (long,) = tokenize(load_tokenizer(folder, 512), ["\n".join(_chunks())])
-    return [long[: length - 1] + long[-1:] for length in lengths]
 
 
 def _normalized(vectors: np.ndarray) -> np.ndarray:
@@ -270,6 +223,23 @@ def test_embedder_picks_modernbert_from_the_folder_and_matches_transformers(fold
     assert length > 128 and keep.sum(1).min() < length  # more than one bucket, padded rows
     want = _normalized(_pooled(_transformers(folder, ids, keep), keep, "mean"))
     assert _cosines(vectors, want).min() >= 0.99999
+
+
+def test_models_info_describes_a_modernbert_folder(folder: Path) -> None:
+    from click.testing import CliRunner
+
+    from anekit.cli import cli
+
+    outcome = CliRunner().invoke(cli, ["models", "info", str(folder), "--json"])
+    assert outcome.exit_code == 0, outcome.output
+    info = json.loads(outcome.stdout)
+    assert (info["type"], info["layers"], info["hidden_size"], info["heads"]) == (
+        "modernbert",
+        4,
+        HIDDEN,
+        2,
+    )
+    assert (info["max_length"], info["longest"], info["pooling"]) == (512, 512, "mean")
 
 
 @pytest.fixture(scope="module")
@@ -302,7 +272,7 @@ def test_build_model_puts_every_bucket_all_on_the_ane(built: dict[str, Any]) -> 
 def test_the_package_in_the_simulator_matches_the_fp32_path_at_every_bucket(
     folder: Path, built: dict[str, Any]
 ) -> None:
-    token_ids = _ids_of_lengths(folder, BUCKET_LENGTHS)
+    token_ids = ids_of_lengths(folder, BUCKET_LENGTHS)
     want = Embedder(folder, backend="numpy").embed_ids(token_ids)
     simulated = Embedder(folder, backend="sim", package=Path(built["path"]))
     got = simulated.embed_ids(token_ids)
@@ -314,14 +284,14 @@ def test_the_package_in_the_simulator_matches_the_fp32_path_at_every_bucket(
 def test_onnx_runtime_takes_any_length(folder: Path, variant: str, floor: float) -> None:
     """One ONNX model for every batch and length: the rotary tables and the band come
     from the positions input, so nothing in it is tied to the traced length."""
-    token_ids = _ids_of_lengths(folder, (9, 40, 100, 333, 512))
+    token_ids = ids_of_lengths(folder, (9, 40, 100, 333, 512))
     want = Embedder(folder, backend="numpy").embed_ids(token_ids)
     got = Embedder(folder, backend="onnx", variant=variant).embed_ids(token_ids)
     assert _cosines(got, want).min() >= floor
 
 
 def test_the_cpu_lane_is_admitted_on_the_models_own_known_answers(folder: Path) -> None:
-    token_ids = _ids_of_lengths(folder, (30, 200))
+    token_ids = ids_of_lengths(folder, (30, 200))
     want = Embedder(folder, backend="numpy").embed_ids(token_ids)
     with Embedder(folder, lanes=["cpu"]) as embedder:
         got = embedder.embed_ids(token_ids)
@@ -329,3 +299,50 @@ def test_the_cpu_lane_is_admitted_on_the_models_own_known_answers(folder: Path) 
         assert lane.admitted_once and lane.hello["model"] == "tiny-modernbert"
         assert lane.hello["min_cosine"] >= lane.hello["floor"] == 0.98
     assert _cosines(got, want).min() >= 0.98
+
+
+@pytest.mark.slow  # ~50 s of a worker; the int8 weight path is covered on small programs
+def test_the_int8_package_is_all_on_the_ane_and_within_its_bound(
+    folder: Path, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from anekit.cli import cli
+
+    outcome = CliRunner().invoke(
+        cli, ["build-model", str(folder), "--variant", "int8", "--out", str(tmp_path), "--json"]
+    )
+    assert outcome.exit_code == 0, outcome.output
+    (built,) = json.loads(outcome.stdout)
+    assert built["variant"] == "int8" and len(built["placement"]) == 6
+    assert all(
+        counts["ane"] == counts["compute_ops"]
+        for function in built["placement"].values()
+        for counts in function.values()
+    )
+    token_ids = ids_of_lengths(folder, BUCKET_LENGTHS)
+    want = Embedder(folder, backend="numpy").embed_ids(token_ids)
+    got = Embedder(folder, backend="sim", package=Path(built["path"])).embed_ids(token_ids)
+    cosines = _cosines(got, want)
+    assert cosines.min() >= 0.99, cosines
+    assert cosines.min() < 0.9999999  # the weights really are quantized
+
+
+def test_a_bfloat16_checkpoint_reads_as_float32(folder: Path, tmp_path: Path) -> None:
+    """Checkpoints are often stored in bfloat16, which NumPy (and so safetensors' NumPy
+    reader) cannot hold: the values must come back exact, as float32."""
+    import torch
+    from transformers import ModernBertModel
+
+    model: Any = ModernBertModel.from_pretrained(folder)
+    model = model.to(torch.bfloat16)
+    model.save_pretrained(tmp_path)
+    state = {name: value.float().numpy() for name, value in model.state_dict().items()}
+    config = _config(folder)
+    weights = load_weights(tmp_path, config)
+    assert isinstance(weights, ModernBertWeights)
+    np.testing.assert_array_equal(weights.word, state["embeddings.tok_embeddings.weight"])
+    wqkv = weights.tensors["layers.1.attn.Wqkv.weight"]
+    assert wqkv.dtype == np.float32
+    np.testing.assert_array_equal(wqkv, state["layers.1.attn.Wqkv.weight"])
+    assert weights.digest != load_weights(folder, config).digest

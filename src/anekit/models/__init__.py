@@ -1,5 +1,6 @@
-"""ANE-native embedding models: BERT-family encoders in traceable NumPy, loaded from
-Hugging Face folders without torch, packaged in fixed-shape buckets.
+"""ANE-native models: BERT-family and ModernBERT sentence encoders (and the Whisper audio
+encoder, :mod:`anekit.models.whisper`) in traceable NumPy, loaded from Hugging Face
+folders without torch, packaged in fixed-shape buckets.
 
 ``encoders`` runs a model (token ids to vectors) on each runtime, and
 :class:`anekit.Embedder` puts a tokenizer in front of one; ``build_package`` writes the

@@ -121,10 +121,9 @@ class _Checkpoint:
                 )
             raise ModelError(f"{folder}: no model.safetensors")
         with self._open() as reader:
-            self.shapes = {
-                name: tuple(reader.get_slice(name).get_shape())
-                for name in reader.keys()  # noqa: SIM118 - not a dict
-            }
+            slices = {name: reader.get_slice(name) for name in reader.keys()}  # noqa: SIM118
+            self.shapes = {name: tuple(part.get_shape()) for name, part in slices.items()}
+            self.dtypes = {name: str(part.get_dtype()) for name, part in slices.items()}
         self.prefix = next((p for p in _PREFIXES if f"{p}{words}" in self.shapes), None)
         if self.prefix is None:
             raise ModelError(
@@ -176,17 +175,39 @@ class _Checkpoint:
         table = np.frombuffer(mapping, np.float32, int(np.prod(shape)), offset=8 + size + begin)
         return table.reshape(shape)
 
+    def _bfloat16(self, key: str) -> np.ndarray:
+        """A bfloat16 tensor (which NumPy, and so safetensors' NumPy reader, cannot
+        hold) as float32: each value's 16 bits become the high half of a float32."""
+        with self.path.open("rb") as stream:
+            (size,) = struct.unpack("<Q", stream.read(8))
+            entry = json.loads(stream.read(size))[key]
+            begin, end = entry["data_offsets"]
+            stream.seek(8 + size + begin)
+            half = np.frombuffer(stream.read(end - begin), "<u2")
+        return (half.astype(np.uint32) << 16).view(np.float32).reshape(entry["shape"])
+
     def read(self, keys: list[str]) -> dict[str, np.ndarray]:
+        """Tensors as float32 (stored as F32, F16, BF16 or another dtype NumPy casts)."""
         with self._open() as reader:
-            return {key: np.asarray(reader.get_tensor(key), np.float32) for key in keys}
+            return {
+                key: self._bfloat16(key)
+                if self.dtypes[key] == "BF16"
+                else np.asarray(reader.get_tensor(key), np.float32)
+                for key in keys
+            }
 
     def digest(self) -> str:
-        """SHA-256 over every tensor's name and bytes, in name order (one at a time)."""
+        """SHA-256 over every tensor's name and stored bytes, in name order (one at a
+        time; the bytes as the file holds them, so a bfloat16 tensor counts too)."""
         hasher = hashlib.sha256()
-        with self._open() as reader:
+        with self.path.open("rb") as stream:
+            (size,) = struct.unpack("<Q", stream.read(8))
+            header = json.loads(stream.read(size))
             for name in sorted(self.shapes):
+                begin, end = header[name]["data_offsets"]
+                stream.seek(8 + size + begin)
                 hasher.update(name.encode())
-                hasher.update(np.ascontiguousarray(reader.get_tensor(name)).data)
+                hasher.update(stream.read(end - begin))
         return hasher.hexdigest()
 
 
