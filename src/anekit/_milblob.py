@@ -59,27 +59,45 @@ def _aligned(offset: int) -> int:
     return -(-offset // ALIGNMENT) * ALIGNMENT
 
 
-def blob_file(arrays: Iterable[np.ndarray]) -> tuple[bytes, list[int]]:
-    """The file holding ``arrays`` in order, and each one's ``BLOBFILE`` offset (its
-    metadata record's). Each array keeps its dtype (one of :data:`DTYPE_CODES`)."""
-    body = bytearray(HEADER_SIZE)
-    offsets = []
-    for index, array in enumerate(arrays):
+class BlobFileBuilder:
+    """A weight file built one array at a time: :meth:`add` gives each array's
+    ``BLOBFILE`` offset (its metadata record's) as it goes."""
+
+    def __init__(self) -> None:
+        self._body = bytearray(HEADER_SIZE)
+        self.offsets: list[int] = []
+
+    def add(self, array: np.ndarray) -> int:
+        """Append ``array`` (its dtype one of :data:`DTYPE_CODES`); its offset."""
         value = np.asarray(array)
         code = DTYPE_CODES.get(value.dtype)
         if code is None:
             names = ", ".join(str(dtype) for dtype in DTYPE_CODES)
             raise ProgramError(
-                f"weight blob {index}: dtype {value.dtype} cannot be stored ({names})"
+                f"weight blob {len(self.offsets)}: dtype {value.dtype} cannot be stored ({names})"
             )
         data = np.ascontiguousarray(value, value.dtype.newbyteorder("<")).tobytes()
+        body = self._body
         body.extend(bytes(_aligned(len(body)) - len(body)))
-        offsets.append(len(body))
-        data_offset = len(body) + METADATA_SIZE
-        body.extend(struct.pack("<IIQQQ32x", SENTINEL, code, len(data), data_offset, 0))
+        offset = len(body)
+        body.extend(struct.pack("<IIQQQ32x", SENTINEL, code, len(data), offset + METADATA_SIZE, 0))
         body.extend(data)
-    struct.pack_into("<II", body, 0, len(offsets), VERSION)
-    return bytes(body), offsets
+        self.offsets.append(offset)
+        return offset
+
+    def to_bytes(self) -> bytes:
+        """The file: the header (count, version) and every blob added."""
+        struct.pack_into("<II", self._body, 0, len(self.offsets), VERSION)
+        return bytes(self._body)
+
+
+def blob_file(arrays: Iterable[np.ndarray]) -> tuple[bytes, list[int]]:
+    """The file holding ``arrays`` in order, and each one's ``BLOBFILE`` offset (its
+    metadata record's). Each array keeps its dtype (one of :data:`DTYPE_CODES`)."""
+    builder = BlobFileBuilder()
+    for array in arrays:
+        builder.add(array)
+    return builder.to_bytes(), builder.offsets
 
 
 def write_blob_file(arrays: Iterable[np.ndarray], path: Path) -> list[int]:
