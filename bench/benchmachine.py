@@ -82,3 +82,13 @@ def source_state() -> dict[str, Any]:
     changed = git("status", "--porcelain", "--", "src")
     state["src_changed"] = None if changed is None else changed.splitlines()
     return state
+
+
+def emit(record: dict[str, Any], save: Path | None) -> None:
+    """Print ``record`` as JSON (its local paths redacted) and write it to ``save``."""
+    import json
+
+    text = json.dumps(redacted(record), indent=1)
+    if save is not None:
+        save.write_text(text + "\n")
+    print(text)

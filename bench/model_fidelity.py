@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import sys
 import tempfile
@@ -26,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from benchmachine import machine, redacted, source_state
+from benchmachine import emit, machine, source_state
 
 from tinymodernbert import BUCKET_LENGTHS, ids_of_lengths, tiny_modernbert
 
@@ -92,10 +91,7 @@ def main() -> None:
         for variant in ("fp32", "int8"):
             onnx = Embedder(folder, backend="onnx", variant=variant).embed_ids(token_ids)
             record[f"onnx_{variant}_vs_fp32"] = _cosines(onnx, reference)
-    text = json.dumps(redacted(record), indent=1)
-    if args.save:
-        args.save.write_text(text + "\n")
-    print(text)
+    emit(record, args.save)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import sys
 import tempfile
 import time
@@ -29,7 +28,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmachine import machine, redacted, source_state
+from benchmachine import emit, machine, source_state
 
 FAMILY = "a14"
 #: granite-embedding-small-english-r2's shape as its model card and paper give it (12
@@ -152,10 +151,7 @@ def main() -> None:
             "modernbert": modernbert(Path(scratch) / "granite-small-shape", buckets),
             "whisper": [whisper(Path(scratch) / name, name) for name in whispers],
         }
-    text = json.dumps(redacted(record), indent=1)
-    if args.save:
-        args.save.write_text(text + "\n")
-    print(text)
+    emit(record, args.save)
 
 
 if __name__ == "__main__":
