@@ -100,7 +100,7 @@ class CompiledModel:
     path: str
     compute_units: Any
     function_name: str
-    compute: Callable[[Path, dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None
+    compute: Callable[[Path, dict[str, np.ndarray], str], dict[str, np.ndarray]] | None = None
 
     def predict(self, data: Any, state: Any = None) -> dict[str, np.ndarray]:
         """coremltools/models/_compiled_model.py, ``predict`` (9.0): ``data`` must be a
@@ -118,7 +118,7 @@ class CompiledModel:
             name: value.astype(np.float32) if getattr(value, "dtype", None) == np.float16 else value
             for name, value in data.items()
         }
-        return self.compute(Path(self.path) / "source", feeds)
+        return self.compute(Path(self.path) / "source", feeds, self.function_name)
 
 
 @dataclass
@@ -137,8 +137,8 @@ class CoreMLTools:
     #: Function names the compiled models have (None: any).
     functions: frozenset[str] | None = None
     fail_compile: str | None = None
-    #: What the loaded models' ``predict`` computes: (source package, feeds) -> outputs.
-    compute: Callable[[Path, dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None
+    #: What the loaded models' ``predict`` computes: (source package, feeds, function) -> outputs.
+    compute: Callable[[Path, dict[str, np.ndarray], str], dict[str, np.ndarray]] | None = None
     compiles: list[tuple[str, str | None]] = field(default_factory=list)
     loads: list[CompiledModel] = field(default_factory=list)
 
@@ -216,17 +216,18 @@ class CoreMLTools:
 
 def simulated_device(
     offset: float = 0.0,
-) -> Callable[[Path, dict[str, np.ndarray]], dict[str, np.ndarray]]:
-    """A ``compute`` for :class:`CoreMLTools`: the compiled model's source package run
-    in anekit's simulator (fp16 numerics), plus ``offset`` (a device computing wrongly)."""
+) -> Callable[[Path, dict[str, np.ndarray], str], dict[str, np.ndarray]]:
+    """A ``compute`` for :class:`CoreMLTools`: the function the model was loaded with, of
+    the compiled model's source package, run in anekit's simulator (fp16 numerics), plus
+    ``offset`` (a device computing wrongly)."""
 
-    def compute(source: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def compute(source: Path, feeds: dict[str, np.ndarray], function: str) -> dict[str, np.ndarray]:
         import anekit
 
         package = source.parent / "source.mlpackage"  # anekit.load wants the extension
         if not package.exists():
             shutil.copytree(source, package)
-        program = anekit.load(package)
+        program = anekit.load(package, function=function or None)
         values = program(*[feeds[str(spec.name)] for spec in program.input_specs], backend="sim")
         if not isinstance(values, dict):
             values = {str(program.output_specs[0].name): values}

@@ -346,3 +346,24 @@ def test_a_bfloat16_checkpoint_reads_as_float32(folder: Path, tmp_path: Path) ->
     assert wqkv.dtype == np.float32
     np.testing.assert_array_equal(wqkv, state["layers.1.attn.Wqkv.weight"])
     assert weights.digest != load_weights(folder, config).digest
+
+
+def test_on_a_mac_the_package_runs_through_core_ml(
+    folder: Path, built: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """coremltools and Core ML as the contract-enforcing stand-ins, the simulator playing
+    the device (tests/standins.py): the package is compiled once, every bucket is loaded
+    for the Neural Engine, and each batch runs in its own bucket."""
+    from anekit import embedder as embedder_module
+    from standins import CoreMLTools, simulated_device
+
+    monkeypatch.setattr(embedder_module, "core_ml_runtime_available", lambda: True)
+    tools = CoreMLTools(compute=simulated_device()).install(monkeypatch)
+    token_ids = ids_of_lengths(folder, (100, 300))
+    want = Embedder(folder, backend="numpy").embed_ids(token_ids)
+    on_core_ml = Embedder(folder, backend="coreml", package=Path(built["path"]))
+    got = on_core_ml.embed_ids(token_ids)
+    assert _cosines(got, want).min() >= 0.999
+    assert len(tools.compiles) == 1
+    assert sorted(load.function_name for load in tools.loads) == sorted(built["placement"])
+    assert {str(load.compute_units) for load in tools.loads} == {"ComputeUnit.CPU_AND_NE"}
