@@ -2,7 +2,8 @@
 
 ``coreml`` (macOS: Core ML, on the ANE where it places ops) is preferred where it
 exists; ``sim`` (the ANE simulator) runs everywhere; ``onnx`` (ONNX Runtime, CPU or
-CUDA) runs everywhere too, when asked for by name.
+CUDA) runs everywhere too, when asked for by name. ``direct`` (the private ANE
+framework without Core ML; experimental, macOS) runs only when asked for by name.
 """
 
 from __future__ import annotations
@@ -105,7 +106,10 @@ _REGISTRY: dict[str, str] = {
     "coreml": "anekit.backends.coreml:CoreMLBackend",
     "sim": "anekit.backends.sim:SimBackend",
     "onnx": "anekit.backends.onnx:OnnxBackend",
+    "direct": "anekit.backends.direct:DirectBackend",
 }
+#: Backends never chosen when no name is given (private APIs: opt in by name).
+_BY_NAME_ONLY = frozenset({"direct"})
 
 
 def _instantiate(name: str) -> Backend:
@@ -133,7 +137,7 @@ def select_backend(name: str | None = None) -> Backend:
             )
         return backend
     reasons = []
-    for candidate in _REGISTRY:
+    for candidate in (name for name in _REGISTRY if name not in _BY_NAME_ONLY):
         backend = _instantiate(candidate)
         if backend.available():
             return backend

@@ -35,8 +35,17 @@ def available_backends() -> list[str]:
         "coreml": core_ml_runtime_available,
         "sim": lambda: True,
         "onnx": lambda: importlib.util.find_spec("onnxruntime") is not None,
+        "direct": _direct_available,
     }
     return [name for name, check in checks.items() if check()]
+
+
+def _direct_available() -> bool:
+    if platform.system() != "Darwin":
+        return False  # without importing the backend
+    from anekit.backends.direct import unavailable_reason
+
+    return unavailable_reason() is None
 
 
 @click.command()
