@@ -995,3 +995,98 @@ __all__ = [
     "fake_mlpackage",
     "tree_digest",
 ]
+
+
+# -- the private ANE framework (anekit.backends.direct.PrivateANE) ---------------------
+
+
+@dataclass
+class _Model:
+    runtime: StandInANE
+    text: str
+    steps: list[str] = field(default_factory=list)
+
+    def _checked(self, qos: int, error: Any) -> None:
+        if qos != 21 or error is not None:
+            raise TypeError(f"QoS {qos} (21 expected), error out-argument {error!r} (None)")
+
+    def compileWithQoS_options_error_(self, qos: int, options: dict[str, Any], error: Any) -> Any:
+        self._checked(qos, error)
+        self.steps.append("compile")
+        refused = self.runtime.refuse == "compile"
+        return (not refused, "ANECCompile() FAILED" if refused else None)
+
+    def loadWithQoS_options_error_(self, qos: int, options: dict[str, Any], error: Any) -> Any:
+        self._checked(qos, error)
+        if self.steps[-1:] != ["compile"]:
+            return (False, "load before compile")
+        self.steps.append("load")
+        return (True, None)
+
+    def evaluateWithQoS_options_request_error_(
+        self, qos: int, options: dict[str, Any], request: Any, error: Any
+    ) -> Any:
+        self._checked(qos, error)
+        if "load" not in self.steps or "unload" in self.steps:
+            return (False, "evaluate on a model not loaded")
+        inputs, outputs, procedure = request
+        if procedure != 0:  # one function: procedure 0 (AppleNeuralEngine.jl, AIF)
+            return (False, f"no procedure {procedure}")
+        values = [np.frombuffer(self.runtime.memory[pointer], np.float16) for pointer in inputs]
+        results = self.runtime.device(self.text, values)
+        for pointer, result in zip(outputs, results, strict=True):
+            data = np.asarray(result, np.float16).tobytes()
+            assert len(data) == len(self.runtime.memory[pointer]), "output buffer size"
+            self.runtime.memory[pointer] = data
+        self.steps.append("evaluate")
+        return (True, None)
+
+    def unloadWithQoS_error_(self, qos: int, error: Any) -> Any:
+        self._checked(qos, error)
+        self.steps.append("unload")
+        return (True, None)
+
+
+@dataclass
+class StandInANE:
+    """:class:`anekit.backends.direct.PrivateANE`'s interface as its framework behaves
+    (docs/ane-knowledge.md §5.1): MIL text that parses and a valid weight file, QoS 21, a
+    compile before a load before an evaluation, procedure 0, buffers of the sizes given.
+    ``device(mil_text, inputs)`` plays the ANE."""
+
+    device: Any
+    refuse: str | None = None
+    models: list[_Model] = field(default_factory=list)
+    memory: dict[int, bytes] = field(default_factory=dict)
+
+    def model(self, text: str, weights: bytes, weight_path: str) -> _Model:
+        from anekit._milblob import read_blob_file
+        from miltext import parse
+
+        parse(text)  # the MIL text must parse
+        read_blob_file(weights)  # and the weight file must be one
+        assert weight_path == "@model_path/weights/weight.bin"
+        self.models.append(_Model(self, text))
+        return self.models[-1]
+
+    def call(self, step: str, method: Any, *arguments: Any) -> None:
+        ok, error = method(*arguments, None)
+        if not ok:
+            from anekit.backends.direct import DirectError
+
+            raise DirectError(f"the ANE framework refused to {step}: {error}")
+
+    def surface(self, size: int) -> tuple[int, Any]:
+        pointer = len(self.memory) + 1
+        self.memory[pointer] = bytes(size)
+        return pointer, pointer
+
+    def write(self, pointer: int, data: bytes) -> None:
+        assert len(data) == len(self.memory[pointer]), "input buffer size"
+        self.memory[pointer] = data
+
+    def read(self, pointer: int, size: int) -> bytes:
+        return self.memory[pointer][:size]
+
+    def request(self, inputs: list[Any], outputs: list[Any], procedure: int) -> Any:
+        return (inputs, outputs, procedure)

@@ -13,6 +13,8 @@ in input order, L2-normalized unless asked not to be. Encoders:
   on hardware in this project's CI);
 - ``onnx``: ONNX Runtime on the CPU (or CUDA), int8 weights per channel by default
   (``variant="fp32"`` keeps float32), from the row-layout encoder;
+- ``direct``: the fp16 package on the ANE through the private framework, without Core
+  ML (macOS; experimental, unverified on hardware; docs/direct.md);
 - ``lanes=[...]``: a pool of lane worker processes (:class:`anekit.lanes.Scheduler`).
 
 The package is built on first use and cached under ``$ANEKIT_HOME/packages``.
@@ -96,6 +98,11 @@ class Embedder:
             raise BackendUnavailableError(
                 "the coreml backend needs macOS with Core ML; use backend='numpy' or 'sim' here"
             )
+        if chosen == "direct":
+            from anekit.backends.direct import unavailable_reason
+
+            if (reason := unavailable_reason()) is not None:
+                raise BackendUnavailableError(f"the direct backend cannot run here: {reason}")
         self.model_id, self.folder = resolve(model)
         self.config: ModelConfig = load_config(self.folder, max_length=max_length)
         self.backend = "lanes" if lanes is not None else chosen

@@ -9,101 +9,17 @@ from __future__ import annotations
 import functools
 import platform
 import warnings
-from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 import anekit
-from anekit._milblob import read_blob_file
 from anekit.backends import direct, select_backend
 from anekit.errors import BackendUnavailableError
 from miltext import parse
-
-
-@dataclass
-class _Model:
-    runtime: StandInANE
-    text: str
-    steps: list[str] = field(default_factory=list)
-
-    def _checked(self, qos: int, error: Any) -> None:
-        if qos != direct.QOS or error is not None:
-            raise TypeError(f"QoS {qos} (21 expected), error out-argument {error!r} (None)")
-
-    def compileWithQoS_options_error_(self, qos: int, options: dict[str, Any], error: Any) -> Any:
-        self._checked(qos, error)
-        self.steps.append("compile")
-        refused = self.runtime.refuse == "compile"
-        return (not refused, "ANECCompile() FAILED" if refused else None)
-
-    def loadWithQoS_options_error_(self, qos: int, options: dict[str, Any], error: Any) -> Any:
-        self._checked(qos, error)
-        if self.steps[-1:] != ["compile"]:
-            return (False, "load before compile")
-        self.steps.append("load")
-        return (True, None)
-
-    def evaluateWithQoS_options_request_error_(
-        self, qos: int, options: dict[str, Any], request: Any, error: Any
-    ) -> Any:
-        self._checked(qos, error)
-        if "load" not in self.steps or "unload" in self.steps:
-            return (False, "evaluate on a model not loaded")
-        inputs, outputs, procedure = request
-        if procedure != 0:  # one function: procedure 0 (AppleNeuralEngine.jl, AIF)
-            return (False, f"no procedure {procedure}")
-        values = [np.frombuffer(self.runtime.memory[pointer], np.float16) for pointer in inputs]
-        results = self.runtime.device(values)
-        for pointer, result in zip(outputs, results, strict=True):
-            data = np.asarray(result, np.float16).tobytes()
-            assert len(data) == len(self.runtime.memory[pointer]), "output buffer size"
-            self.runtime.memory[pointer] = data
-        self.steps.append("evaluate")
-        return (True, None)
-
-    def unloadWithQoS_error_(self, qos: int, error: Any) -> Any:
-        self._checked(qos, error)
-        self.steps.append("unload")
-        return (True, None)
-
-
-@dataclass
-class StandInANE:
-    """:class:`anekit.backends.direct.PrivateANE`'s interface, as its framework behaves."""
-
-    device: Any
-    refuse: str | None = None
-    models: list[_Model] = field(default_factory=list)
-    memory: dict[int, bytes] = field(default_factory=dict)
-
-    def model(self, text: str, weights: bytes, weight_path: str) -> _Model:
-        parse(text)  # the MIL text must parse
-        read_blob_file(weights)  # and the weight file must be one
-        assert weight_path == "@model_path/weights/weight.bin"
-        self.models.append(_Model(self, text))
-        return self.models[-1]
-
-    def call(self, step: str, method: Any, *arguments: Any) -> None:
-        ok, error = method(*arguments, None)
-        if not ok:
-            raise direct.DirectError(f"the ANE framework refused to {step}: {error}")
-
-    def surface(self, size: int) -> tuple[int, Any]:
-        pointer = len(self.memory) + 1
-        self.memory[pointer] = bytes(size)
-        return pointer, pointer
-
-    def write(self, pointer: int, data: bytes) -> None:
-        assert len(data) == len(self.memory[pointer]), "input buffer size"
-        self.memory[pointer] = data
-
-    def read(self, pointer: int, size: int) -> bytes:
-        return self.memory[pointer][:size]
-
-    def request(self, inputs: list[Any], outputs: list[Any], procedure: int) -> Any:
-        return (inputs, outputs, procedure)
+from standins import StandInANE
 
 
 @functools.cache
@@ -120,7 +36,7 @@ def runtime(monkeypatch: pytest.MonkeyPatch) -> StandInANE:
     program, _ = _ffn()
     simulator = select_backend("sim").load(program)
 
-    def device(values: list[np.ndarray]) -> list[np.ndarray]:
+    def device(text: str, values: list[np.ndarray]) -> list[np.ndarray]:
         """The FFN in the simulator, on the stored (padded) input buffers."""
         (x,) = values
         spec = program.io.inputs[0]
@@ -204,3 +120,67 @@ def test_on_a_mac_the_ffn_matches_the_simulator() -> None:
         warnings.simplefilter("error", RuntimeWarning)  # a fallback to Core ML fails it
         got = program(x, backend="direct")
     np.testing.assert_allclose(got, program(x, backend="sim"), rtol=0, atol=2e-2)
+
+
+def test_off_a_mac_the_direct_embedder_and_lane_say_why() -> None:
+    if platform.system() == "Darwin":
+        pytest.skip("a Mac")
+    from anekit.embedder import Embedder
+    from anekit.errors import LaneError
+    from anekit.lanes import Scheduler
+
+    with pytest.raises(BackendUnavailableError, match=r"direct backend cannot run here: .*macOS"):
+        Embedder(backend="direct")
+    with pytest.raises(LaneError, match="lane direct: the direct ANE path needs macOS"):
+        Scheduler(["direct"])
+
+
+def test_the_direct_encoder_and_lane_engine_run_the_package_buckets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Embedder(backend="direct") and the direct lane's engine: each bucket of the model's
+    package compiled once by the (stand-in) framework, the device running the bucket whose
+    MIL text it was given."""
+    from anekit.embedder import Embedder
+    from anekit.lanes.engines import make_engine
+    from anekit.models import known_answers
+    from anekit.package.mil_text import to_mil_text
+    from tinybert import tiny_bert
+
+    folder = tiny_bert(tmp_path / "tiny-bert")
+    simulated = Embedder(folder, backend="sim", max_length=256)
+    package = simulated.package()
+    programs = {}
+    for size in package.buckets:
+        program = anekit.load(package.path, function=f"seq{size}")
+        programs[to_mil_text(program.lowered()).text] = select_backend("sim").load(program), program
+
+    def device(text: str, values: list[np.ndarray]) -> list[np.ndarray]:
+        session, program = programs[text]
+        feeds = {
+            str(spec.name): value.reshape(spec.shape)
+            for spec, value in zip(program.io.inputs, values, strict=True)
+        }
+        out = session.predict(feeds)
+        return [out[str(spec.name)] for spec in program.io.outputs]
+
+    stand_in = StandInANE(device)
+    monkeypatch.setattr(direct, "unavailable_reason", lambda: None)
+    monkeypatch.setattr(direct, "PrivateANE", lambda: stand_in)
+    # four short texts (the 128 bucket) and four long chunks (a longer bucket)
+    texts = [
+        "x = 1",
+        "def add(a, b): return a + b",
+        "README",
+        "import os",
+        *known_answers.load().texts[:4],
+    ]
+    on_ane = Embedder(folder, backend="direct", package=package.path, max_length=256)
+    assert on_ane.encoder.device == "ANE (direct, private API; experimental)"
+    np.testing.assert_array_equal(on_ane.encode(texts), simulated.encode(texts))
+    used = len(stand_in.models)
+    assert 1 < used <= len(package.buckets)  # one compile per bucket used
+    assert all(model.steps[:2] == ["compile", "load"] for model in stand_in.models)
+    engine = make_engine("direct", folder, 256, None)
+    vectors = engine.embed(engine.tokenize(texts))
+    np.testing.assert_allclose(vectors, simulated.encode(texts), rtol=0, atol=1e-6)

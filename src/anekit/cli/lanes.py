@@ -39,14 +39,19 @@ def lanes(lanes: tuple[str, ...], every: bool, model: str | None, as_json: bool)
     """Start the lanes, admit them on the known answers, report each, and stop them.
 
     Without --lane or --all: the default lanes (the ANE lane on a Mac, else the CPU
-    lane). The sim lane stands in for the ANE off macOS and is only started when named.
+    lane). The sim lane stands in for the ANE off macOS, and the direct lane (the private
+    ANE framework; experimental): each is only started when named.
     """
     from anekit.lanes import LANES, Scheduler, unavailable_reason
 
     names = lane_names(lanes)
     unavailable: list[dict[str, Any]] = []
     if every:
-        names = [name for name in LANES if name != "sim" and unavailable_reason(name) is None]
+        names = [
+            name
+            for name in LANES
+            if name not in ("sim", "direct") and unavailable_reason(name) is None
+        ]
         unavailable = [
             {"lane": name, "state": "unavailable", "reason": unavailable_reason(name)}
             for name in LANES

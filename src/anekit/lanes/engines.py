@@ -45,6 +45,12 @@ LANES: dict[str, LaneKind] = {
         LaneKind("cpu", "ONNX Runtime on the CPU, int8 weights", 0.98, "int8"),
         LaneKind("sim", "the fp16 package in anekit's ANE simulator (a test lane)", 0.999, "fp16"),
         LaneKind("numpy", "the NumPy fp32 reference", 0.999, "fp32"),
+        LaneKind(
+            "direct",
+            "the fp16 package on the ANE through the private framework (experimental)",
+            0.999,
+            "fp16",
+        ),
     )
 }
 
@@ -73,6 +79,10 @@ def unavailable_reason(lane: str) -> str | None:
         return f"needs Core ML on macOS ({platform.system()} here)"
     if lane == "gpu" and not (core_ml_runtime_available() or _cuda()):
         return "needs Core ML (macOS) or onnxruntime-gpu with a CUDA GPU"
+    if lane == "direct":
+        from anekit.backends import direct
+
+        return direct.unavailable_reason()
     return None
 
 
@@ -219,7 +229,7 @@ def make_engine(
         raise LaneError(f"lane {lane}: {reason}")
     if lane == "cpu":
         return OnnxEngine(lane, model, max_length, threads, variant="int8", device="cpu")
-    if lane in ("numpy", "sim"):
+    if lane in ("numpy", "sim", "direct"):
         return EncoderEngine(open_encoder(lane, model, max_length=max_length))
     if lane == "gpu" and not core_ml_runtime_available():
         return OnnxEngine(lane, model, max_length, threads, variant="fp32", device="cuda")

@@ -29,8 +29,9 @@ from anekit.models.package import PackageInfo, ensure_package, function_name
 from anekit.models.registry import resolve
 from anekit.models.weights import ModelWeights, load_weights
 
-#: The runtimes :func:`open_encoder` knows.
-KINDS = ("numpy", "sim", "coreml", "onnx")
+#: The runtimes :func:`open_encoder` knows (``direct``: the private ANE framework,
+#: experimental, macOS; :mod:`anekit.backends.direct`).
+KINDS = ("numpy", "sim", "coreml", "onnx", "direct")
 
 
 class Encoder(Protocol):
@@ -164,6 +165,8 @@ class SimEncoder(ModelEncoder):
     check, not a speed path; never an ANE figure)."""
 
     label = "ANE simulator (fp16 numerics; not an ANE)"
+    #: The backend each bucket's program runs on.
+    backend = "sim"
 
     def __init__(self, model: LoadedModel, package: Callable[[], PackageInfo]) -> None:
         super().__init__(model)
@@ -185,7 +188,29 @@ class SimEncoder(ModelEncoder):
     def run(self, batch: Batch) -> np.ndarray:
         hidden = embed(self.weights, self.config, batch.ids)
         # The program casts to its fp16 inputs, and names values beyond fp16's range.
-        return np.asarray(self._program(batch.bucket)(hidden, batch.keep, backend="sim"))
+        program = self._program(batch.bucket)
+        return np.asarray(program(hidden, batch.keep, backend=self.backend))
+
+
+class DirectEncoder(SimEncoder):
+    """The fp16 package's bucket functions on the ANE through the private framework
+    (:mod:`anekit.backends.direct`; experimental, macOS). Each bucket is compiled when
+    first used; a bucket the framework refuses raises instead of running on Core ML,
+    so that the encoder never serves under a label it does not run on."""
+
+    label = "ANE (direct, private API; experimental)"
+    backend = "direct"
+
+    def run(self, batch: Batch) -> np.ndarray:
+        import warnings
+
+        with warnings.catch_warnings():
+            # DirectBackend falls back to Core ML with a RuntimeWarning: refuse it here.
+            warnings.filterwarnings("error", "the direct ANE path", RuntimeWarning)
+            try:
+                return super().run(batch)
+            except RuntimeWarning as refusal:
+                raise ModelError(str(refusal)) from None
 
 
 class OnnxRuntimeEncoder(ModelEncoder):
@@ -225,7 +250,7 @@ def open_encoder(
     weights: ModelWeights | None = None,
 ) -> ModelEncoder:
     """The encoder of ``model`` (None: the default model) on ``kind``: ``numpy``,
-    ``sim``, ``coreml`` (macOS) or ``onnx``.
+    ``sim``, ``coreml`` (macOS), ``onnx`` or ``direct`` (macOS, experimental).
 
     ``variant``: package weights for sim/coreml (``fp16``, ``int8``) or the ONNX
     model's (``int8``, ``fp32``). ``package``: a package ``anekit build-model`` wrote
@@ -264,6 +289,8 @@ def open_encoder(
 
     if kind == "sim":
         return SimEncoder(loaded, ensure)
+    if kind == "direct":
+        return DirectEncoder(loaded, ensure)
     from anekit.models.coreml_encoder import CoreMLEncoder
 
     return CoreMLEncoder(loaded, ensure(), compute_units)
@@ -271,6 +298,7 @@ def open_encoder(
 
 __all__ = [
     "KINDS",
+    "DirectEncoder",
     "Encoder",
     "LoadedModel",
     "ModelEncoder",
