@@ -56,6 +56,10 @@ def _lanes() -> dict[str, Any]:
     skipped = {name: unavailable_reason(name) for name in LANES}
     # The sim lane stands in for the ANE off macOS; `anekit lanes --lane sim` starts it.
     skipped["sim"] = "stands in for the ANE off macOS; start it with anekit lanes --lane sim"
+    # The direct lane is experimental (a private API): only started when named.
+    skipped["direct"] = skipped["direct"] or (
+        "experimental (the private ANE framework); start it with anekit lanes --lane direct"
+    )
     names = [name for name, why in skipped.items() if why is None]
     lanes: list[dict[str, Any]] = [
         {"lane": name, "state": "skipped", "reason": why}

@@ -34,13 +34,15 @@ def test_every_section_runs_in_order(report: dict[str, Any]) -> None:
 
 def test_each_lane_is_admitted_or_skipped_with_why(report: dict[str, Any]) -> None:
     lanes = {lane["lane"]: lane for lane in report["lanes"]["lanes"]}
-    assert set(lanes) == {"ane", "gpu", "cpu", "numpy", "sim"}
+    assert set(lanes) == {"ane", "gpu", "cpu", "numpy", "sim", "direct"}
     assert lanes["cpu"]["state"] == "ready" and lanes["cpu"]["min_cosine"] >= 0.98
     assert lanes["numpy"]["state"] == "ready" and lanes["numpy"]["min_cosine"] >= 0.999
     assert lanes["sim"]["state"] == "skipped"
     assert "anekit lanes --lane sim" in lanes["sim"]["reason"]
+    assert lanes["direct"]["state"] == "skipped"  # experimental: never started unasked
     if not ON_MAC:
         assert lanes["ane"]["state"] == "skipped" and "macOS" in lanes["ane"]["reason"]
+        assert "needs macOS" in lanes["direct"]["reason"]
 
 
 def test_placement_reports_every_bucket_of_the_package(report: dict[str, Any]) -> None:

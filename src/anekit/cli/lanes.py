@@ -57,6 +57,11 @@ def lanes(lanes: tuple[str, ...], every: bool, model: str | None, as_json: bool)
             for name in LANES
             if unavailable_reason(name) is not None
         ]
+        if unavailable_reason("direct") is None:  # experimental: listed, not started
+            unavailable.append(
+                {"lane": "direct", "state": "skipped",
+                 "reason": "experimental (private API); start it with --lane direct"}
+            )  # fmt: skip
     if not as_json:
         stderr.print("Starting lanes and checking them on the known answers...")
     with Scheduler(names, model=model) as scheduler:
