@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         stage_file.write_text(stage, encoding="utf-8")
         _fault(args.op, stage)
 
-    with tempfile.TemporaryDirectory(prefix="anekit-probe-") as scratch:
+    # in the probe's own scratch folder, so that a worker that dies leaves nothing behind
+    with tempfile.TemporaryDirectory(prefix=f"{args.op}-", dir=args.out.parent) as scratch:
         result = measure(
             by_op()[args.op],
             Path(scratch),
