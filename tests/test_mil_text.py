@@ -150,6 +150,111 @@ def test_the_ios16_form_matches_core_mls_compiled_text() -> None:
     assert _shape_of_text(written) == _shape_of_text(COREML_ADD_MODEL)
 
 
+#: Core ML's compiled text (coremlc 3600.25.1, ``program(1.3)``) of three small programs:
+#: rebeckerspecialties/mlmodelc-export, ``xcrun coremlc compile`` output kept as test
+#: fixtures (its tests/fixtures/README.md): tests/pipeline-fixtures/weighted/expected.mlmodelc/
+#: model0/model.mil (commit 72b7f317), tests/pipeline-fixtures/masked/expected.mlmodelc/
+#: model0/model.mil (8918d832) and tests/fixtures/fp16-subnormal-cast/expected-macos.mlmodelc/
+#: model.mil (90b0ca49).
+COREMLC_HEADER = """\
+program(1.3)
+[buildInfo = dict<string, string>({{"coremlc-component-MIL", "3600.16.1"}, {"coremlc-version", "3600.25.1"}})]
+{"""  # noqa: E501
+COREMLC_SAMPLES = {
+    "weighted": """
+    func main<ios17>(tensor<fp32, [4]> input) {
+            tensor<fp32, [4]> weights = const()[val = tensor<fp32, [4]>(BLOBFILE(path = string("@model_path/weights/weights.bin"), offset = uint64(64)))];
+            tensor<fp32, [4]> sum = add(x = input, y = weights);
+            tensor<fp16, [4]> rounded = cast(dtype = string("fp16"), x = sum);
+        } -> (rounded);
+}""",  # noqa: E501
+    "masked": """
+    func main<ios17>(tensor<fp32, [4]> input) {
+            fp32 threshold = const()[val = fp32(0x0p+0)];
+            tensor<bool, [4]> mask_graph_bool = greater(x = input, y = threshold);
+            tensor<uint8, [4]> mask_graph = cast(dtype = string("uint8"), x = mask_graph_bool);
+            tensor<fp16, [4]> rounded = cast(dtype = string("fp16"), x = input);
+            tensor<fp32, [4]> mask = cast(dtype = string("fp32"), x = mask_graph);
+        } -> (mask, rounded);
+}""",
+    "fp16-subnormal-cast": """
+    func main<ios17>(tensor<fp32, [5]> input) {
+            tensor<fp16, [5]> half = const()[val = tensor<fp16, [5]>([0x1p-24, 0x1.5p-17, 0x1.ff8p-15, 0x1p-14, -0x1.5p-17])];
+            tensor<fp32, [5]> constant = cast(dtype = string("fp32"), x = half);
+            tensor<fp32, [5]> output = add(x = input, y = constant);
+        } -> (output);
+}""",  # noqa: E501
+}
+
+
+def _coremlc_programs() -> dict[str, Any]:
+    """The same three programs, built with coremltools' MIL builder."""
+    import coremltools as ct
+    from coremltools.converters.mil import Builder as mb
+
+    def spec(n: int) -> list[Any]:
+        return [mb.TensorSpec(shape=(n,), dtype=types.fp32)]
+
+    @mb.program(input_specs=spec(4), opset_version=ct.target.iOS17)  # type: ignore[untyped-decorator]
+    def weighted(input: Any) -> Any:
+        weights = mb.const(val=np.array([0.5, -1, 2, 3], np.float32), name="weights")
+        return mb.cast(x=mb.add(x=input, y=weights, name="sum"), dtype="fp16", name="rounded")
+
+    @mb.program(input_specs=spec(4), opset_version=ct.target.iOS17)  # type: ignore[untyped-decorator]
+    def masked(input: Any) -> Any:
+        threshold = mb.const(val=np.float32(0), name="threshold")
+        mask = mb.greater(x=input, y=threshold, name="mask_graph_bool")
+        mask = mb.cast(x=mask, dtype="uint8", name="mask_graph")
+        rounded = mb.cast(x=input, dtype="fp16", name="rounded")
+        return mb.cast(x=mask, dtype="fp32", name="mask"), rounded
+
+    subnormal = np.array([2**-24, 0x15 * 2**-21, 0x1FF8 * 2**-27, 2**-14, -(0x15 * 2**-21)])
+
+    @mb.program(input_specs=spec(5), opset_version=ct.target.iOS17)  # type: ignore[untyped-decorator]
+    def fp16_subnormal_cast(input: Any) -> Any:
+        half = mb.const(val=subnormal.astype(np.float16), name="half")
+        constant = mb.cast(x=half, dtype="fp32", name="constant")
+        return mb.add(x=input, y=constant, name="output")
+
+    return {"weighted": weighted, "masked": masked, "fp16-subnormal-cast": fp16_subnormal_cast}
+
+
+def _statements(text: str) -> list[str]:
+    """``text`` with buildInfo's contents left out and variables named by their order of
+    appearance, after two differences of form that do not change the program: op names
+    (coremlc leaves out a name equal to the output's) and string parameters, which
+    anekit writes as const statements (as maderix/ANE's hand-written MIL does) and coremlc
+    inline. Tensor constants' values (inline, or in the weight file) are compared apart;
+    string values, types, ops and arguments must match."""
+    strings: dict[str, str] = {}
+    lines = []
+    for line in text.strip().splitlines():
+        line = re.sub(r'name = string\("[^"]*"\)(, )?', "", line).replace(")[];", ");")
+        line = re.sub(r"(tensor<[^>]*>)\((BLOBFILE\(.*\)|\[.*\])\)", r"\1(...)", line)
+        const = re.fullmatch(r'\s*string (\w+) = const\(\)\[val = (string\("[^"]*"\))\];', line)
+        if const is not None:
+            strings[const[1]] = const[2]
+            continue
+        lines.append(re.sub(r"(?<== )\w+(?=[,)])", lambda m: strings.get(m[0], m[0]), line))
+    lines[1] = re.sub(r"\(\{.*\}\)", "(...)", lines[1])
+    body = "\n".join(lines)
+    # inputs, then outputs (after a tensor type, or a bare scalar type in 1.3's form)
+    declared = dict.fromkeys(re.findall(r"(?:> |^ +\w+ )(\w+)(?= =|[,)])", body, re.MULTILINE))
+    renamed = {name: f"v{index}" for index, name in enumerate(declared)}
+    body = re.sub(r'"[^"]*"|\b\w+\b', lambda m: renamed.get(m[0], m[0]), body)
+    return body.splitlines()
+
+
+@pytest.mark.parametrize("sample", list(COREMLC_SAMPLES))
+def test_the_ios18_form_matches_coremlc_3600s_compiled_text(sample: str) -> None:
+    program = _coremlc_programs()[sample]
+    written = to_mil_text(program, form="1.3").text
+    assert _statements(written) == _statements(COREMLC_HEADER + COREMLC_SAMPLES[sample])
+    if sample == "fp16-subnormal-cast":  # fp16 constants inline, in the same hex digits
+        values = "[0x1p-24, 0x1.5p-17, 0x1.ff8p-15, 0x1p-14, -0x1.5p-17]"
+        assert values in written and values in COREMLC_SAMPLES[sample]
+
+
 def test_constants_inline_or_in_the_weight_file_and_exact() -> None:
     assert [hex_float(v) for v in (0.125, 1.0, -65504.0, 0.0, 1 / 3)] == [
         "0x1p-3", "0x1p+0", "-0x1.ffcp+15", "0x0p+0", "0x1.5555555555555p-2",

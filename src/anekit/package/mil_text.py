@@ -30,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 
 from anekit._coremltools import Program, types
-from anekit._milblob import DTYPE_CODES, BlobFileBuilder
+from anekit._milblob import DTYPE_CODES, HEADER_SIZE, BlobFileBuilder
 from anekit.errors import ProgramError
 
 Form = Literal["1.3", "1.0"]
@@ -61,7 +61,8 @@ class MilText:
 
     @property
     def has_weights(self) -> bool:
-        return len(self.weights) > 64
+        """Whether the weight file holds any blob (beyond its header)."""
+        return len(self.weights) > HEADER_SIZE
 
 
 def hex_float(value: float) -> str:
