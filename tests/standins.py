@@ -1000,21 +1000,113 @@ __all__ = [
 # -- the private ANE framework (anekit.backends.direct.PrivateANE) ---------------------
 
 
+def _ane_layout(name: str, shape: tuple[int, ...], symbol: int, row_align: int) -> dict[str, Any]:
+    """How the stand-in compiler lays out a tensor, as ``modelAttributes`` describes it:
+    (..., C, H, W) as batches, channels, height and width, fp16, every row starting at a
+    multiple of ``row_align`` bytes (tmc/apple x/ane/surface.go: 64-byte aligned rows)."""
+    padded = (1, 1, 1, *shape)[-3:]
+    channels, height, width = padded
+    batches = int(np.prod(shape[:-3])) if len(shape) > 3 else 1
+    row = -(-width * 2 // row_align) * row_align
+    plane = row * height
+    return {"Name": name, "Symbol": symbol, "Type": "Float16", "Batches": batches,
+            "Channels": channels, "Depth": 1, "Height": height, "Width": width,
+            "RowStride": row, "PlaneStride": plane, "DepthStride": plane,
+            "BatchStride": plane * channels}  # fmt: skip
+
+
+def _read_tensor(data: bytes, entry: dict[str, Any]) -> np.ndarray:
+    """The (batches, channels, height, width) values of a buffer laid out as ``entry``,
+    row by row (the stand-in's own reading, apart from anekit's)."""
+    rows = []
+    for b in range(entry["Batches"]):
+        for c in range(entry["Channels"]):
+            for h in range(entry["Height"]):
+                offset = (
+                    b * entry["BatchStride"] + c * entry["PlaneStride"] + h * entry["RowStride"]
+                )
+                rows.append(np.frombuffer(data, np.float16, entry["Width"], offset))
+    return np.stack(rows)
+
+
+def _write_tensor(value: np.ndarray, entry: dict[str, Any], size: int) -> bytes:
+    buffer = bytearray(size)
+    flat = np.asarray(value, np.float16).reshape(-1, entry["Width"])
+    index = 0
+    for b in range(entry["Batches"]):
+        for c in range(entry["Channels"]):
+            for h in range(entry["Height"]):
+                offset = (
+                    b * entry["BatchStride"] + c * entry["PlaneStride"] + h * entry["RowStride"]
+                )
+                row = flat[index].tobytes()
+                buffer[offset : offset + len(row)] = row
+                index += 1
+    return bytes(buffer)
+
+
+def _shapes(function: Any) -> dict[str, tuple[int, ...]]:
+    """Every named value's shape in a parsed MIL function (tests/miltext.py)."""
+    shapes = {name: kind.shape for statement in function.statements
+              for kind, name in statement.outputs}  # fmt: skip
+    shapes.update({name: kind.shape for kind, name in function.inputs})
+    return shapes
+
+
+@dataclass
+class _Request:
+    inputs: list[int]
+    input_indices: list[int]
+    outputs: list[int]
+    output_indices: list[int]
+    procedure: int
+    hardware_ns: int | None = None
+
+
 @dataclass
 class _Model:
+    """A compiled model: each ``func`` of its MIL text a procedure, in text order, its
+    inputs' and outputs' symbols numbered across procedures."""
+
     runtime: StandInANE
     text: str
     steps: list[str] = field(default_factory=list)
+    functions: list[Any] = field(default_factory=list)
+    attributes: dict[str, Any] = field(default_factory=dict)
+    stats_mask: int = 0
+    evaluated: list[str] = field(default_factory=list)  # the functions run, in order
 
     def _checked(self, qos: int, error: Any) -> None:
         if qos != 21 or error is not None:
             raise TypeError(f"QoS {qos} (21 expected), error out-argument {error!r} (None)")
 
     def compileWithQoS_options_error_(self, qos: int, options: dict[str, Any], error: Any) -> Any:
+        from miltext import parse
+
         self._checked(qos, error)
         self.steps.append("compile")
-        refused = self.runtime.refuse == "compile"
-        return (not refused, "ANECCompile() FAILED" if refused else None)
+        if self.runtime.refuse == "compile":
+            return (False, "ANECCompile() FAILED")
+        self.functions = list(parse(self.text).functions.values())
+        statuses, listed = [], []
+        inputs = outputs = 0
+        for function in self.functions:
+            shapes, align = _shapes(function), self.runtime.row_align
+            live_in = [_ane_layout(name, shapes[name], inputs + i, align)
+                       for i, (_, name) in enumerate(function.inputs)]  # fmt: skip
+            live_out = [_ane_layout(name, shapes[name], outputs + i, align)
+                        for i, name in enumerate(function.outputs)]  # fmt: skip
+            statuses.append({"LiveInputList": live_in, "LiveOutputList": live_out})
+            listed.append({
+                "ANEFModelInputSymbolIndexArray": [entry["Symbol"] for entry in live_in],
+                "ANEFModelOutputSymbolIndexArray": [entry["Symbol"] for entry in live_out],
+            })  # fmt: skip
+            inputs, outputs = inputs + len(live_in), outputs + len(live_out)
+        self.attributes = {
+            "NetworkStatusList": statuses,
+            "ANEFModelDescription": {"ANEFModelProcedures": listed},
+        }
+        return (True, None)
 
     def loadWithQoS_options_error_(self, qos: int, options: dict[str, Any], error: Any) -> Any:
         self._checked(qos, error)
@@ -1024,20 +1116,40 @@ class _Model:
         return (True, None)
 
     def evaluateWithQoS_options_request_error_(
-        self, qos: int, options: dict[str, Any], request: Any, error: Any
+        self, qos: int, options: dict[str, Any], request: _Request, error: Any
     ) -> Any:
         self._checked(qos, error)
         if "load" not in self.steps or "unload" in self.steps:
             return (False, "evaluate on a model not loaded")
-        inputs, outputs, procedure = request
-        if procedure != 0:  # one function: procedure 0 (AppleNeuralEngine.jl, AIF)
+        procedure = request.procedure
+        if not 0 <= procedure < len(self.functions):
             return (False, f"no procedure {procedure}")
-        values = [np.frombuffer(self.runtime.memory[pointer], np.float16) for pointer in inputs]
-        results = self.runtime.device(self.text, values)
-        for pointer, result in zip(outputs, results, strict=True):
-            data = np.asarray(result, np.float16).tobytes()
-            assert len(data) == len(self.runtime.memory[pointer]), "output buffer size"
-            self.runtime.memory[pointer] = data
+        status = self.attributes["NetworkStatusList"][procedure]
+        listed = self.attributes["ANEFModelDescription"]["ANEFModelProcedures"][procedure]
+        if (request.input_indices, request.output_indices) != (
+            listed["ANEFModelInputSymbolIndexArray"],
+            listed["ANEFModelOutputSymbolIndexArray"],
+        ):  # AIF docs/ane-internals.md: wrong indices are refused (error 0x2)
+            return (
+                False,
+                f"symbol indices {request.input_indices} do not match procedure {procedure}",
+            )
+        function = self.functions[procedure]
+        shapes = _shapes(function)
+        memory = self.runtime.memory
+        values = [
+            _read_tensor(memory[pointer], entry).reshape(shapes[entry["Name"]])
+            for pointer, entry in zip(request.inputs, status["LiveInputList"], strict=True)
+        ]
+        results = self.runtime.device(self.text, values, function.name)
+        self.evaluated.append(function.name)
+        for pointer, entry, result in zip(
+            request.outputs, status["LiveOutputList"], results, strict=True
+        ):
+            assert np.shape(result) == shapes[entry["Name"]], "output shape"
+            memory[pointer] = _write_tensor(result, entry, len(memory[pointer]))
+        if self.stats_mask:
+            request.hardware_ns = self.runtime.hardware_ns_per_call
         self.steps.append("evaluate")
         return (True, None)
 
@@ -1051,13 +1163,25 @@ class _Model:
 class StandInANE:
     """:class:`anekit.backends.direct.PrivateANE`'s interface as its framework behaves
     (docs/ane-knowledge.md §5.1): MIL text that parses and a valid weight file, QoS 21, a
-    compile before a load before an evaluation, procedure 0, buffers of the sizes given.
-    ``device(mil_text, inputs)`` plays the ANE."""
+    compile before a load before an evaluation; after the load, buffer layouts with rows
+    aligned to ``row_align`` bytes and symbol indices per procedure, which a request must
+    use; buffers of the reported sizes; the hardware time when statistics were asked
+    for. ``device(mil_text, inputs, function)`` plays the ANE."""
 
     device: Any
     refuse: str | None = None
+    row_align: int = 64
+    hardware_ns_per_call: int | None = 41_000
     models: list[_Model] = field(default_factory=list)
     memory: dict[int, bytes] = field(default_factory=dict)
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> StandInANE:
+        """Make anekit's direct backend use this stand-in, as on a Mac it may."""
+        from anekit.backends import direct
+
+        monkeypatch.setattr(direct, "unavailable_reason", lambda: None)
+        monkeypatch.setattr(direct, "PrivateANE", lambda: self)
+        return self
 
     def model(self, text: str, weights: bytes, weight_path: str) -> _Model:
         from anekit._milblob import read_blob_file
@@ -1076,6 +1200,14 @@ class StandInANE:
 
             raise DirectError(f"the ANE framework refused to {step}: {error}")
 
+    def attributes(self, model: _Model) -> dict[str, Any] | None:
+        assert "load" in model.steps, "modelAttributes are read after the load"
+        return model.attributes
+
+    def enable_stats(self, model: _Model) -> None:
+        assert "load" in model.steps, "the load clears the statistics mask (tmc/apple)"
+        model.stats_mask = 0xF
+
     def surface(self, size: int) -> tuple[int, Any]:
         pointer = len(self.memory) + 1
         self.memory[pointer] = bytes(size)
@@ -1086,7 +1218,44 @@ class StandInANE:
         self.memory[pointer] = data
 
     def read(self, pointer: int, size: int) -> bytes:
-        return self.memory[pointer][:size]
+        assert size == len(self.memory[pointer]), "output buffer size"
+        return self.memory[pointer]
 
-    def request(self, inputs: list[Any], outputs: list[Any], procedure: int) -> Any:
-        return (inputs, outputs, procedure)
+    def request(
+        self,
+        inputs: list[int],
+        input_indices: list[int],
+        outputs: list[int],
+        output_indices: list[int],
+        procedure: int,
+    ) -> _Request:
+        return _Request(inputs, input_indices, outputs, output_indices, procedure)
+
+    def hardware_ns(self, request: _Request) -> int | None:
+        return request.hardware_ns
+
+
+def simulated_ane(monkeypatch: pytest.MonkeyPatch, row_align: int = 64) -> StandInANE:
+    """:class:`StandInANE`, installed, whose device runs in anekit's simulator the MIL
+    program a text was written from (the test records which program anekit wrote each
+    text from; the stand-in itself is given the text only)."""
+    from anekit.package import mil_text
+    from anekit.sim import run
+
+    written: dict[str, Any] = {}
+    write = mil_text.to_mil_text
+
+    def recording(program: Any, form: Any = "1.3", functions: Any = None) -> Any:
+        result = write(program, form, functions)
+        written[result.text] = program
+        return result
+
+    def device(text: str, values: list[np.ndarray], function: str) -> list[np.ndarray]:
+        program = written[text]
+        declared = program.functions[function]
+        feeds = dict(zip(declared.inputs, values, strict=True))
+        outputs = run(program, feeds, function=function).outputs
+        return [outputs[var.name] for var in declared.outputs]
+
+    monkeypatch.setattr(mil_text, "to_mil_text", recording)
+    return StandInANE(device, row_align=row_align).install(monkeypatch)

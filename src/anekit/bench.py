@@ -9,7 +9,10 @@ tokens through each column's encoder, run on every column this machine has:
   on hardware in this project's CI, which has no Mac);
 - ``numpy``: the same NumPy function in float32 (its BLAS and thread count named);
 - ``onnxruntime``: the traced program through ONNX Runtime on the CPU, fp32;
-- ``simulator``: the ANE simulator's fp16 numerics: simulated, never a device figure.
+- ``simulator``: the ANE simulator's fp16 numerics: simulated, never a device figure;
+- ``direct``: the private ANE framework without Core ML (:mod:`anekit.backends.direct`;
+  experimental, macOS, unverified on hardware): only when named (``--column direct``),
+  and a program it refuses is a failed cell, never a run on Core ML.
 
 A column this machine lacks stays in the table with the reason. Times are per call and
 include what a caller pays around the device: the inputs' checks, casts and padding, and
@@ -23,6 +26,7 @@ embedding model: of the fp32 NumPy encoder's vectors).
 
 from __future__ import annotations
 
+import functools
 import platform
 import time
 from collections.abc import Callable, Sequence
@@ -42,7 +46,10 @@ COLUMNS = {
     "numpy": "NumPy fp32",
     "onnxruntime": "ONNX Runtime CPU fp32",
     "simulator": "simulator (fp16, simulated)",
+    "direct": "ANE (direct, private API; experimental)",
 }
+#: The columns run unless others are named: the direct path is opt-in everywhere.
+DEFAULT_COLUMNS = tuple(key for key in COLUMNS if key != "direct")
 #: How each column runs a traced program: (backend, its mode); None: plain NumPy.
 _RUNS: dict[str, tuple[str, str] | None] = {
     "ane": ("coreml", "CPU_AND_NE"),
@@ -50,6 +57,7 @@ _RUNS: dict[str, tuple[str, str] | None] = {
     "numpy": None,
     "onnxruntime": ("onnx", "fp32"),
     "simulator": ("sim", "ane"),
+    "direct": ("direct", "1.3"),
 }
 #: ``size="small"`` divides every dimension by this (CI and quick looks).
 SMALL_DIVISOR = 8
@@ -209,6 +217,7 @@ _ENCODERS: dict[str, tuple[str, dict[str, Any]]] = {
     "numpy": ("numpy", {}),
     "onnxruntime": ("onnx", {"variant": "fp32", "device": "cpu"}),
     "simulator": ("sim", {}),
+    "direct": ("direct", {}),
 }
 
 
@@ -231,7 +240,17 @@ def _caller(column: str, workload: Workload | ModelWorkload, program: Any) -> Ca
         inputs = [x.astype(np.float32) for x in workload.inputs]
         return lambda: np.asarray(fn(*inputs))
     backend, mode = run
+    if backend == "direct":
+        return functools.partial(_without_fallback, program, workload.inputs, mode)
     return lambda: np.asarray(program(*workload.inputs, backend=backend, mode=mode))
+
+
+def _without_fallback(program: Any, inputs: Sequence[np.ndarray], mode: str) -> np.ndarray:
+    """``program`` on the direct path; a refusal raises instead of timing Core ML."""
+    from anekit.backends.direct import no_fallback
+
+    with no_fallback():
+        return np.asarray(program(*inputs, backend="direct", mode=mode))
 
 
 @dataclass
@@ -255,6 +274,7 @@ class BenchResult:
                 "calls_per_pass": self.repeat,
                 "includes": "input checks, casts and padding; output copies",
                 "simulated_columns": ["simulator"],
+                "experimental_columns": ["direct"],
             },
             "columns": [
                 {"key": key, "label": COLUMNS[key], "simulated": key == "simulator"}
@@ -291,7 +311,7 @@ def _prepare(workload: Workload | ModelWorkload) -> tuple[Any, np.ndarray]:
 
 def run(
     size: str = "full",
-    columns: Sequence[str] = tuple(COLUMNS),
+    columns: Sequence[str] = DEFAULT_COLUMNS,
     repeat: int = 5,
     passes: int = 3,
     warmup: int = 2,
@@ -420,7 +440,13 @@ def markdown(result: BenchResult) -> str:
         "largest error relative to max |float64 result| (the embedding row: max |fp32 NumPy "
         "encoder's vectors|). Times include the inputs' checks, "
         "casts and padding and the outputs' copies. The simulator column is simulated, not a "
-        "device figure.",
+        "device figure."
+        + (
+            " The direct column runs the private ANE framework without Core ML "
+            "(experimental; unverified on hardware in anekit's CI)."
+            if "direct" in result.columns
+            else ""
+        ),
         "",
         "| workload | " + " | ".join(COLUMNS[key] for key in result.columns) + " |",
         "|---|" + "---|" * len(result.columns),
@@ -472,7 +498,7 @@ class LatencyCell:
 
 def latency(
     size: str = "full",
-    columns: Sequence[str] = tuple(COLUMNS),
+    columns: Sequence[str] = DEFAULT_COLUMNS,
     requests: int = 40,
     in_flight: int = 4,
     warmup: int = 2,

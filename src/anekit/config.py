@@ -17,6 +17,8 @@ ENVIRONMENT: dict[str, str] = {
     "(see anekit.lanes.faults)",
     "ANEKIT_STORE": "the code search store folder for `anekit index`, `search`, `status` and "
     "`forget` (default: .anekit at the indexed root)",
+    "ANEKIT_DIRECT_COMPILE_BUDGET": "compiles one process may make on the experimental "
+    "direct ANE path before it refuses more (default: 100)",
     "ANEKIT_STRICT_NUMERICS": "1 makes a simulated run that produces garbage (inf/NaN, or "
     "outputs zeroed by an fp16 overflow) raise NumericsError instead of warning",
 }
@@ -47,3 +49,15 @@ def strict_numerics() -> bool:
     """``ANEKIT_STRICT_NUMERICS`` is set to a true value (1, true, yes, on)."""
     value = os.environ.get("ANEKIT_STRICT_NUMERICS", "").strip().lower()
     return value in ("1", "true", "yes", "on")
+
+
+def direct_compile_budget(default: int = 100) -> int:
+    """``ANEKIT_DIRECT_COMPILE_BUDGET``, a positive whole number, or ``default``."""
+    value = os.environ.get("ANEKIT_DIRECT_COMPILE_BUDGET", "").strip()
+    if not value:
+        return default
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(
+            f"ANEKIT_DIRECT_COMPILE_BUDGET must be a positive whole number, got {value!r}"
+        )
+    return int(value)

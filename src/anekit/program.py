@@ -379,6 +379,26 @@ class CompiledProgram:
         """Drop the sessions this program holds on backends; the next call loads again."""
         self._sessions.clear()
 
+    def prepare(self, backend: str | None = None, mode: str | None = None) -> float | None:
+        """Load the program on ``backend`` now (Core ML and the direct path compile it),
+        so that the first call is not the slow one; the seconds it took (None: it was
+        already loaded). The arguments are :meth:`__call__`'s."""
+        return self._session(backend, mode)[1]
+
+    def _session(self, backend: str | None, mode: str | None) -> tuple[Any, float | None]:
+        """The session on the chosen backend, loaded on first use, and the seconds that
+        load took (None: it was already loaded)."""
+        from anekit.backends import select_backend
+
+        chosen = select_backend(backend if backend is not None else ("sim" if mode else None))
+        key = f"{chosen.name}:{mode or ''}"
+        if key in self._sessions:
+            return self._sessions[key], None
+        started = time.perf_counter()
+        session = chosen.load(self, mode=mode)
+        self._sessions[key] = session
+        return session, time.perf_counter() - started
+
     def _feeds(
         self, arrays: tuple[Any, ...], problems: list[str] | None = None
     ) -> dict[str, np.ndarray]:
@@ -448,26 +468,13 @@ class CompiledProgram:
         listed in ``last_run.describe()``. ``strict=True`` (or
         ``ANEKIT_STRICT_NUMERICS=1``) raises :class:`~anekit.errors.NumericsError`.
         """
-        from anekit.backends import select_backend
         from anekit.sim.report import alarm
 
         problems: list[str] = []
         feeds = self._feeds(arrays, problems)
-        chosen = select_backend(backend if backend is not None else ("sim" if mode else None))
-        key = f"{chosen.name}:{mode or ''}"
-        session = self._sessions.get(key)
-        load_seconds = None
-        if session is None:
-            started = time.perf_counter()
-            session = chosen.load(self, mode=mode)
-            load_seconds = time.perf_counter() - started
-            self._sessions[key] = session
+        session, load_seconds = self._session(backend, mode)
         outputs = session.predict(feeds)
-        results = []
-        for package, spec in zip(self.io.package_outputs, self.output_specs, strict=True):
-            value = np.asarray(outputs[str(package.name)]).reshape(package.shape)
-            value = self.io.unpad(spec.name, value)  # drop pad_io_width's padding
-            results.append(value.astype(spec.dtype, copy=False))
+        results = self._unpacked(outputs)
         self.last_run = session.last_run
         problems += self._output_problems(results)
         if self.last_run is not None:
@@ -480,6 +487,23 @@ class CompiledProgram:
                 outputs=_described(self.output_specs, results),
             )
         alarm(problems, strict=strict)
+        return self._tree(results)
+
+    def results_of(self, outputs: Mapping[str, np.ndarray]) -> Any:
+        """What a call returns, from a session's outputs (by the package's output names;
+        for callers that run :meth:`package_feeds` on a session of their own)."""
+        return self._tree(self._unpacked(outputs))
+
+    def _unpacked(self, outputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        """The outputs in the caller's shapes and dtypes (``pad_io_width``'s padding off)."""
+        results = []
+        for package, spec in zip(self.io.package_outputs, self.output_specs, strict=True):
+            value = np.asarray(outputs[str(package.name)]).reshape(package.shape)
+            value = self.io.unpad(spec.name, value)
+            results.append(value.astype(spec.dtype, copy=False))
+        return results
+
+    def _tree(self, results: list[np.ndarray]) -> Any:
         tree = self._output_tree
         if tree == "single" and len(results) == 1:
             return results[0]

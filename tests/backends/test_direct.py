@@ -6,9 +6,9 @@ anekit's simulator. The private classes themselves are unverified: no Mac here."
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import platform
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ import anekit
 from anekit.backends import direct, select_backend
 from anekit.errors import BackendUnavailableError
 from miltext import parse
-from standins import StandInANE
+from standins import StandInANE, simulated_ane
 
 
 @functools.cache
@@ -36,17 +36,13 @@ def runtime(monkeypatch: pytest.MonkeyPatch) -> StandInANE:
     program, _ = _ffn()
     simulator = select_backend("sim").load(program)
 
-    def device(text: str, values: list[np.ndarray]) -> list[np.ndarray]:
+    def device(text: str, values: list[np.ndarray], function: str) -> list[np.ndarray]:
         """The FFN in the simulator, on the stored (padded) input buffers."""
         (x,) = values
-        spec = program.io.inputs[0]
-        out = simulator.predict({spec.name: x.reshape(spec.shape)})
+        out = simulator.predict({program.io.inputs[0].name: x})
         return [out[spec.name] for spec in program.io.outputs]
 
-    stand_in = StandInANE(device)
-    monkeypatch.setattr(direct, "unavailable_reason", lambda: None)
-    monkeypatch.setattr(direct, "PrivateANE", lambda: stand_in)
-    return stand_in
+    return StandInANE(device).install(monkeypatch)
 
 
 def test_off_a_mac_the_direct_backend_is_unavailable_and_never_chosen() -> None:
@@ -71,8 +67,26 @@ def test_a_program_runs_compiled_loaded_and_evaluated_in_order(runtime: StandInA
     assert report is not None
     assert (report.backend, report.simulated, report.requested) == ("direct", False, "MIL text 1.3")
     assert "private API" in report.device
+    # the statistics mask set after the load, so the request reports the hardware time
+    assert report.hardware_seconds == 41_000 / 1e9  # what the stand-in reports
+    assert "hardware execution 0.041 ms" in report.describe()
     program(x, backend="direct")
     assert model.steps[-1] == "evaluate" and len(runtime.models) == 1  # loaded once
+
+
+def test_a_run_report_gives_the_hardware_time_of_each_warm_call(runtime: StandInANE) -> None:
+    from anekit.runs import measure
+
+    program, x = _ffn()
+    measured = measure(program, x, backend="direct", repeat=3)
+    assert measured.hardware_ms == pytest.approx([0.041] * 3)
+    assert measured.to_json()["hardware"]["p50_ms"] == pytest.approx(0.041)
+    assert "hardware execution (3 calls, the framework's statistics): p50 0.041 ms" in (
+        measured.describe()
+    )
+    runtime.hardware_ns_per_call = None  # a macOS that reports none
+    measured = measure(program, x, backend="direct", repeat=2)
+    assert measured.hardware_ms == () and measured.to_json()["hardware"] is None
 
 
 def test_the_compile_budget_is_refused_then_falls_back_to_core_ml(
@@ -109,16 +123,43 @@ def test_a_refused_compile_names_the_step_and_core_ml_keeps_working(
 def test_only_fp16_inputs_and_outputs(runtime: StandInANE) -> None:
     x = np.ones((1, 64, 1, 32), np.float32)
     program = anekit.compile(lambda a: a * 2, x)
-    with pytest.raises(direct.DirectError, match=r"fp16 inputs and outputs only: \w+ \(float32\)"):
+    only = r"fp16 inputs and outputs only: main: \w+ \(fp32\)"
+    with pytest.raises(direct.DirectError, match=only):
         direct.DirectSession(program, runtime)
 
 
 @pytest.mark.macos
 def test_on_a_mac_the_ffn_matches_the_simulator() -> None:
+    reason = direct.unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
     program, x = _ffn()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)  # a fallback to Core ML fails it
+    with direct.no_fallback():  # a fallback to Core ML fails it
         got = program(x, backend="direct")
+    np.testing.assert_allclose(got, program(x, backend="sim"), rtol=0, atol=2e-2)
+
+
+@pytest.mark.macos
+def test_on_a_mac_a_broken_descriptor_is_named_and_core_ml_keeps_working(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reason = direct.unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    from anekit.package import mil_text
+
+    write = mil_text.to_mil_text
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        written = write(*args, **kwargs)
+        return dataclasses.replace(written, text=written.text.replace(" = ", " == ", 1))
+
+    monkeypatch.setattr(mil_text, "to_mil_text", broken)
+    program, x = _ffn()
+    program.unload()
+    with pytest.warns(RuntimeWarning, match="the ANE framework refused .*running it on Core ML"):
+        got = program(x, backend="direct")
+    assert program.last_run is not None and program.last_run.backend == "coreml"
     np.testing.assert_allclose(got, program(x, backend="sim"), rtol=0, atol=2e-2)
 
 
@@ -138,36 +179,19 @@ def test_off_a_mac_the_direct_embedder_and_lane_say_why() -> None:
 def test_the_direct_encoder_and_lane_engine_run_the_package_buckets(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Embedder(backend="direct") and the direct lane's engine: each bucket of the model's
-    package compiled once by the (stand-in) framework, the device running the bucket whose
-    MIL text it was given."""
+    """Embedder(backend="direct") and the direct lane's engine: the model's package
+    compiled once by the (stand-in) framework, every bucket a procedure, the device
+    running the procedure each request names."""
     from anekit.embedder import Embedder
     from anekit.lanes.engines import make_engine
     from anekit.models import known_answers
     from anekit.models.package import build_package
-    from anekit.package.mil_text import to_mil_text
     from tinybert import tiny_bert
 
     folder = tiny_bert(tmp_path / "tiny-bert")
     package = build_package(folder, buckets=(128, 192), out=tmp_path / "tiny.mlpackage")
     simulated = Embedder(folder, backend="sim", max_length=192, package=package.path)
-    programs = {}
-    for size in package.buckets:
-        program = anekit.load(package.path, function=f"seq{size}")
-        programs[to_mil_text(program.lowered()).text] = select_backend("sim").load(program), program
-
-    def device(text: str, values: list[np.ndarray]) -> list[np.ndarray]:
-        session, program = programs[text]
-        feeds = {
-            str(spec.name): value.reshape(spec.shape)
-            for spec, value in zip(program.io.inputs, values, strict=True)
-        }
-        out = session.predict(feeds)
-        return [out[str(spec.name)] for spec in program.io.outputs]
-
-    stand_in = StandInANE(device)
-    monkeypatch.setattr(direct, "unavailable_reason", lambda: None)
-    monkeypatch.setattr(direct, "PrivateANE", lambda: stand_in)
+    stand_in = simulated_ane(monkeypatch)
     # four short texts (the 128 bucket) and four long chunks (a longer bucket)
     texts = [
         "x = 1",
@@ -179,8 +203,10 @@ def test_the_direct_encoder_and_lane_engine_run_the_package_buckets(
     on_ane = Embedder(folder, backend="direct", package=package.path, max_length=192)
     assert on_ane.encoder.device == "ANE (direct, private API; experimental)"
     np.testing.assert_array_equal(on_ane.encode(texts), simulated.encode(texts))
-    assert len(stand_in.models) == len(package.buckets) == 2  # one compile per bucket
-    assert all(model.steps[:2] == ["compile", "load"] for model in stand_in.models)
+    # one compile for both buckets, each a procedure of the model
+    (model,) = stand_in.models
+    assert model.steps[:2] == ["compile", "load"] and "compile" not in model.steps[2:]
+    assert set(model.evaluated) == {"seq128", "seq192"}
     monkeypatch.setattr(
         "anekit.models.encoders.ensure_package", lambda *args, **kwargs: package
     )  # the lane's engine finds the package this test built

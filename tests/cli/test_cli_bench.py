@@ -289,3 +289,36 @@ def test_the_sweep_walks_the_grid_of_conv1x1_and_matmul_shapes() -> None:
 def test_a_bad_sweep_grid_is_a_usage_error() -> None:
     outcome = CliRunner().invoke(cli, ["bench", "sweep", "--channels", "64,x"])
     assert outcome.exit_code == 2 and "'64,x': comma-separated integers" in outcome.output
+
+
+def test_the_direct_column_runs_only_when_named_and_never_on_core_ml(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The direct path's column through the stand-in framework (the simulator as the
+    device): each workload compiled once and timed; a refusal is a failed cell."""
+    from standins import simulated_ane
+
+    assert "direct" not in bench.DEFAULT_COLUMNS and "direct" in bench.COLUMNS
+    stand_in = simulated_ane(monkeypatch, row_align=128)
+    rows = bench.workloads("small")[:2]
+    result = bench.run(columns=["simulator", "direct"], rows=rows, repeat=2, passes=3, warmup=1)
+    for _, cells in result.rows:
+        cell = cells["direct"]
+        assert cell.reason is None and len(cell.passes) == 3
+        # the device is the simulator, so the direct column's error is the simulator's
+        assert cell.rel_error == cells["simulator"].rel_error
+    assert [model.steps[:2] for model in stand_in.models] == [["compile", "load"]] * 2
+    assert "experimental" in bench.markdown(result)
+    stand_in.refuse = "compile"
+    result = bench.run(columns=["direct"], rows=rows[:1], repeat=1, passes=3, warmup=1)
+    reason = result.rows[0][1]["direct"].reason
+    assert reason is not None
+    assert reason.startswith("failed: DirectError: the ANE framework refused to compile")
+
+
+@pytest.mark.skipif(ON_MAC, reason="the direct path may run on a Mac")
+def test_off_macos_the_direct_column_says_why() -> None:
+    result = bench.run(columns=["direct"], rows=bench.workloads("small")[:1], passes=3)
+    assert result.rows[0][1]["direct"].reason == (
+        "backend 'direct' cannot run here: the direct ANE path needs macOS"
+    )

@@ -5,6 +5,7 @@ path is unverified on hardware (no Mac in CI); the macos-marked test runs it the
 
 from __future__ import annotations
 
+import platform
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from click.testing import CliRunner
 from anekit import probe
 from anekit.analysis import compute_plan
 from anekit.cli import cli
+from anekit.errors import ProbeError
 from anekit.probe.cases import case, t
 from anekit.probe.measure import measure
 from anekit.probe.report import ProbeReport
@@ -88,3 +90,67 @@ def test_on_this_mac_relu_runs_on_the_neural_engine() -> None:
     (result,) = probe.run(["relu"]).results
     assert result.status == "ok", result.message
     assert result.device == "ane"
+
+
+def test_the_direct_path_probes_each_op_in_the_private_compiler(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``anekit probe --direct`` through the stand-in framework: each op compiled, loaded
+    and run by it (the simulator as the device); a refusal names the compile stage; the
+    report is labelled as the direct path's and cannot change the op table."""
+    from anekit.backends import direct
+    from anekit.probe import contribute
+    from anekit.probe.report import DIRECT_UNITS
+    from standins import simulated_ane
+
+    stand_in = simulated_ane(monkeypatch)
+    out = tmp_path / "direct.json"
+    outcome = CliRunner().invoke(
+        cli, ["probe", "relu", "exp", "--direct", "--in-process", "--out", str(out)]
+    )
+    assert outcome.exit_code == 0, outcome.output
+    report = ProbeReport.load(out)
+    assert report.compute_units == DIRECT_UNITS and not report.simulated
+    assert [(r.op, r.status, r.device) for r in report.results] == [
+        ("relu", "ok", "ane"),
+        ("exp", "ok", "ane"),
+    ]
+    assert [model.steps for model in stand_in.models] == [["compile", "load", "evaluate"]] * 2
+    assert "contribute it" not in outcome.output
+    with pytest.raises(ProbeError, match="direct ANE path"):
+        contribute.apply(report, contribute.table_path().read_text())
+    monkeypatch.setenv("ANEKIT_DIRECT_COMPILE_BUDGET", str(direct._compiles + 1))
+    with pytest.raises(ProbeError, match=r"takes 2 ANE compiles and it has 1 left.*worker"):
+        probe.run(["relu", "exp"], direct=True, isolate=False)
+    stand_in.refuse = "compile"
+    (refused,) = probe.run(["relu"], direct=True, isolate=False).results
+    assert (refused.status, refused.stage) == ("failed", "compile")
+    assert refused.message is not None and "refused to compile: ANECCompile" in refused.message
+
+
+def test_off_macos_the_direct_probe_says_why() -> None:
+    if platform.system() == "Darwin":
+        pytest.skip("a Mac")
+    with pytest.raises(ProbeError, match="probe --direct: the direct ANE path needs macOS"):
+        probe.run(["relu"], direct=True)
+    with pytest.raises(ProbeError, match="not both"):
+        probe.run(["relu"], direct=True, simulate=True)
+
+
+@pytest.mark.macos
+def test_on_this_mac_each_direct_probe_worker_has_a_budget_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A budget of one compile a process: every op still runs, each in a fresh worker."""
+    from anekit.backends.direct import unavailable_reason
+
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    monkeypatch.setenv("ANEKIT_DIRECT_COMPILE_BUDGET", "1")
+    results = probe.run(["relu", "exp", "add"], direct=True).results
+    assert [(r.op, r.status, r.device) for r in results] == [
+        ("relu", "ok", "ane"),
+        ("exp", "ok", "ane"),
+        ("add", "ok", "ane"),
+    ], [r.message for r in results]

@@ -53,6 +53,9 @@ class RunReport:
     load_seconds: float | None = None
     inputs: tuple[tuple[str, tuple[int, ...], str, int], ...] = ()
     outputs: tuple[tuple[str, tuple[int, ...], str, int], ...] = ()
+    #: The accelerator's own execution time of the call, where the backend reports it
+    #: (the direct path's performance statistics); None elsewhere.
+    hardware_seconds: float | None = None
 
     @property
     def fell_back(self) -> bool | None:
@@ -64,6 +67,8 @@ class RunReport:
     def describe(self) -> str:
         kind = "simulated" if self.simulated else "measured"
         text = f"{self.device} via {self.backend} ({kind}, {self.seconds * 1000:.1f} ms)"
+        if self.hardware_seconds is not None:
+            text += f"; hardware execution {self.hardware_seconds * 1000:.3f} ms"
         if self.residency:
             placed = ", ".join(f"{count} on {device}" for device, count in self.residency.items())
             text += f"; compute plan: {placed}"

@@ -3,7 +3,8 @@
 
 **Private, undocumented API that any macOS update can break; never the default.** It is
 used only when asked for (``program(x, backend="direct")``); when the framework cannot
-load, :meth:`DirectBackend.load` falls back to Core ML with a warning that says why.
+load, :meth:`DirectBackend.load` falls back to Core ML with a warning that says why
+(inside :func:`no_fallback`, it raises instead).
 
 The call sequence is maderix/ANE's (``training/ane_runtime.h``, ``inmem_basic.m``;
 docs/ane-knowledge.md §5.1), through PyObjC:
@@ -13,11 +14,20 @@ docs/ane-knowledge.md §5.1), through PyObjC:
    ``{"@model_path/weights/weight.bin": {"offset": 0, "data": weight.bin}}``;
 2. ``_ANEInMemoryModel inMemoryModelWithDescriptor:``, then ``compileWithQoS:options:error:``
    and ``loadWithQoS:options:error:`` (QoS 21);
-3. one IOSurface per input and output (a flat byte buffer, fp16), each wrapped by
-   ``_ANEIOSurfaceObject objectWithIOSurface:``;
-4. ``_ANERequest requestWithInputs:inputIndices:outputs:outputIndices:weightsBuffer:
-   perfStats:procedureIndex:`` and ``evaluateWithQoS:options:request:error:``;
-5. ``unloadWithQoS:error:`` on close.
+3. after the load, the model's ``modelAttributes``: each procedure's buffer layouts
+   and symbol indices (:mod:`anekit.backends.direct_io`); a performance-statistics mask
+   (``setPerfStatsMask:``), so that a request can report the hardware time;
+4. one IOSurface per input and output, of the size its layout reports (fp16, rows at
+   the reported stride), each wrapped by ``_ANEIOSurfaceObject objectWithIOSurface:``;
+5. per procedure, ``_ANERequest requestWithInputs:inputIndices:outputs:outputIndices:
+   weightsBuffer:perfStats:procedureIndex:`` (``perfStats``: an array holding one
+   ``_ANEPerformanceStats statsWithHardwareExecutionNS:``) and
+   ``evaluateWithQoS:options:request:error:``; then ``hwExecutionTime`` (ns) of the
+   request's statistics, where the framework fills it in;
+6. ``unloadWithQoS:error:`` on close.
+
+A program's functions are procedures of one model (:class:`DirectModel`): a model's
+buckets cost one compile.
 
 The ANE compiler serves about 100 compiles per process (MDX ``docs/ANE_INTERNALS.md``):
 past :data:`COMPILE_BUDGET` a load is refused, and a caller that needs more runs them in
@@ -32,28 +42,34 @@ what the sources say they refuse; docs/direct.md says what is and is not known.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import platform
 import tempfile
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from anekit.backends import RunReport
+from anekit.backends.direct_io import Procedure, Tensor, procedures
 from anekit.errors import BackendUnavailableError
 
 if TYPE_CHECKING:
+    from coremltools.converters.mil.mil import Program
+
     from anekit.program import CompiledProgram
 
 FRAMEWORK = "/System/Library/PrivateFrameworks/AppleNeuralEngine.framework"
 IOSURFACE = "/System/Library/Frameworks/IOSurface.framework/IOSurface"
 #: The quality of service every call passes (maderix/ANE, AppleNeuralEngine.jl).
 QOS = 21
-#: Compiles this process may still make (the ANE compiler's per-process limit, ~100-119).
+#: Compiles one process may make (the ANE compiler's per-process limit, ~100-119, MDX);
+#: ``ANEKIT_DIRECT_COMPILE_BUDGET`` sets another (:func:`compile_budget`).
 COMPILE_BUDGET = 100
 #: The MIL text form: ``1.3`` (M3 and later) or ``1.0`` (every ANE; M1/M2 need it).
 FORMS = ("1.3", "1.0")
@@ -65,6 +81,8 @@ _REQUEST = (
 )
 
 _compiles = 0
+#: Set inside :func:`no_fallback`: a refusal raises instead of running on Core ML.
+_refuse_fallback: ContextVar[bool] = ContextVar("anekit_direct_refuse_fallback", default=False)
 
 
 class DirectError(BackendUnavailableError):
@@ -85,6 +103,39 @@ def unavailable_reason() -> str | None:
     except ImportError:
         return "PyObjC is not installed (pip install pyobjc-core pyobjc-framework-Cocoa)"
     return None
+
+
+def compile_budget() -> int:
+    """Compiles this process may make: ``ANEKIT_DIRECT_COMPILE_BUDGET`` or
+    :data:`COMPILE_BUDGET`."""
+    from anekit.config import direct_compile_budget
+
+    return direct_compile_budget(COMPILE_BUDGET)
+
+
+def compiles_left() -> int:
+    """Compiles this process may still make."""
+    return max(compile_budget() - _compiles, 0)
+
+
+@contextlib.contextmanager
+def no_fallback() -> Iterator[None]:
+    """Inside it, a program the direct path cannot load raises :class:`DirectError`
+    instead of falling back to Core ML: for callers that report what ran under the
+    direct path's name (a bench column, a probe, an encoder, a lane)."""
+    token = _refuse_fallback.set(True)
+    try:
+        yield
+    finally:
+        _refuse_fallback.reset(token)
+
+
+def objc_class(name: str, objc: Any) -> Any:
+    """The Objective-C class ``name``, or None where this macOS lacks it."""
+    try:
+        return objc.lookUpClass(name)
+    except objc.nosuchclass_error:
+        return None
 
 
 class PrivateANE:
@@ -182,87 +233,171 @@ class PrivateANE:
         finally:
             self.iosurface.IOSurfaceUnlock(pointer, 1, None)
 
-    def request(self, inputs: list[Any], outputs: list[Any], procedure: int) -> Any:
-        return getattr(self.Request, _REQUEST)(
-            inputs,
-            list(range(len(inputs))),
-            outputs,
-            list(range(len(outputs))),
-            None,
-            None,
-            procedure,
-        )
+    def attributes(self, model: Any) -> Any:
+        """The loaded model's ``modelAttributes`` (read from the inner ``_ANEModel``: the
+        in-memory wrapper can raise for it, per Epistates/pmetal), or None."""
+        try:
+            return model.model().modelAttributes()
+        except Exception:  # an unknown selector is an objc.error; nothing to read then
+            return None
+
+    def enable_stats(self, model: Any) -> None:
+        """Ask for performance statistics (mask 0xF: bits beyond it give 0 on M3 Max, per
+        christopherkarani/Espresso); set after the load, which clears it (tmc/apple)."""
+        with contextlib.suppress(Exception):  # best effort: the hardware time is extra
+            model.setPerfStatsMask_(0xF)
+        with contextlib.suppress(Exception):
+            model.model().setPerfStatsMask_(0xF)
+
+    def request(
+        self,
+        inputs: list[Any],
+        input_indices: list[int],
+        outputs: list[Any],
+        output_indices: list[int],
+        procedure: int,
+    ) -> Any:
+        """The request of one procedure, with a statistics object where the framework
+        makes one (macOS 27's ``validate`` counts ``perfStats``: it is an array)."""
+        make = getattr(self.Request, _REQUEST)
+        try:
+            stats = objc_class("_ANEPerformanceStats", self.objc)
+            statistics = [stats.statsWithHardwareExecutionNS_(0)] if stats is not None else None
+            return make(inputs, input_indices, outputs, output_indices, None, statistics, procedure)
+        except Exception:  # no statistics on this macOS: the request without them
+            return make(inputs, input_indices, outputs, output_indices, None, None, procedure)
+
+    def hardware_ns(self, request: Any) -> int | None:
+        """The last evaluation's ``hwExecutionTime`` (ns), or None where not reported."""
+        with contextlib.suppress(Exception):
+            listed = request.perfStatsArray() or [request.perfStats()]
+            value = int(listed[0].hwExecutionTime())
+            return value if value > 0 else None
+        return None
 
 
-class DirectSession:
-    """A program compiled and loaded by the private framework; fp16 in, fp16 out."""
+class DirectModel:
+    """A MIL program compiled and loaded by the private framework, each of its functions
+    a procedure (in program order); fp16 in, fp16 out. One compile serves every
+    function, so a model's buckets cost one of the process's :data:`COMPILE_BUDGET`."""
 
-    def __init__(self, program: CompiledProgram, runtime: Any, form: str = "1.3") -> None:
+    def __init__(
+        self,
+        program: Program,
+        runtime: Any,
+        form: str = "1.3",
+        functions: Sequence[str] | None = None,
+    ) -> None:
         global _compiles
         from anekit.package.mil_text import to_mil_text
 
         if form not in FORMS:
             raise ValueError(f"MIL text form must be one of {', '.join(FORMS)}, got {form!r}")
-        specs = [*program.io.inputs, *program.io.outputs]
-        wide = [spec for spec in specs if np.dtype(spec.dtype) != np.float16]
-        if wide:
-            names = ", ".join(f"{spec.name} ({np.dtype(spec.dtype)})" for spec in wide)
-            raise DirectError(f"the direct path takes fp16 inputs and outputs only: {names}")
-        if _compiles >= COMPILE_BUDGET:
+        names = list(program.functions) if functions is None else list(functions)
+        declared = [_declared(name, program.functions[name]) for name in names]
+        if _compiles >= compile_budget():
             raise DirectError(
                 f"this process has made {_compiles} ANE compiles, the framework's budget; "
                 "run further programs in a fresh process"
             )
         self.runtime, self.form = runtime, form
-        self.last_run: RunReport | None = None
-        self.inputs = [(str(spec.name), tuple(spec.shape)) for spec in program.io.inputs]
-        self.outputs = [(str(spec.name), tuple(spec.shape)) for spec in program.io.outputs]
-        written = to_mil_text(program.lowered(), form=form)  # type: ignore[arg-type]
+        written = to_mil_text(program, form=form, functions=names)  # type: ignore[arg-type]
         self.model = runtime.model(written.text, written.weights, written.weight_path)
         _compiles += 1
         runtime.call("compile", self.model.compileWithQoS_options_error_, QOS, {})
         runtime.call("load", self.model.loadWithQoS_options_error_, QOS, {})
-        self._surfaces = {
-            name: runtime.surface(_bytes(shape)) for name, shape in [*self.inputs, *self.outputs]
+        runtime.enable_stats(self.model)
+        self.procedures = {
+            found.name: found for found in procedures(declared, runtime.attributes(self.model))
         }
-        self._request = runtime.request(
-            [self._surfaces[name][1] for name, _ in self.inputs],
-            [self._surfaces[name][1] for name, _ in self.outputs],
-            0,
-        )
+        self._prepared: dict[str, tuple[list[Any], list[Any], Any]] = {}
 
-    def predict(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        start = time.perf_counter()
-        for name, shape in self.inputs:
-            value = np.ascontiguousarray(feeds[name], np.float16)
-            if value.shape != shape:
-                raise ValueError(f"input {name}: shape {value.shape}, expected {shape}")
-            self.runtime.write(self._surfaces[name][0], value.tobytes())
+    def _buffers(self, procedure: Procedure) -> tuple[list[Any], list[Any], Any]:
+        """The procedure's input and output surfaces and its request, made once."""
+        if procedure.name not in self._prepared:
+            inputs = [self.runtime.surface(layout.size) for layout in procedure.inputs]
+            outputs = [self.runtime.surface(layout.size) for layout in procedure.outputs]
+            request = self.runtime.request(
+                [wrapped for _, wrapped in inputs],
+                list(procedure.input_symbols),
+                [wrapped for _, wrapped in outputs],
+                list(procedure.output_symbols),
+                procedure.index,
+            )
+            self._prepared[procedure.name] = (inputs, outputs, request)
+        return self._prepared[procedure.name]
+
+    def predict(
+        self, feeds: Mapping[str, np.ndarray], function: str
+    ) -> tuple[dict[str, np.ndarray], float | None]:
+        """Run ``function``'s procedure on ``feeds`` (by input name): its outputs by
+        name, and the ANE's own execution time in seconds where the framework reports it
+        (else None)."""
+        procedure = self.procedures[function]
+        inputs, outputs, request = self._buffers(procedure)
+        for layout, (pointer, _) in zip(procedure.inputs, inputs, strict=True):
+            if layout.name not in feeds:
+                raise ValueError(f"{function}: no value for input {layout.name!r}")
+            self.runtime.write(pointer, layout.pack(feeds[layout.name]))
         self.runtime.call(
-            "evaluate", self.model.evaluateWithQoS_options_request_error_, QOS, {}, self._request
+            "evaluate", self.model.evaluateWithQoS_options_request_error_, QOS, {}, request
         )
-        outputs: dict[str, np.ndarray] = {
-            name: np.frombuffer(
-                self.runtime.read(self._surfaces[name][0], _bytes(shape)), np.float16
-            ).reshape(shape)
-            for name, shape in self.outputs
+        results = {
+            layout.name: layout.unpack(self.runtime.read(pointer, layout.size))
+            for layout, (pointer, _) in zip(procedure.outputs, outputs, strict=True)
         }
-        self.last_run = RunReport(
-            backend="direct",
-            device="ANE (direct, private API; experimental)",
-            simulated=False,
-            seconds=time.perf_counter() - start,
-            requested=f"MIL text {self.form}",
-        )
-        return outputs
+        nanoseconds = self.runtime.hardware_ns(request)
+        return results, None if nanoseconds is None else nanoseconds / 1e9
 
     def close(self) -> None:
         """Unload the model from the ANE."""
         self.runtime.call("unload", self.model.unloadWithQoS_error_, QOS)
 
 
-def _bytes(shape: tuple[int, ...]) -> int:
-    return int(np.prod(shape, dtype=np.int64)) * 2  # fp16
+class DirectSession:
+    """One function of a :class:`~anekit.program.CompiledProgram` on the direct path: the
+    session ``program(x, backend="direct")`` runs (a model of one procedure)."""
+
+    def __init__(self, program: CompiledProgram, runtime: Any, form: str = "1.3") -> None:
+        lowered = program.lowered()
+        (self.function,) = lowered.functions  # one function: procedure 0
+        self.model = DirectModel(lowered, runtime, form)
+        self.last_run: RunReport | None = None
+
+    def predict(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        start = time.perf_counter()
+        outputs, hardware = self.model.predict(feeds, self.function)
+        self.last_run = RunReport(
+            backend="direct",
+            device="ANE (direct, private API; experimental)",
+            simulated=False,
+            seconds=time.perf_counter() - start,
+            requested=f"MIL text {self.model.form}",
+            hardware_seconds=hardware,
+        )
+        return outputs
+
+    def close(self) -> None:
+        """Unload the model from the ANE."""
+        self.model.close()
+
+
+def _declared(name: str, function: Any) -> tuple[str, list[Tensor], list[Tensor]]:
+    """A MIL function's inputs and outputs as (name, shape), refused unless all fp16."""
+    from coremltools.converters.mil.mil import types
+
+    tensors = [
+        *((str(key), var) for key, var in function.inputs.items()),
+        *((str(var.name), var) for var in function.outputs),
+    ]
+    wide = [(key, types.builtin_to_string(var.dtype)) for key, var in tensors]
+    wide = [(key, kind) for key, kind in wide if kind != "fp16"]
+    if wide:
+        listed = ", ".join(f"{key} ({kind})" for key, kind in wide)
+        raise DirectError(f"the direct path takes fp16 inputs and outputs only: {name}: {listed}")
+    shapes = [(key, tuple(int(size) for size in var.shape)) for key, var in tensors]
+    count = len(function.inputs)
+    return name, shapes[:count], shapes[count:]
 
 
 class DirectBackend:
@@ -290,6 +425,10 @@ class DirectBackend:
         except (DirectError, ImportError, OSError, AttributeError) as error:
             from anekit.backends.coreml import CoreMLBackend
 
+            if _refuse_fallback.get():
+                if isinstance(error, DirectError):
+                    raise
+                raise DirectError(f"the ANE framework could not be used: {error}") from error
             warnings.warn(
                 f"the direct ANE path could not run this program ({error}); running it on "
                 "Core ML instead",

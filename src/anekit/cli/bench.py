@@ -19,7 +19,8 @@ _MEASURE_OPTIONS = [
         "--column",
         "columns",
         multiple=True,
-        help="Only these columns (ane, gpu, numpy, onnxruntime, simulator); repeatable.",
+        help="Only these columns (ane, gpu, numpy, onnxruntime, simulator, and the experimental "
+        "direct, run only when named); repeatable.",
     ),
     click.option("--repeat", default=5, show_default=True, help="Calls per pass."),
     click.option("--passes", default=3, show_default=True, help="Passes, columns taking turns."),
@@ -98,12 +99,13 @@ def bench(
     """Time the seed-003 workloads (FFN block, x·W at three sizes) and the embedding
     model (4 x 256 tokens) on every column this machine has: the ANE and GPU through
     Core ML (macOS), NumPy fp32, ONNX Runtime CPU fp32, and the simulator (simulated,
-    not a device figure). A missing column says why. `anekit bench sweep`: a grid."""
+    not a device figure); `--column direct` adds the experimental direct ANE path
+    (private API, macOS). A missing column says why. `anekit bench sweep`: a grid."""
     if ctx.invoked_subcommand is not None:
         return
     from anekit import bench as bench_module
 
-    chosen = columns or tuple(bench_module.COLUMNS)
+    chosen = columns or bench_module.DEFAULT_COLUMNS
     try:
         if latency_mode:
             rows = bench_module.latency(
@@ -168,7 +170,7 @@ def sweep(
     rows = bench_module.sweep_workloads(_sizes(channels), _sizes(sequence))
     try:
         result = bench_module.run(
-            columns=columns or tuple(bench_module.COLUMNS),
+            columns=columns or bench_module.DEFAULT_COLUMNS,
             repeat=repeat,
             passes=passes,
             warmup=warmup,

@@ -29,6 +29,12 @@ PROBLEMS = ("mismatch", "failed", "crashed", "timeout")
     help="Run the programs in the simulator (fp16 numerics) against its fp32 result; any OS.",
 )
 @click.option(
+    "--direct",
+    is_flag=True,
+    help="Run the programs through the experimental direct ANE path (private API, macOS) "
+    "instead of Core ML; its report does not change the op table.",
+)
+@click.option(
     "--compute-units",
     type=click.Choice(["CPU_AND_NE", "CPU_AND_GPU", "CPU_ONLY", "ALL"]),
     default="CPU_AND_NE",
@@ -57,6 +63,7 @@ PROBLEMS = ("mismatch", "failed", "crashed", "timeout")
 def probe(
     ops: tuple[str, ...],
     simulate: bool,
+    direct: bool,
     compute_units: str,
     timeout: float,
     in_process: bool,
@@ -69,8 +76,10 @@ def probe(
     values compared with the simulator's fp32 result.
 
     The report file is the contribution: `anekit ops --from-probe REPORT` turns it into
-    the op table's verdicts for your chip family. Core ML's side is unverified on
-    hardware in anekit's CI (no Mac there).
+    the op table's verdicts for your chip family. --direct runs the programs through the
+    experimental direct ANE path instead: what the private compiler takes, reported
+    apart. Core ML's and the direct path's sides are unverified on hardware in anekit's
+    CI (no Mac there).
 
     Exit status 1 with --sim when an op the table marks ANE-capable does not pass
     (that is anekit's bug); on a Mac a failing op is a finding, written to the report."""
@@ -89,13 +98,14 @@ def probe(
         report = probe_module.run(
             chosen,
             simulate=simulate,
+            direct=direct,
             compute_units=compute_units,
             isolate=False if in_process else None,
             timeout=timeout,
             on_result=landed,
         )
     if out is None and not simulate:
-        out = Path(_default_name(report.machine))
+        out = Path(_default_name(report.machine, direct))
     if out is not None:
         report.save(out)
     capable = optable.load().ane_capable()
@@ -106,7 +116,7 @@ def probe(
         _print(report)
         if out is not None:
             stderr.print(f"report written to {esc(out)}")
-            if not simulate:
+            if not simulate and not direct:
                 stderr.print(f"contribute it: anekit ops --from-probe {esc(out)}")
         if gate:
             stderr.print(f"[bold red]ANE-capable ops that did not pass:[/] {esc(', '.join(gate))}")
@@ -114,11 +124,12 @@ def probe(
         sys.exit(1)
 
 
-def _default_name(machine: dict[str, object]) -> str:
+def _default_name(machine: dict[str, object], direct: bool = False) -> str:
     chip = re.sub(r"[^a-z0-9]+", "-", str(machine.get("chip", "mac")).lower()).strip("-")
     release = str(machine.get("os", "")).rsplit("macOS ", 1)[-1].rstrip(")")
     date = datetime.date.today().isoformat()
-    return f"probe-{chip}-macos{re.sub(r'[^0-9.]', '', release)}-{date}.json"
+    kind = "probe-direct" if direct else "probe"
+    return f"{kind}-{chip}-macos{re.sub(r'[^0-9.]', '', release)}-{date}.json"
 
 
 def _print(report: ProbeReport) -> None:

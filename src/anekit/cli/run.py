@@ -16,9 +16,10 @@ from anekit.cli._inputs import inputs_option, program_inputs, seed_option
 @inputs_option
 @click.option(
     "--backend",
-    type=click.Choice(["coreml", "sim", "onnx"]),
+    type=click.Choice(["coreml", "sim", "onnx", "direct"]),
     default=None,
-    help="Default: Core ML on a Mac, else the simulator.",
+    help="Default: Core ML on a Mac, else the simulator. direct: the experimental private "
+    "ANE path (macOS), which falls back to Core ML with a warning when it cannot load.",
 )
 @click.option(
     "--compute-units",

@@ -194,23 +194,42 @@ class SimEncoder(ModelEncoder):
 
 class DirectEncoder(SimEncoder):
     """The fp16 package's bucket functions on the ANE through the private framework
-    (:mod:`anekit.backends.direct`; experimental, macOS). Each bucket is compiled when
-    first used; a bucket the framework refuses raises instead of running on Core ML,
-    so that the encoder never serves under a label it does not run on."""
+    (:mod:`anekit.backends.direct`; experimental, macOS): every bucket a procedure of one
+    model, compiled when first used (one compile of the process's budget, not one per
+    bucket). A model the framework refuses raises instead of running on Core ML, so
+    that the encoder never serves under a label it does not run on."""
 
     label = "ANE (direct, private API; experimental)"
     backend = "direct"
 
-    def run(self, batch: Batch) -> np.ndarray:
-        import warnings
+    @functools.cached_property
+    def direct_model(self) -> Any:
+        """The buckets this encoder serves, compiled and loaded as one model."""
+        from coremltools.converters.mil.mil import Program
 
-        with warnings.catch_warnings():
-            # DirectBackend falls back to Core ML with a RuntimeWarning: refuse it here.
-            warnings.filterwarnings("error", "the direct ANE path", RuntimeWarning)
-            try:
-                return super().run(batch)
-            except RuntimeWarning as refusal:
-                raise ModelError(str(refusal)) from None
+        from anekit.backends import direct
+
+        merged = Program()
+        for bucket in self.lengths:
+            name = function_name(bucket)
+            merged.add_function(name, self._program(bucket).lowered().functions[name])
+        try:
+            return direct.DirectModel(merged, direct.PrivateANE())
+        except (direct.DirectError, ImportError, OSError, AttributeError) as refusal:
+            raise ModelError(f"the direct ANE path could not load the model: {refusal}") from None
+
+    def run(self, batch: Batch) -> np.ndarray:
+        from anekit.backends.direct import DirectError
+
+        hidden = embed(self.weights, self.config, batch.ids)
+        program = self._program(batch.bucket)
+        names = [str(spec.name) for spec in program.input_specs]
+        feeds = program.package_feeds(dict(zip(names, (hidden, batch.keep), strict=True)))
+        try:
+            outputs, _ = self.direct_model.predict(feeds, function_name(batch.bucket))
+        except DirectError as refusal:
+            raise ModelError(f"the direct ANE path could not run this batch: {refusal}") from None
+        return np.asarray(program.results_of(outputs))
 
 
 class OnnxRuntimeEncoder(ModelEncoder):

@@ -7,8 +7,10 @@ On a Mac each op runs in a fresh worker process (:mod:`anekit.probe.worker`): a
 compiler crash or a hang costs that worker and is reported as the op's result. The
 report (:class:`~anekit.probe.report.ProbeReport`, JSON) is what a user contributes;
 ``anekit ops --from-probe REPORT`` (:mod:`anekit.probe.contribute`) turns it into the
-op table's verdicts for that chip family. The Core ML path is unverified on hardware
-in this project's CI (no Mac).
+op table's verdicts for that chip family. With ``direct``, the programs run through
+the experimental direct ANE path instead (:mod:`anekit.backends.direct`, private API):
+what its compiler takes, a finding of its own that does not change the op table. The
+Core ML and direct paths are unverified on hardware in this project's CI (no Mac).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from anekit.analysis import compute_plan, optable
 from anekit.errors import ProbeError
 from anekit.probe.cases import CASES, CONSTANT, NOT_PROBED, Case, by_op
 from anekit.probe.measure import measure
-from anekit.probe.report import OpResult, ProbeReport
+from anekit.probe.report import DIRECT_UNITS, OpResult, ProbeReport
 
 __all__ = ["CASES", "Case", "OpResult", "ProbeReport", "op_types", "run"]
 
@@ -61,6 +63,7 @@ def run(
     ops: Iterable[str] | None = None,
     *,
     simulate: bool = False,
+    direct: bool = False,
     compute_units: str = "CPU_AND_NE",
     isolate: bool | None = None,
     timeout: float = TIMEOUT,
@@ -69,17 +72,37 @@ def run(
     """Probe ``ops`` (default: every op type of the op table).
 
     ``simulate``: run the programs in the simulator (fp16 numerics) instead of Core
-    ML. ``isolate``: one worker process per op (default: on Core ML, not in the
-    simulator). ``on_result`` sees each op's result as it lands."""
+    ML; ``direct``: through the direct ANE path (macOS, experimental). ``isolate``:
+    one worker process per op (default: on a device, not in the simulator; a worker
+    per op also gives each its own compile budget on the direct path). ``on_result``
+    sees each op's result as it lands."""
     chosen = op_types(ops)
-    backend = "sim" if simulate else "coreml"
-    if not simulate and not compute_plan.available():
+    if simulate and direct:
+        raise ProbeError("choose the simulator or the direct path, not both")
+    backend = "sim" if simulate else "direct" if direct else "coreml"
+    if direct:
+        from anekit.backends.direct import unavailable_reason
+
+        reason = unavailable_reason()
+        if reason is not None:
+            raise ProbeError(f"anekit probe --direct: {reason}")
+    elif not simulate and not compute_plan.available():
         raise ProbeError(
             "anekit probe runs ops on Core ML, which needs macOS 14.4 or later "
             "(MLComputePlan); `anekit probe --sim` runs the same programs in the simulator"
         )
     isolate = (not simulate) if isolate is None else isolate
     cases = by_op()
+    if direct and not isolate:
+        from anekit.backends.direct import compiles_left
+
+        probed, left = sum(op in cases for op in chosen), compiles_left()
+        if probed > left:
+            raise ProbeError(
+                f"probing {probed} ops in this process takes {probed} ANE compiles and it has "
+                f"{left} left (ANEKIT_DIRECT_COMPILE_BUDGET); without --in-process each op "
+                "runs in a worker of its own, with a budget of its own"
+            )
     table = optable.load()
     results = []
     with tempfile.TemporaryDirectory(prefix="anekit-probe-") as scratch:
@@ -98,7 +121,9 @@ def run(
                 on_result(result)
     return ProbeReport(
         machine=_machine(),
-        compute_units="simulated (fp16 numerics)" if simulate else compute_units,
+        compute_units=(
+            "simulated (fp16 numerics)" if simulate else DIRECT_UNITS if direct else compute_units
+        ),
         simulated=simulate,
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         results=results,

@@ -30,7 +30,7 @@ from anekit.analysis import compute_plan, optable
 from anekit.analysis.docs import op_support_markdown
 from anekit.analysis.optable import ON_ANE
 from anekit.errors import ProbeError
-from anekit.probe.report import OpResult, ProbeReport
+from anekit.probe.report import DIRECT_UNITS, OpResult, ProbeReport
 
 #: Stages where a failure is Core ML's refusal, not anekit's own problem.
 CORE_ML_STAGES = ("compile", "plan", "run")
@@ -103,6 +103,12 @@ def apply(report: ProbeReport, text: str, family: str | None = None) -> tuple[st
         raise ProbeError(
             "the report is simulated (anekit probe --sim): it says nothing about hardware; "
             "only a probe on a Mac changes the op table"
+        )
+    if report.compute_units == DIRECT_UNITS:
+        raise ProbeError(
+            "the report is of the direct ANE path (anekit probe --direct): it says what the "
+            "private compiler takes, not where Core ML places an op; only a Core ML probe "
+            "changes the op table"
         )
     key = family_of(report, family)
     table = optable.parse(text)

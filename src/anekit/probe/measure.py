@@ -1,6 +1,7 @@
 """One probe: build a case's single-op program, compute its fp32 reference in the
 simulator, save it as a package, and run it on Core ML (its device from
-``MLComputePlan``) or in the simulator's fp16 numerics; compare the values.
+``MLComputePlan``), through the experimental direct ANE path (the private framework
+compiles only for the ANE), or in the simulator's fp16 numerics; compare the values.
 
 A stage that raises ends the probe as ``failed`` with the stage named; the stage
 reached so far is also written to a file (``progress``) so that a worker that dies
@@ -26,8 +27,9 @@ from anekit.program import CompiledProgram
 from anekit.sim.interpreter import run
 from anekit.sim.single_op import single_op_program
 
-#: What a probe runs the program on: Core ML (macOS) or the simulator's fp16 numerics.
-BACKENDS = ("coreml", "sim")
+#: What a probe runs the program on: Core ML (macOS), the simulator's fp16 numerics, or
+#: the direct ANE path (macOS, private API; experimental).
+BACKENDS = ("coreml", "sim", "direct")
 
 
 def measure(
@@ -74,6 +76,9 @@ def measure(
         folded = None if case.op in kept else f"coremltools folded it into {', '.join(kept)}"
         if backend == "coreml":
             outputs = _on_core_ml(path, feeds, names, compute_units, reach, result)
+        elif backend == "direct":
+            outputs = _on_direct(saved, feeds, names, reach)
+            result.device = "ane"  # what the private compiler accepts runs on the ANE
         else:
             reach("run")
             outputs = _listed(saved(*feeds.values(), backend="sim", mode="ane"), names)
@@ -142,6 +147,23 @@ def _on_core_ml(
     model = ct.models.CompiledMLModel(compiled, compute_units=ct.ComputeUnit[compute_units])
     predicted = model.predict(dict(feeds))
     return [np.asarray(predicted[name]) for name in names]
+
+
+def _on_direct(
+    saved: CompiledProgram,
+    feeds: dict[str, np.ndarray],
+    names: Sequence[str],
+    reach: Callable[[str], None],
+) -> list[np.ndarray]:
+    """Compile and load the saved program with the private ANE framework, then run it
+    there; a refusal raises (never a quiet run on Core ML). Unverified on hardware."""
+    from anekit.backends.direct import no_fallback
+
+    with no_fallback():
+        reach("compile")
+        saved.prepare("direct")
+        reach("run")
+        return _listed(saved(*feeds.values(), backend="direct"), names)
 
 
 @contextlib.contextmanager

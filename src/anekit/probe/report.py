@@ -20,6 +20,9 @@ SCHEMA = 1
 #: ``not probed``: no case for the op (``message`` says why).
 STATUSES = ("ok", "mismatch", "failed", "crashed", "timeout", "not probed")
 
+#: A report's ``compute_units`` when its programs ran through the direct ANE path.
+DIRECT_UNITS = "direct (private ANE framework; experimental)"
+
 #: The stages of one probe, in order (a failure names the one it reached).
 STAGES = ("build", "reference", "save", "compile", "plan", "run", "compare")
 
