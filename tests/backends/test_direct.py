@@ -120,6 +120,27 @@ def test_a_refused_compile_names_the_step_and_core_ml_keeps_working(
     assert len(tools.compiles) == 1
 
 
+def test_a_program_the_text_cannot_hold_runs_on_core_ml_unless_fallback_is_refused(
+    runtime: StandInANE, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from anekit.errors import ProgramError
+    from anekit.package import mil_text
+    from standins import CoreMLTools, simulated_device
+
+    CoreMLTools(compute=simulated_device()).install(monkeypatch)
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise ProgramError("while_0 (while_loop): nested blocks have no MIL text form here")
+
+    monkeypatch.setattr(mil_text, "to_mil_text", refuse)
+    program, _ = _ffn()
+    with direct.no_fallback(), pytest.raises(direct.DirectError, match=r"\(while_loop\)"):
+        direct.DirectBackend().load(program)
+    with pytest.warns(RuntimeWarning, match=r"\(while_loop\).*running it on Core ML"):
+        session = direct.DirectBackend().load(program)
+    assert type(session).__name__ == "CoreMLSession" and not runtime.models
+
+
 def test_only_fp16_inputs_and_outputs(runtime: StandInANE) -> None:
     x = np.ones((1, 64, 1, 32), np.float32)
     program = anekit.compile(lambda a: a * 2, x)

@@ -57,7 +57,7 @@ import numpy as np
 
 from anekit.backends import RunReport
 from anekit.backends.direct_io import Procedure, Tensor, procedures
-from anekit.errors import BackendUnavailableError
+from anekit.errors import BackendUnavailableError, ProgramError
 
 if TYPE_CHECKING:
     from coremltools.converters.mil.mil import Program
@@ -88,6 +88,11 @@ _refuse_fallback: ContextVar[bool] = ContextVar("anekit_direct_refuse_fallback",
 class DirectError(BackendUnavailableError):
     """The private framework refused a step (load, compile, evaluate); the message says
     which, with the framework's own error."""
+
+
+#: What a direct path that cannot take a program raises: a refusal (a step, a buffer
+#: description), a program the MIL text cannot hold, a framework or PyObjC that would not load.
+REFUSALS = (BackendUnavailableError, ProgramError, ImportError, OSError, AttributeError)
 
 
 def unavailable_reason() -> str | None:
@@ -294,6 +299,8 @@ class DirectModel:
         if form not in FORMS:
             raise ValueError(f"MIL text form must be one of {', '.join(FORMS)}, got {form!r}")
         names = list(program.functions) if functions is None else list(functions)
+        # the text refuses, by name, what it cannot express (dynamic shapes among them)
+        written = to_mil_text(program, form=form, functions=names)  # type: ignore[arg-type]
         declared = [_declared(name, program.functions[name]) for name in names]
         if _compiles >= compile_budget():
             raise DirectError(
@@ -301,7 +308,6 @@ class DirectModel:
                 "run further programs in a fresh process"
             )
         self.runtime, self.form = runtime, form
-        written = to_mil_text(program, form=form, functions=names)  # type: ignore[arg-type]
         self.model = runtime.model(written.text, written.weights, written.weight_path)
         _compiles += 1
         runtime.call("compile", self.model.compileWithQoS_options_error_, QOS, {})
@@ -422,7 +428,7 @@ class DirectBackend:
             if self._runtime is None:
                 self._runtime = PrivateANE()
             return DirectSession(program, self._runtime, mode or "1.3")
-        except (DirectError, ImportError, OSError, AttributeError) as error:
+        except REFUSALS as error:
             from anekit.backends.coreml import CoreMLBackend
 
             if _refuse_fallback.get():

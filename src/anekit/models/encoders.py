@@ -215,7 +215,7 @@ class DirectEncoder(SimEncoder):
             merged.add_function(name, self._program(bucket).lowered().functions[name])
         try:
             return direct.DirectModel(merged, direct.PrivateANE())
-        except (direct.DirectError, ImportError, OSError, AttributeError) as refusal:
+        except direct.REFUSALS as refusal:
             raise ModelError(f"the direct ANE path could not load the model: {refusal}") from None
 
     def run(self, batch: Batch) -> np.ndarray:
