@@ -15,7 +15,9 @@ in input order, L2-normalized unless asked not to be. Encoders:
   (``variant="fp32"`` keeps float32), from the row-layout encoder;
 - ``direct``: the fp16 package on the ANE through the private framework, without Core
   ML (macOS; experimental, unverified on hardware; docs/direct.md);
-- ``lanes=[...]``: a pool of lane worker processes (:class:`anekit.lanes.Scheduler`).
+- ``lanes=[...]``: a pool of lane worker processes (:class:`anekit.lanes.Scheduler`);
+  with ``ray=ADDRESS``, one lane's engines as actors on a Ray cluster
+  (:class:`anekit.lanes.cluster.RayScheduler`; docs/scale-out.md).
 
 The package is built on first use and cached under ``$ANEKIT_HOME/packages``.
 """
@@ -69,7 +71,10 @@ class Embedder:
     processes instead (:mod:`anekit.lanes`): each lane proves itself on the known
     answers first, and a crash, a hang or a wrong answer costs a lane, not the call.
     ``lanes=[]`` picks the default (the ANE lane on a Mac, else the CPU lane). Close
-    the embedder (or use it as a context manager) to stop the workers.
+    the embedder (or use it as a context manager) to stop the workers. ``ray``: run the
+    one lane given (or ``auto``: each node's best) as an actor pool on the Ray cluster at
+    that address (``"local"``: an instance of this machine's own), with the extra
+    ``anekit[ray]``.
     """
 
     def __init__(
@@ -86,9 +91,12 @@ class Embedder:
         deadline: float = 30.0,
         device: str | None = None,
         isolated_build: bool = False,
+        ray: str | None = None,
     ) -> None:
         if lanes is not None and backend is not None:
             raise ModelError("give backend or lanes, not both")
+        if ray is not None and lanes is None:
+            raise ModelError("ray= runs a lane on a Ray cluster: give lanes= too ([]: the default)")
         chosen = "numpy" if lanes is not None else (backend or default_backend())
         if device is not None and chosen != "onnx":
             raise ModelError(f"device= applies to backend='onnx', not {chosen!r}")
@@ -111,7 +119,21 @@ class Embedder:
         self._tokenizer = load_tokenizer(self.folder, self.config.max_length)
         self._weights: ModelWeights | None = None
         self.encoder: Encoder
-        if lanes is not None:
+        if lanes is not None and ray is not None:
+            from anekit.lanes import default_lanes
+            from anekit.lanes.cluster import RayScheduler
+
+            names = list(lanes) or default_lanes()
+            if len(names) != 1:
+                raise ModelError(f"a Ray cluster runs one lane (or auto), got {', '.join(names)}")
+            self.encoder = RayScheduler(
+                names[0],
+                address=ray,
+                model=None if model is None else str(model),
+                max_length=self.config.max_length,
+                threads=threads or 1,
+            )
+        elif lanes is not None:
             from anekit.lanes import Scheduler
 
             self.encoder = Scheduler(

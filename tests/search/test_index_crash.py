@@ -24,45 +24,29 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from anekit.search import index as index_module
 from anekit.search.cache import VectorCache, cache_key
 from anekit.search.index import Index, IndexSummary
+from generated_repo import (
+    FILES,
+    Snapshot,
+    assert_like_clean,
+    checked_store,
+    write_repo,
+)
 
-PYTHON_FILES = 48
-MARKDOWN_FILES = 12
-FILES = PYTHON_FILES + MARKDOWN_FILES
 #: The killed runs' checkpoint interval (the default, 30 s, would give one checkpoint).
 CHECKPOINT_SECONDS = 0.4
 #: The killed runs wait this long as each file is finished (so files finish at most ~30 a
 #: second and each run has several checkpoints, however fast the machine embeds).
 PACE_SECONDS = 0.03
-#: A chunk's vector against the clean index's: int8 activations are quantized per batch, so
-#: they differ (>= 0.988 measured here, for one-line chunks); two chunks' vectors here are
-#: at most 0.94 alike, and each vector must also be nearest to its own chunk's.
-MIN_COSINE = 0.97
-DIMENSION = 384
 QUERIES = (
     "audit_raven_parcel_17_2",
     "which guide archives willow records from the zephyr ledger",
     "keep the tallied saffron tariff items up to the limit",
 )
-
-# fmt: off
-WORDS = [
-    "amber", "basil", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper",
-    "kelp", "lantern", "meadow", "nectar", "onyx", "pepper", "quartz", "raven", "saffron",
-    "tundra", "umber", "velvet", "willow", "xenon", "yarrow", "zephyr",
-]
-NOUNS = [
-    "ledger", "invoice", "parcel", "sensor", "ticket", "batch", "voucher", "cursor", "packet",
-    "bucket", "tariff", "quota", "shipment", "rota", "beacon",
-]
-VERBS = ["merge", "split", "rank", "price", "audit", "route", "score", "clamp", "stamp", "tally"]
-# fmt: on
-QUOTES = '"' * 3
 
 # The indexing process: argv is root, hook, cache (on/off), checkpoint seconds, report file.
 # The hook "in-checkpoint" kills the process group (this process and its lane workers) in the
@@ -126,71 +110,6 @@ if hook == "hold":
 Span = tuple[str, int, int]  # relpath, start line, end line
 
 
-def _python_file(n: int) -> str:
-    color, noun = WORDS[n % len(WORDS)], NOUNS[n % len(NOUNS)]
-    lines = [f"{QUOTES}The {color} {noun} helpers (module {n}).{QUOTES}", "", ""]
-    for k, verb in enumerate(VERBS[n % 3 : n % 3 + 4]):
-        lines += [
-            f"def {verb}_{color}_{noun}_{n}_{k}(items: list[int], limit: int = {n + k})"
-            " -> list[int]:",
-            f"    {QUOTES}{verb.capitalize()} each {noun} of the {color} batch {n}.{k}, keeping"
-            f" at most limit.{QUOTES}",
-            "    kept: list[int] = []",
-            "    for item in items:",
-            f"        if item % {k + 2} == {n % (k + 2)} and len(kept) < limit:",
-            f"            kept.append(item * {n + 1} + {k})",
-            f"    return sorted(kept)[: limit // {k + 1} + 1]",
-            "",
-            "",
-        ]
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def _markdown_file(n: int) -> str:
-    color, noun = WORDS[n * 7 % len(WORDS)], NOUNS[n * 5 % len(NOUNS)]
-    lines = [
-        f"# The {color} {noun} guide {n}",
-        "",
-        f"How the {color} {noun} service {n} works.",
-        "",
-    ]
-    for k in range(3):
-        lines += [
-            f"## {color.capitalize()} step {k} of guide {n}",
-            "",
-            f"Step {k} of guide {n}: the {noun} is checked against the {color} ledger, then "
-            f"every {WORDS[(n + k) % len(WORDS)]} record older than {n + k} days is archived. "
-            f"The {color} {noun} pipeline's operators watch the {NOUNS[(n + k) % len(NOUNS)]} "
-            "queue.",
-            "",
-        ]
-    return "\n".join(lines)
-
-
-def _write_repo(root: Path) -> None:
-    for n in range(PYTHON_FILES):
-        package = root / f"pkg{n % 6}"
-        package.mkdir(parents=True, exist_ok=True)
-        (package / f"mod_{n}.py").write_text(_python_file(n))
-    (root / "docs").mkdir()
-    for n in range(MARKDOWN_FILES):
-        (root / "docs" / f"guide_{n}.md").write_text(_markdown_file(n))
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """What a store holds: files (relpath -> content hash), chunks (-> text hash), vectors."""
-
-    files: dict[str, str]
-    chunks: dict[Span, str]
-    vectors: dict[Span, np.ndarray]
-    #: The store identity's key (the machine cache's namespace); "" before any.
-    namespace: str
-
-    def file_chunks(self, relpath: str) -> dict[Span, str]:
-        return {span: digest for span, digest in self.chunks.items() if span[0] == relpath}
-
-
 @dataclass(frozen=True)
 class Clean:
     """A clean index of the repository: its snapshot and its top hit for each query."""
@@ -202,70 +121,6 @@ class Clean:
 
 def _store_path(root: Path) -> Path:
     return root / ".anekit" / "store.db"
-
-
-def _checked(db_path: Path) -> Snapshot:
-    """The store's contents, after asserting that it is whole: integrity, no duplicate
-    chunk, every chunk with its file, its one vector and its FTS row, and nothing else."""
-    db = sqlite3.connect(db_path)
-    try:
-        assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        assert db.execute("PRAGMA foreign_key_check").fetchall() == []
-        db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
-        duplicates = db.execute(
-            "SELECT file_id, start_line, end_line FROM chunks "
-            "GROUP BY file_id, start_line, end_line HAVING count(*) > 1"
-        ).fetchall()
-        assert duplicates == []
-        orphans = db.execute(
-            "SELECT count(*) FROM chunks WHERE file_id NOT IN (SELECT id FROM files)"
-        ).fetchone()[0]
-        assert orphans == 0
-        chunk_ids = {row[0] for row in db.execute("SELECT id FROM chunks")}
-        vector_ids = [row[0] for row in db.execute("SELECT chunk_id FROM vectors")]
-        fts_ids = {row[0] for row in db.execute("SELECT id FROM chunks_fts_docsize")}
-        assert set(vector_ids) == chunk_ids == fts_ids
-        assert len(vector_ids) == len(chunk_ids)
-        files = dict(db.execute("SELECT relpath, sha256 FROM files").fetchall())
-        rows = db.execute(
-            "SELECT f.relpath, c.start_line, c.end_line, c.text_hash, v.vector "
-            "FROM chunks c JOIN files f ON f.id = c.file_id JOIN vectors v ON v.chunk_id = c.id"
-        ).fetchall()
-        identity = db.execute("SELECT value FROM meta WHERE key = 'identity'").fetchone()
-    finally:
-        db.close()
-    chunks: dict[Span, str] = {}
-    vectors: dict[Span, np.ndarray] = {}
-    for relpath, start, end, text_hash, blob in rows:
-        vector = np.frombuffer(blob, "<f2").astype(np.float32)
-        assert vector.shape == (DIMENSION,) and np.isfinite(vector).all(), relpath
-        chunks[(relpath, start, end)] = text_hash
-        vectors[(relpath, start, end)] = vector
-    return Snapshot(files, chunks, vectors, "" if identity is None else str(identity[0]))
-
-
-def _assert_like_clean(snapshot: Snapshot, clean: Snapshot) -> None:
-    """Each file in ``snapshot`` is the clean index's file: same content hash, same chunks
-    and text hashes, vectors within batch noise of the clean ones."""
-    assert set(snapshot.files) <= set(clean.files)
-    for relpath, digest in snapshot.files.items():
-        assert digest == clean.files[relpath], relpath
-        assert snapshot.file_chunks(relpath) == clean.file_chunks(relpath), relpath
-    if not snapshot.vectors:
-        return
-    spans = list(clean.vectors)
-    reference = _unit(np.stack([clean.vectors[span] for span in spans]))
-    mine = list(snapshot.vectors)
-    cosines = _unit(np.stack([snapshot.vectors[span] for span in mine])) @ reference.T
-    for row, span in enumerate(mine):
-        own = spans.index(span)
-        assert cosines[row, own] >= MIN_COSINE, (span, cosines[row, own])
-        assert int(cosines[row].argmax()) == own, (span, spans[int(cosines[row].argmax())])
-
-
-def _unit(vectors: np.ndarray) -> np.ndarray:
-    unit: np.ndarray = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-    return unit
 
 
 def _top_hits(index: Index) -> dict[str, str]:
@@ -281,7 +136,7 @@ def _top_hits(index: Index) -> dict[str, str]:
 def clean(tmp_path_factory: pytest.TempPathFactory) -> Clean:
     """The repository, and a clean index of a copy of it (no machine cache)."""
     source = tmp_path_factory.mktemp("source")
-    _write_repo(source)
+    write_repo(source)
     root = tmp_path_factory.mktemp("clean")
     shutil.copytree(source, root, dirs_exist_ok=True)
     with pytest.MonkeyPatch.context() as patch:
@@ -291,7 +146,7 @@ def clean(tmp_path_factory: pytest.TempPathFactory) -> Clean:
             summary = index.update()
             top = _top_hits(index)
     assert (summary.indexed, summary.embedded, summary.failed) == (FILES, summary.chunks, {})
-    snapshot = _checked(_store_path(root))
+    snapshot = checked_store(_store_path(root))
     assert len(snapshot.files) == FILES and len(set(snapshot.chunks.values())) > 3 * FILES
     return Clean(source, snapshot, top)
 
@@ -455,8 +310,8 @@ def test_a_killed_index_run_leaves_a_whole_store_that_the_next_run_completes(
     home.mkdir()
     watch, pending = _index_and_kill(root, home, case.hook, case.cache, case.killer)
 
-    killed = _checked(_store_path(root))
-    _assert_like_clean(killed, clean.snapshot)
+    killed = checked_store(_store_path(root))
+    assert_like_clean(killed, clean.snapshot)
     present = set(killed.files)
     if case.leaves == "none":
         assert present == set(), watch.counts
@@ -488,8 +343,8 @@ def test_a_killed_index_run_leaves_a_whole_store_that_the_next_run_completes(
     assert (summary.indexed, summary.unchanged) == (FILES - len(present), len(present))
     assert (summary.removed, summary.failed) == (0, {})
     assert (summary.cached, summary.embedded) == (len(cached), len(missing) - len(cached))
-    resumed = _checked(_store_path(root))
-    _assert_like_clean(resumed, clean.snapshot)
+    resumed = checked_store(_store_path(root))
+    assert_like_clean(resumed, clean.snapshot)
     assert resumed.files == clean.snapshot.files
     assert resumed.chunks == clean.snapshot.chunks
     assert top == clean.top
@@ -593,8 +448,8 @@ def test_a_daemon_killed_mid_index_resumes_when_restarted(clean: Clean, tmp_path
         while _running(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not _running(pid), f"worker {pid} outlived the killed daemon"
-    killed = _checked(_store_path(root))
-    _assert_like_clean(killed, clean.snapshot)
+    killed = checked_store(_store_path(root))
+    assert_like_clean(killed, clean.snapshot)
     assert len(killed.files) < FILES
     missing = {d for span, d in clean.snapshot.chunks.items() if span[0] not in killed.files}
     cached = _cached_hashes(cache_path, killed.namespace, missing)
@@ -613,8 +468,8 @@ def test_a_daemon_killed_mid_index_resumes_when_restarted(clean: Clean, tmp_path
     line = next(text for text in log.read_text().splitlines() if "caught up" in text)
     assert f"{FILES - len(killed.files)} indexed" in line, line
     assert f" {len(missing) - len(cached)} chunk(s) embedded" in line, line
-    resumed = _checked(_store_path(root))
-    _assert_like_clean(resumed, clean.snapshot)
+    resumed = checked_store(_store_path(root))
+    assert_like_clean(resumed, clean.snapshot)
     assert resumed.files == clean.snapshot.files
     assert resumed.chunks == clean.snapshot.chunks
     with Index(root, lanes=["cpu"], cache=False) as index:

@@ -70,7 +70,22 @@ def _open(store: Path | None, **options: Any) -> Any:
 @store_option
 @lanes_option
 @model_option
-@click.option("--verbose", "list_skipped", is_flag=True, help="List the skipped files and why.")
+@click.option(
+    "--verbose",
+    "list_skipped",
+    is_flag=True,
+    help="List the skipped files and why, and with --ray each node's rate.",
+)
+@click.option(
+    "--ray",
+    "ray",
+    is_flag=False,
+    flag_value="local",
+    default=None,
+    metavar="[ADDRESS]",
+    help="Embed on a Ray cluster: ADDRESS (auto, HOST:PORT, ray://HOST:PORT), or without "
+    "one an instance of this machine's own. Needs anekit[ray]; see docs/scale-out.md.",
+)
 @wait_option
 @with_json
 def index(
@@ -79,6 +94,7 @@ def index(
     lanes: tuple[str, ...],
     model: str | None,
     list_skipped: bool,
+    ray: str | None,
     wait: float,
     as_json: bool,
 ) -> None:
@@ -87,6 +103,8 @@ def index(
     The index lives in .anekit at the indexed root. Run again to bring it up to date:
     unchanged files are not read again and unchanged chunks not embedded again; a
     run that was interrupted resumes. PATHS inside an indexed root update that index.
+    With --ray, the chunks' token ids are embedded on a Ray cluster (one lane: --lane,
+    or auto for each node's best) and the vectors written here.
     """
     from rich.progress import TextColumn, TimeRemainingColumn
 
@@ -104,7 +122,7 @@ def index(
         quiet=as_json,
     )
     started = time.monotonic()
-    with Index(root, store, lanes=names, model=model, wait=wait) as built, bar:
+    with Index(root, store, lanes=names, model=model, wait=wait, ray=ray) as built, bar:
         task = bar.add_task("index", total=None, files="0/0", rate="-", lane="")
 
         def show(step: IndexProgress) -> None:
@@ -126,6 +144,11 @@ def index(
         for item in summary.skipped if list_skipped else ():
             detail = f" ({item.detail})" if item.detail else ""
             stderr.print(f"skipped {esc(item.relpath)}: {esc(item.reason)}{esc(detail)}")
+        for node in summary.nodes if list_skipped else ():
+            stderr.print(
+                f"node {esc(node['node'][:12])} ({esc(node['lane'])}): {node['chunks']} chunks, "
+                f"{node['chunks_per_s']:.1f} chunks/s"
+            )
         for path, why in summary.failed.items():
             stderr.print(f"[red]error[/]: {esc(path)}: not indexed: {esc(why)}")
     if summary.failed:

@@ -94,6 +94,8 @@ class IndexSummary:
     lane: str = ""
     #: The store was made by another model or chunker: everything was embedded again.
     reset: bool = False
+    #: On a Ray cluster: each node's lane, chunks and rate in this run.
+    nodes: list[dict[str, Any]] = field(default_factory=list)
 
     def skipped_by_reason(self) -> dict[str, int]:
         return dict(Counter(item.reason for item in self.skipped))
@@ -117,6 +119,7 @@ class IndexSummary:
             "seconds": round(self.seconds, 3),
             "lane": self.lane,
             "reset": self.reset,
+            "nodes": self.nodes,
         }
 
 
@@ -152,7 +155,10 @@ class Index:
 
     ``store``: the store directory (default ``$ANEKIT_STORE``, else ``root/.anekit``);
     ``lanes``: the embedding lanes (default: this machine's); ``model``: the embedding
-    model (default all-MiniLM-L6-v2); ``cache``: the machine-wide vector cache (None: off).
+    model (default all-MiniLM-L6-v2); ``cache``: the machine-wide vector cache (None: off);
+    ``ray``: embed on the Ray cluster at this address instead (``"local"``: an instance of
+    this machine's own; :mod:`anekit.lanes.cluster`), one lane (``lanes``' first, or
+    ``auto``).
     """
 
     def __init__(
@@ -164,6 +170,7 @@ class Index:
         model: str | Path | None = None,
         cache: VectorCache | bool | None = True,
         wait: float | None = 0.0,
+        ray: str | None = None,
     ) -> None:
         self.root = Path(root).resolve()
         if not self.root.is_dir():
@@ -172,6 +179,9 @@ class Index:
         self.directory = Path(configured).resolve() if configured else store_dir(self.root)
         self.lanes = list(lanes) if lanes else None
         self.model = model
+        #: The Ray cluster that embeds (``"local"``: an instance of this machine's own),
+        #: or None: this machine's lanes.
+        self.ray = ray
         self.cache = VectorCache() if cache is True else (cache or None)
         #: How long a write (update, forget) waits for another writer of the store
         #: (seconds; None: as long as it takes) before :class:`StoreBusy` names it.
@@ -196,13 +206,14 @@ class Index:
         """What this index's vectors are made with: the model, the first lane's
         variant, the chunker version and the model's max length."""
         from anekit.lanes import default_lanes
+        from anekit.lanes.cluster import node_lane
         from anekit.lanes.engines import lane_variant
         from anekit.models.config import load_config
         from anekit.models.registry import resolve
 
         model_id, folder = resolve(self.model)
         config = load_config(folder)
-        lane = (self.lanes or default_lanes())[0]
+        lane = node_lane((self.lanes or default_lanes())[0])  # auto: this node's lane
         return StoreIdentity(
             model=model_id,
             variant=lane_variant(lane),
@@ -548,6 +559,8 @@ class Index:
         writer.flush()
         summary.indexed = writer.written
         summary.lane = _lanes_in_use(embedder)
+        rates = getattr(embedder.scheduler, "node_rates", None)  # on a Ray cluster
+        summary.nodes = rates() if rates is not None else []
         for item in files:
             if item.failed is not None:
                 summary.failed[item.record.relpath] = item.failed
@@ -560,7 +573,8 @@ class Index:
         if self._embedder is None:
             from anekit.embedder import Embedder
 
-            self._embedder = Embedder(self.model, lanes=self.lanes or [])  # []: the default
+            # []: the default lanes
+            self._embedder = Embedder(self.model, lanes=self.lanes or [], ray=self.ray)
         return self._embedder
 
 
