@@ -36,7 +36,7 @@ import re
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -65,21 +65,23 @@ def node_lane(requested: str) -> str:
 
 class EmbedActor:
     """One embedding engine on one node (a Ray Data actor): admitted on the known
-    answers when made, then embedding blocks of token ids."""
+    answers when made, then embedding blocks of token ids. Its settings are bound to a
+    subclass (:func:`actor_class`), not passed to the constructor: Ray restarts a dead
+    actor from its class alone, where constructor arguments kept in the object store may
+    be lost with a node (ray-project/ray#53727)."""
 
-    def __init__(
-        self,
-        lane: str,
-        model: str | None,
-        max_length: int | None,
-        threads: int,
-        fault_text: str | None,
-    ) -> None:
+    #: lane, model, max_length, threads, fault_text: set by :func:`actor_class`.
+    settings: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self) -> None:
         import ray
 
         from anekit.lanes.engines import make_engine
         from anekit.lanes.worker import admission
 
+        lane, model = self.settings["lane"], self.settings["model"]
+        max_length, threads = self.settings["max_length"], self.settings["threads"]
+        fault_text = self.settings["fault_text"]
         self.lane = node_lane(lane)
         context = ray.get_runtime_context()
         self.node = str(context.get_node_id())
@@ -109,6 +111,11 @@ class EmbedActor:
             "node": np.array([self.node] * rows),
             "lane": np.array([self.lane] * rows),
         }
+
+
+def actor_class(settings: dict[str, Any]) -> type[EmbedActor]:
+    """:class:`EmbedActor` with ``settings`` bound (pickled by value with the class)."""
+    return type("EmbedActor", (EmbedActor,), {"settings": dict(settings)})
 
 
 @dataclass
@@ -268,15 +275,15 @@ class RayScheduler:
         rows = [{"position": index, "ids": list(token_ids[index])} for index in order]
         _quiet(ray.data.DataContext.get_current())
         blocks = -(-len(rows) // BLOCK_ROWS)
+        settings = {
+            "lane": self.lane,
+            "model": None if self.model is None else str(self.model),
+            "max_length": self.max_length,
+            "threads": self.threads,
+            "fault_text": self.fault_text,
+        }
         dataset = ray.data.from_items(rows, override_num_blocks=blocks).map_batches(
-            EmbedActor,
-            fn_constructor_kwargs={
-                "lane": self.lane,
-                "model": None if self.model is None else str(self.model),
-                "max_length": self.max_length,
-                "threads": self.threads,
-                "fault_text": self.fault_text,
-            },
+            actor_class(settings),
             batch_size=BLOCK_ROWS,
             batch_format="numpy",
             # Ray Data restarts a pool's actors and retries their tasks by default
