@@ -290,7 +290,7 @@ class RayScheduler:
             # (max_restarts=-1, max_task_retries=-1: ray/data/_internal/execution/
             # operators/actor_pool_map_operator.py); an error in the constructor (a
             # refused admission) is not retried.
-            compute=ray.data.ActorPoolStrategy(size=self.actors),
+            compute=ray.data.ActorPoolStrategy(size=min(self.actors, blocks)),  # no idle actor
             num_cpus=self.threads,
         )
         seen: set[int] = set()
