@@ -155,6 +155,22 @@ def test_the_cli_sends_only_what_changed_and_names_each_nodes_rate(
     assert re.search(r"node \w+ \(cpu\): 1 chunks, [\d.]+ chunks/s", result.output), result.output
 
 
+def test_bad_addresses_and_lanes_are_named_at_once(tmp_path: Path) -> None:
+    """Checked before a Ray instance is joined or started: no fixture here."""
+    import socket
+
+    from anekit.errors import LaneError
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    with pytest.raises(LaneError, match=rf"nothing answered at 127.0.0.1:{port}.*ray start"):
+        cluster.connect(f"127.0.0.1:{port}")
+    (tmp_path / "a.py").write_text("def f():\n    return 1\n")
+    with pytest.raises(LaneError, match=r"unknown lane 'tpu'; lanes are ane, gpu, cpu"):
+        Index(tmp_path, lanes=["tpu"], cache=False, ray="local").update()
+
+
 def test_without_ray_installed_the_error_says_how_to_get_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

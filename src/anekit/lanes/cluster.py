@@ -43,7 +43,7 @@ import numpy as np
 from anekit.errors import LaneError
 from anekit.lanes import faults
 from anekit.lanes.engines import LANES, unavailable_reason
-from anekit.lanes.scheduler import RunSummary
+from anekit.lanes.scheduler import RunSummary, gathered
 
 #: Rows per block: one Ray task's worth of work for an actor.
 BLOCK_ROWS = 64
@@ -150,6 +150,8 @@ def connect(address: str | None) -> bool:
         raise LaneError(
             "embedding on a Ray cluster needs Ray: pip install 'anekit[ray]'"
         ) from error
+    if address not in (None, LOCAL):
+        _reachable(address)
     if ray.is_initialized():
         return False
     options: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
@@ -161,6 +163,29 @@ def connect(address: str | None) -> bool:
     except (ConnectionError, RuntimeError, ValueError) as error:
         raise LaneError(f"cannot join the Ray cluster at {address}: {error}") from error
     return True
+
+
+#: Seconds to wait for a cluster's HOST:PORT to answer before saying it does not.
+REACH_SECONDS = 5.0
+
+
+def _reachable(address: str) -> None:
+    """Refuse, at once, a ``HOST:PORT`` (or ``ray://HOST:PORT``) where nothing listens:
+    Ray itself retries such an address for minutes before it gives up."""
+    import socket
+
+    target = address.removeprefix("ray://")
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        return  # "auto", or a form Ray resolves itself
+    try:
+        socket.create_connection((host, int(port)), timeout=REACH_SECONDS).close()
+    except OSError as error:
+        raise LaneError(
+            f"cannot reach the Ray cluster at {address}: nothing answered at {host}:{port} "
+            f"({error}); start its head with `ray start --head --port={port}`, or leave "
+            "the address out for an instance of this machine's own"
+        ) from error
 
 
 class RayScheduler:
@@ -246,18 +271,7 @@ class RayScheduler:
     def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
         """Unit vectors in input order; :class:`~anekit.errors.EmbeddingFailed` (NaN in
         the failed rows) when some rows failed."""
-        from anekit.errors import EmbeddingFailed
-
-        vectors = np.full((len(token_ids), self.dimension), np.nan, np.float32)
-        failed: dict[int, str] = {}
-        for index, vector, why, _ in self.stream(token_ids):
-            if vector is not None:
-                vectors[index] = vector
-            else:
-                failed[index] = why or "no vector"
-        if failed:
-            raise EmbeddingFailed(dict(sorted(failed.items())), vectors)
-        return vectors
+        return gathered(self.stream(token_ids), len(token_ids), self.dimension)
 
     def stream(
         self, token_ids: Sequence[Sequence[int]]

@@ -58,6 +58,8 @@ LANES: dict[str, LaneKind] = {
 def lane_variant(lane: str) -> str:
     """The numerics of ``lane``'s vectors: ``fp16``, ``int8`` or ``fp32`` (the gpu
     lane runs the fp16 package on a Mac, ONNX Runtime fp32 on CUDA elsewhere)."""
+    if lane not in LANES:
+        raise LaneError(f"unknown lane {lane!r}; lanes are {', '.join(LANES)}")
     if lane == "gpu" and platform.system() != "Darwin":
         return "fp32"
     return LANES[lane].variant

@@ -25,7 +25,7 @@ import os
 import queue
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -324,19 +324,11 @@ class Scheduler:
     def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
         """Unit vectors for tokenized texts, in input order; :class:`EmbeddingFailed`
         (with every vector, NaN in the failed rows) when some rows failed."""
-        rows: list[np.ndarray | None] = []
-        failed: dict[int, str] = {}
-        for index, vector, why, _ in self.stream(token_ids):
-            rows.append(vector)
-            if why is not None:
-                failed[index] = why
-        if not rows:
-            return np.zeros((0, self.dimension), np.float32)
-        missing = np.full(self.dimension, np.nan, np.float32)
-        vectors = np.stack([row if row is not None else missing for row in rows]).astype(np.float32)
-        if failed:
-            raise EmbeddingFailed(failed, vectors)
-        return vectors
+        return gathered(self.stream(token_ids), len(token_ids), self.dimension)
+
+    def node_rates(self) -> list[dict[str, Any]]:
+        """Per machine rates: none here (one machine; :meth:`status` has each lane's)."""
+        return []
 
     def stream(
         self, token_ids: Sequence[Sequence[int]]
@@ -726,6 +718,23 @@ class Scheduler:
                     work.failed[row] = f"in-process engine: {type(alone).__name__}: {alone}"
                 else:
                     self._record(work, [row], vector, FALLBACK)
+
+
+def gathered(
+    rows: Iterable[tuple[int, np.ndarray | None, str | None, str]], count: int, dimension: int
+) -> np.ndarray:
+    """A stream's rows (in any order) as ``(count, dimension)`` float32 in input order;
+    :class:`EmbeddingFailed`, with NaN in the failed rows, when some rows failed."""
+    vectors = np.full((count, dimension), np.nan, np.float32)
+    failed: dict[int, str] = {}
+    for index, vector, why, _ in rows:
+        if vector is not None:
+            vectors[index] = vector
+        else:
+            failed[index] = why or "no vector"
+    if failed:
+        raise EmbeddingFailed(dict(sorted(failed.items())), vectors)
+    return vectors
 
 
 def _killed(deaths: dict[str, int]) -> str:

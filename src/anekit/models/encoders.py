@@ -165,8 +165,6 @@ class SimEncoder(ModelEncoder):
     check, not a speed path; never an ANE figure)."""
 
     label = "ANE simulator (fp16 numerics; not an ANE)"
-    #: The backend each bucket's program runs on.
-    backend = "sim"
 
     def __init__(self, model: LoadedModel, package: Callable[[], PackageInfo]) -> None:
         super().__init__(model)
@@ -188,8 +186,7 @@ class SimEncoder(ModelEncoder):
     def run(self, batch: Batch) -> np.ndarray:
         hidden = embed(self.weights, self.config, batch.ids)
         # The program casts to its fp16 inputs, and names values beyond fp16's range.
-        program = self._program(batch.bucket)
-        return np.asarray(program(hidden, batch.keep, backend=self.backend))
+        return np.asarray(self._program(batch.bucket)(hidden, batch.keep, backend="sim"))
 
 
 class DirectEncoder(SimEncoder):
@@ -200,7 +197,6 @@ class DirectEncoder(SimEncoder):
     that the encoder never serves under a label it does not run on."""
 
     label = "ANE (direct, private API; experimental)"
-    backend = "direct"
 
     @functools.cached_property
     def direct_model(self) -> Any:

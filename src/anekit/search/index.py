@@ -559,8 +559,7 @@ class Index:
         writer.flush()
         summary.indexed = writer.written
         summary.lane = _lanes_in_use(embedder)
-        rates = getattr(embedder.scheduler, "node_rates", None)  # on a Ray cluster
-        summary.nodes = rates() if rates is not None else []
+        summary.nodes = embedder.scheduler.node_rates()  # per machine, on a Ray cluster
         for item in files:
             if item.failed is not None:
                 summary.failed[item.record.relpath] = item.failed
