@@ -19,6 +19,8 @@ ENVIRONMENT: dict[str, str] = {
     "`forget` (default: .anekit at the indexed root)",
     "ANEKIT_DIRECT_COMPILE_BUDGET": "compiles one process may make on the experimental "
     "direct ANE path before it refuses more (default: 100)",
+    "ANEKIT_MINIFIED_LINE": "code search skips a file of 32 KiB or more whose lines average "
+    "more than this many characters, as minified or generated (default: 400; 0 keeps them)",
     "ANEKIT_STRICT_NUMERICS": "1 makes a simulated run that produces garbage (inf/NaN, or "
     "outputs zeroed by an fp16 overflow) raise NumericsError instead of warning",
 }
@@ -43,6 +45,17 @@ def search_store() -> Path | None:
     """The code search store folder ``$ANEKIT_STORE``, or None (``.anekit`` at the root)."""
     configured = os.environ.get("ANEKIT_STORE")
     return Path(configured).expanduser() if configured else None
+
+
+def minified_line(default: int = 400) -> int:
+    """``ANEKIT_MINIFIED_LINE``, a whole number (0: no file is skipped as minified), or
+    ``default``."""
+    value = os.environ.get("ANEKIT_MINIFIED_LINE", "").strip()
+    if not value:
+        return default
+    if not value.isdigit():
+        raise ValueError(f"ANEKIT_MINIFIED_LINE must be a whole number, got {value!r}")
+    return int(value)
 
 
 def strict_numerics() -> bool:

@@ -609,6 +609,42 @@ def test_filter_ids_none_and_errors(tree: Store) -> None:
         tree.filter_ids(exts=[""])
 
 
+@pytest.mark.parametrize(
+    ("filters", "message"),
+    [
+        ({"path_globs": ["["]}, "is not a path glob"),
+        ({"path_globs": ["src/[a-"]}, "is not a path glob"),
+        ({"path_globs": ["x" * 1025]}, "the limit is 1024"),
+        ({"exts": ["*.py"]}, "is not a file extension"),
+        ({"exts": ["py/x"]}, "is not a file extension"),
+        ({"langs": ["pyhton"]}, r"unknown language 'pyhton'; the index holds: .*python \(2\)"),
+        ({"langs": ["!klingon"]}, "unknown language 'klingon'"),
+    ],
+)
+def test_filter_ids_refuse_what_can_match_nothing(
+    tree: Store, filters: dict[str, list[str]], message: str
+) -> None:
+    with pytest.raises(SearchError, match=message):
+        tree.filter_ids(**filters)
+
+
+def test_a_language_of_the_table_not_in_the_index_is_no_error(tree: Store) -> None:
+    assert tree.filter_ids(langs=["rust"]) == set()
+
+
+def test_backtracking_globs_match_in_linear_time(tree: Store) -> None:
+    # With Python's re, the first took 19 s on a 3-file store and the second minutes.
+    for glob in ("**/************x", "**/" + "*" * 50, "*a*a*a*a*a*a*a*a*a*a*a*a*a*a*z"):
+        with tree.write():
+            tree.put_file(record("a" * 80 + "/" + "a" * 80, None), [chunk("long")], vectors(1))
+        found = _paths(tree, tree.filter_ids([glob]))
+        assert ("a" * 80 + "/" + "a" * 80 in found) == (glob == "**/" + "*" * 50), glob
+
+
+def test_store_stats_count_languages(tree: Store) -> None:
+    assert tree.stats()["languages"] == {"markdown": 2, "python": 2, "typescript": 2}
+
+
 def test_filter_ids_follow_writes(tree: Store) -> None:
     first = tree.filter_ids(["src/"])
     assert first is not None

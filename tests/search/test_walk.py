@@ -13,10 +13,12 @@ from anekit.errors import SearchError
 from anekit.search.walk import (
     BINARY_PROBE_BYTES,
     MAX_FILE_BYTES,
+    MINIFIED_MIN_BYTES,
     SKIP_REASONS,
     FileEntry,
     FileText,
     Skipped,
+    check,
     read_file,
     walk,
 )
@@ -255,7 +257,7 @@ def test_non_regular_file_is_skipped_not_read(tmp_path: Path) -> None:
     if not hasattr(os, "mkfifo"):
         pytest.skip("no FIFOs on this platform")
     os.mkfifo(tmp_path / "pipe")
-    assert skipped(tmp_path) == {"pipe": "unreadable"}
+    assert skipped(tmp_path) == {"pipe": "special file"}
 
 
 def test_undecodable_file_name_is_skipped(tmp_path: Path) -> None:
@@ -313,62 +315,79 @@ def test_unreadable_root_raises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         walk(tmp_path)
 
 
-# --- symbolic links ---------------------------------------------------------------------------
+# --- symbolic links: never followed ----------------------------------------------------------
 
 
-def test_symlink_to_an_ancestor_is_a_loop(tmp_path: Path) -> None:
-    make(tmp_path, {"a/b/m.py": ""})
-    (tmp_path / "a" / "b" / "up").symlink_to("..")
-    (tmp_path / "a" / "root").symlink_to(tmp_path)
-    result = walk(tmp_path)
-    assert [f.relpath for f in result.files] == ["a/b/m.py"]
-    assert {s.relpath: s.reason for s in result.skipped} == {
-        "a/b/up": "symlink loop",
-        "a/root": "symlink loop",
-    }
-
-
-def test_symlink_to_a_walked_directory_is_skipped_whatever_its_name(tmp_path: Path) -> None:
-    make(tmp_path, {"z/m.py": ""})
-    (tmp_path / "a_link").symlink_to("z")  # sorts before its target
-    result = walk(tmp_path)
-    assert [f.relpath for f in result.files] == ["z/m.py"]
-    assert result.skipped == [Skipped("a_link", "symlink loop", "-> z")]
-
-
-def test_symlink_to_an_outside_directory_is_walked_once(tmp_path: Path) -> None:
+def test_symlinks_are_set_aside_whatever_they_point_at(tmp_path: Path) -> None:
     root, outside = tmp_path / "root", tmp_path / "outside"
-    make(outside, {"lib.py": "", "skip.log": ""})
-    make(root, {".gitignore": "*.log\n"})
-    (root / "ext1").symlink_to(outside)
-    (root / "ext2").symlink_to(outside)
-    result = walk(root)
-    assert [f.relpath for f in result.files] == ["ext1/lib.py"]
-    assert result.files[0].path == root / "ext1" / "lib.py"
-    assert result.skipped == [Skipped("ext2", "symlink loop", f"-> {outside}")]
-
-
-def test_file_symlink_is_listed_broken_and_self_loops_are_skipped(tmp_path: Path) -> None:
-    make(tmp_path, {"real.py": "abc"})
-    (tmp_path / "alias.py").symlink_to("real.py")
-    (tmp_path / "broken.py").symlink_to("missing.py")
-    (tmp_path / "self").symlink_to("self")
-    result = walk(tmp_path)
-    assert [(f.relpath, f.size) for f in result.files] == [("alias.py", 3), ("real.py", 3)]
-    assert result.files[0].path == tmp_path / "alias.py"
-    assert {s.relpath: s.reason for s in result.skipped} == {
-        "broken.py": "unreadable",
-        "self": "symlink loop",
+    make(outside, {"secret.txt": "password", "lib.py": ""})
+    make(root, {"real.py": "abc", "z/m.py": "", ".env": "TOKEN=1"})
+    links = {
+        "etc": outside,  # a folder out of the root
+        "creds.txt": outside / "secret.txt",  # a file out of the root
+        "everything": Path("/"),
+        "alias.py": Path("real.py"),  # inside: found under its own path already
+        "dotenv": Path(".env"),  # inside, but hidden: never shown
+        "store": Path(".anekit"),
+        "a_link": Path("z"),
+        "up": Path(".."),
+        "self": Path("self"),  # a loop
+        "broken.py": Path("missing.py"),
     }
-    assert "missing.py" in result.skipped[0].detail
+    for name, target in links.items():
+        (root / name).symlink_to(target)
+    result = walk(root)
+    assert [f.relpath for f in result.files] == ["real.py", "z/m.py"]
+    assert {s.relpath: s.reason for s in result.skipped} == dict.fromkeys(links, "symlink")
+    assert Skipped("etc", "symlink", f"-> {outside}") in result.skipped
+
+
+def test_a_symlink_named_in_paths_or_above_them_is_set_aside(tmp_path: Path) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    make(outside, {"sub/secret.py": "x"})
+    make(root, {"ok.py": ""})
+    (root / "ext").symlink_to(outside)
+    result = walk(root, [root / "ext"])
+    assert (result.files, result.skipped) == ([], [Skipped("ext", "symlink", f"-> {outside}")])
+    result = walk(root, [root / "ext" / "sub" / "secret.py"])
+    assert (result.files, [s.relpath for s in result.skipped]) == ([], ["ext"])
+
+
+def test_a_root_reached_through_a_symlink_is_walked(tmp_path: Path) -> None:
+    make(tmp_path / "real", {"a.py": ""})
+    (tmp_path / "alias").symlink_to(tmp_path / "real")
+    assert relpaths(tmp_path / "alias") == ["a.py"]
+    assert relpaths(tmp_path / "alias", [tmp_path / "real" / "a.py"]) == ["a.py"]
 
 
 def test_ignored_symlinks_are_not_reported(tmp_path: Path) -> None:
-    make(tmp_path, {".gitignore": "broken.py\nloop/\n", "d/m.py": ""})
+    # git matches a link as a file: "loop" ignores the link, "loop/" would not
+    make(tmp_path, {".gitignore": "broken.py\nloop\n", "d/m.py": ""})
     (tmp_path / "broken.py").symlink_to("missing.py")
     (tmp_path / "loop").symlink_to(".")
     result = walk(tmp_path)
     assert (result.skipped, result.ignored) == ([], 3)
+
+
+def test_a_symlinked_ignore_file_is_not_read(tmp_path: Path) -> None:
+    make(tmp_path, {"rules": "*.py\n", "a.py": ""})
+    (tmp_path / ".gitignore").symlink_to("rules")
+    assert relpaths(tmp_path) == ["a.py", "rules"]
+
+
+def test_read_file_refuses_a_file_swapped_for_a_link_after_the_walk(tmp_path: Path) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    make(outside, {"secret.txt": "password", "d/secret.txt": "password"})
+    make(root, {"a.txt": "fine", "d/secret.txt": "fine"})
+    found = {f.relpath: f for f in walk(root).files}
+    (root / "a.txt").unlink()
+    (root / "a.txt").symlink_to(outside / "secret.txt")
+    (root / "d" / "secret.txt").unlink()
+    (root / "d").rmdir()
+    (root / "d").symlink_to(outside / "d")
+    for rel in ("a.txt", "d/secret.txt"):
+        outcome = read_file(found[rel])
+        assert isinstance(outcome, Skipped) and outcome.reason == "symlink", outcome
 
 
 # --- files that change during the walk --------------------------------------------------------
@@ -462,7 +481,7 @@ def test_read_file_grown_past_the_limit_is_too_large(tmp_path: Path) -> None:
 def test_read_file_os_error_is_unreadable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     make(tmp_path, {"a.py": "x"})
 
-    def denied(path: Any, flags: int) -> int:
+    def denied(path: Any, flags: int, **options: Any) -> int:
         raise PermissionError(13, "Permission denied", str(path))
 
     monkeypatch.setattr(os, "open", denied)
@@ -474,7 +493,7 @@ def test_read_file_of_a_fifo_does_not_hang(tmp_path: Path) -> None:
         pytest.skip("no FIFOs on this platform")
     os.mkfifo(tmp_path / "pipe")
     fake = FileEntry(tmp_path / "pipe", "pipe", 0, 0)
-    assert read_file(fake) == Skipped("pipe", "unreadable", "not a regular file")
+    assert read_file(fake) == Skipped("pipe", "special file", "not a regular file")
 
 
 def test_skipped_by_reason_counts_every_reason(tmp_path: Path) -> None:
@@ -484,7 +503,7 @@ def test_skipped_by_reason_counts_every_reason(tmp_path: Path) -> None:
     (tmp_path / "up").symlink_to(".")
     counts = walk(tmp_path).skipped_by_reason()
     assert list(counts) == list(SKIP_REASONS)
-    assert counts == dict.fromkeys(SKIP_REASONS, 0) | {"unreadable": 2, "symlink loop": 1}
+    assert counts == dict.fromkeys(SKIP_REASONS, 0) | {"symlink": 3}
 
 
 # --- restricting the walk to paths ------------------------------------------------------------
@@ -544,3 +563,61 @@ def test_path_outside_root_or_missing_raises_naming_it(repo: Path, tmp_path_fact
         walk(repo, [outside])
     with pytest.raises(SearchError, match=r"nope\.py"):
         walk(repo, [repo / "src" / "nope.py"])
+
+
+# --- check: the rule for one path -------------------------------------------------------------
+
+
+def test_check_applies_the_walks_rule_to_one_file(repo: Path, tmp_path_factory: Any) -> None:
+    outside = tmp_path_factory.mktemp("outside")
+    make(outside, {"secret.txt": "x"})
+    make(repo, {".env": "TOKEN=1", ".anekit/store.db": "", "inner/.anekit/store.db": ""})
+    (repo / "link.txt").symlink_to(outside / "secret.txt")
+    found = check(repo, "src/a.py")
+    assert isinstance(found, FileEntry) and found.path == repo / "src" / "a.py"
+    for ignored in (".env", ".anekit/store.db", "inner/.anekit/store.db", "src/b.log"):
+        assert check(repo, ignored) is None, ignored
+    assert check(repo, "src/gen/g.py") is None  # below an ignored folder
+    assert check(repo, "link.txt") == Skipped("link.txt", "symlink", f"-> {outside / 'secret.txt'}")
+
+
+def test_check_refuses_paths_that_leave_the_root_folders_and_missing_files(repo: Path) -> None:
+    for bad in ("../x", "/etc/passwd", "src/../../x", "src//a.py", "./src/a.py"):
+        with pytest.raises(SearchError, match="not a path inside the root"):
+            check(repo, bad)
+    with pytest.raises(SearchError, match="a folder"):
+        check(repo, "src")
+    with pytest.raises(SearchError, match="no such file"):
+        check(repo, "src/nope.py")
+
+
+# --- minified and generated text --------------------------------------------------------------
+
+
+def test_minified_files_are_skipped_by_average_line_length(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one_line = "var a=1;" * (MINIFIED_MIN_BYTES // 8 + 1)
+    code = "x = 1\n" * (MINIFIED_MIN_BYTES // 6 + 1)
+    short_one_line = "var a=1;" * 100  # under the size: a small one-line file is kept
+    make(tmp_path, {"app.min.js": one_line, "big.py": code, "small.js": short_one_line})
+    outcome = read_file(entry(tmp_path, "app.min.js"))
+    assert isinstance(outcome, Skipped) and outcome.reason == "minified"
+    assert f"{len(one_line)} bytes in 1 line(s)" in outcome.detail
+    assert isinstance(read_file(entry(tmp_path, "big.py")), FileText)
+    assert isinstance(read_file(entry(tmp_path, "small.js")), FileText)
+    monkeypatch.setenv("ANEKIT_MINIFIED_LINE", "0")  # 0 keeps them
+    assert isinstance(read_file(entry(tmp_path, "app.min.js")), FileText)
+    monkeypatch.setenv("ANEKIT_MINIFIED_LINE", "many")
+    with pytest.raises(SearchError, match="ANEKIT_MINIFIED_LINE"):
+        read_file(entry(tmp_path, "app.min.js"))
+
+
+# --- ignore files are matched in linear time --------------------------------------------------
+
+
+def test_a_backtracking_ignore_pattern_is_matched_in_linear_time(tmp_path: Path) -> None:
+    # Python's re takes minutes on these (catastrophic backtracking); RE2 does not.
+    make(tmp_path, {".gitignore": "**/" + "*" * 50 + "x\n*a*a*a*a*a*a*a*a*a*a*a*a*b\n"})
+    make(tmp_path, {"a" * 60 + ".py": "", "y" * 80: "", "dir/" + "a" * 40 + "b": ""})
+    assert relpaths(tmp_path) == ["a" * 60 + ".py", "y" * 80]

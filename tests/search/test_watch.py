@@ -228,3 +228,26 @@ def test_events_in_the_store_hidden_and_ignored_folders_wake_nothing(tmp_path: P
         for relpath, expected in wanted:
             assert watcher._wanted(None, str(root / relpath)) is expected, relpath
         assert not watcher._wanted(None, str(tmp_path / "elsewhere.py"))
+
+
+def test_a_link_out_of_the_root_is_set_aside_once_and_the_watch_goes_on(
+    watched: Watched, tmp_path: Path
+) -> None:
+    root = watched.root
+    secret = tmp_path / "outside" / "credentials.py"
+    secret.parent.mkdir()
+    secret.write_text("PASSWORD = 'hunter2'\n")
+    (root / "pkg" / "creds.py").symlink_to(secret)
+    done = watched.round_for("pkg/creds.py")
+    assert [(s.relpath, s.reason) for s in done.set_aside] == [("pkg/creds.py", "symlink")]
+    (root / "etc").symlink_to(tmp_path / "outside")
+    (root / "pkg" / "gamma.py").write_text(_module("compute_gamma"))
+    done = watched.round_for("etc", "pkg/gamma.py")
+    assert done.summary is not None and done.summary.indexed >= 1
+    assert "pkg/creds.py" not in {s.relpath for s in done.set_aside}  # reported once
+    (root / "pkg" / "delta.py").write_text(_module("compute_delta"))  # and the watch goes on
+    watched.round_for("pkg/delta.py")
+    files = {relpath for relpath, *_ in _contents(root)}
+    assert files == {"README.md", "pkg/alpha.py", "pkg/beta.py", "pkg/gamma.py", "pkg/delta.py"}
+    with Index(root, cache=False) as reader:
+        assert reader.search("hunter2 PASSWORD", k=5, mode="keyword") == []

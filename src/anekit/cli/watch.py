@@ -78,8 +78,14 @@ def round_line(done: Any) -> str:
         if not done.paths and done.first_event is None
         else ("whole tree" if done.whole else f"{len(done.paths)} changed path(s)")
     )
+    aside = "".join(
+        f"; set aside {item.relpath} ({item.reason}{f': {item.detail}' if item.detail else ''})"
+        for item in done.set_aside[:5]
+    )
+    if len(done.set_aside) > 5:
+        aside += f" and {len(done.set_aside) - 5} more"
     return (
         f"{what}: {summary.indexed} indexed, {summary.removed} removed, "
         f"{summary.embedded} chunk(s) embedded, {summary.chunks} in the index; "
-        f"{done.seconds:.2f} s"
+        f"{done.seconds:.2f} s{aside}"
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -31,7 +32,14 @@ from anekit.search.cache import VectorCache, cache_key
 from anekit.search.chunk import CHUNKER_VERSION, chunk_file, language_for, model_text
 from anekit.search.lock import WriterLock
 from anekit.search.store import ChunkRecord, FileRecord, Store, StoreIdentity, store_dir
-from anekit.search.walk import FileEntry, Skipped, read_file, walk
+from anekit.search.walk import (
+    FileEntry,
+    Skipped,
+    is_walked_name,
+    read_file,
+    relpath_in,
+    walk,
+)
 
 #: Finished files are written to the store at least this often while embedding.
 CHECKPOINT_SECONDS = 30.0
@@ -42,6 +50,8 @@ MODES = ("hybrid", "vector", "keyword")
 CANDIDATES_PER_HIT = 5
 MIN_CANDIDATES = 50
 SNIPPET_CHARS = 300
+#: The longest query taken (a longer one is refused, not cut).
+MAX_QUERY_CHARS = 1000
 
 
 @dataclass(frozen=True)
@@ -138,6 +148,38 @@ class _File:
 
     def ready(self) -> bool:
         return self.failed is None and all(vector is not None for vector in self.vectors)
+
+
+def check_query(query: str) -> None:
+    """A :class:`SearchError` for a query over :data:`MAX_QUERY_CHARS` characters."""
+    if len(query) > MAX_QUERY_CHARS:
+        raise SearchError(
+            f"the query has {len(query)} characters; the limit is {MAX_QUERY_CHARS} "
+            "(ask a question or name an identifier: the model reads about 256 tokens)"
+        )
+
+
+def visible(root: Path, relpath: str, links: dict[str, bool] | None = None) -> bool:
+    """Whether a stored path may be shown: no component hidden and none a symbolic link,
+    as the walk requires (:mod:`anekit.search.walk`). A store indexed before links were
+    refused may hold such a path until its next update; a file deleted since is shown
+    (the index is behind, nothing leaks). ``links`` caches folders across calls."""
+    cache = {} if links is None else links
+    parts = relpath.split("/")
+    for depth, part in enumerate(parts):
+        if not is_walked_name(part, is_dir=depth < len(parts) - 1):
+            return False
+        prefix = "/".join(parts[: depth + 1])
+        if prefix not in cache:
+            try:
+                cache[prefix] = stat.S_ISLNK(os.lstat(root / prefix).st_mode)
+            except FileNotFoundError:
+                return True
+            except OSError:
+                cache[prefix] = True  # cannot tell: not shown
+        if cache[prefix]:
+            return False
+    return True
 
 
 def find_root(start: Path) -> Path:
@@ -266,7 +308,7 @@ class Index:
 
     def forget(self, path: Path | str) -> list[str]:
         """Drop the files at or under ``path`` from the store; their relative paths."""
-        prefixes = _relative_prefixes(self.root, [Path(path).resolve()])
+        prefixes = _relative_prefixes(self.root, [Path(path)])
         with WriterLock(self.directory) as lock:
             lock.acquire(self.wait)
             store = self.store
@@ -402,7 +444,7 @@ class Index:
         identity = self.identity()
         store = self.store
         summary = IndexSummary(reset=store.ensure_identity(identity))
-        scope = [Path(path).resolve() for path in paths] if paths else None
+        scope = [Path(os.path.abspath(path)) for path in paths] if paths else None
         # A named path that no longer exists is walked as nothing: its files are dropped.
         walked = walk(self.root, scope and [path for path in scope if os.path.lexists(path)])
         summary.files, summary.skipped = len(walked.files), list(walked.skipped)
@@ -614,16 +656,8 @@ def _lanes_in_use(embedder: Any) -> str:
 
 
 def _relative_prefixes(root: Path, scope: list[Path] | None) -> list[str] | None:
-    if scope is None:
-        return None
-    prefixes = []
-    for path in scope:
-        try:
-            relative = path.relative_to(root).as_posix()
-        except ValueError as error:
-            raise SearchError(f"{path}: not inside the indexed root {root}") from error
-        prefixes.append("" if relative == "." else relative)
-    return prefixes
+    """The relpaths of ``scope``'s paths ("" for the root), None for no scope."""
+    return None if scope is None else [relpath_in(root, path) for path in scope]
 
 
 def _in_scope(relpath: str, prefixes: list[str] | None) -> bool:

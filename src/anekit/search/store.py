@@ -19,6 +19,7 @@ A :class:`Store` wraps one connection: use it from the thread that opened it.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 import uuid
@@ -31,9 +32,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pathspec
 
 from anekit.errors import SearchError
+from anekit.search.globs import compile_filter
+from anekit.search.languages import LANGUAGES
 from anekit.search.terms import (
     FTS_TOKENIZER,
     TERMS_VERSION,
@@ -196,7 +198,15 @@ def _split_filters(values: Sequence[str], what: str) -> tuple[list[str], list[st
     return includes, excludes
 
 
+_EXTENSION = re.compile(r"\.?[A-Za-z0-9_+~-]+(?:\.[A-Za-z0-9_+~-]+)*")
+
+
 def _ext(value: str) -> str:
+    """An extension filter (``py``, ``.ts``, ``d.ts``) as ``.ext`` in lower case."""
+    if not _EXTENSION.fullmatch(value):
+        raise SearchError(
+            f"{value!r} is not a file extension (py, .ts, d.ts); use a path glob for patterns"
+        )
     return "." + value.lower().lstrip(".")
 
 
@@ -563,6 +573,7 @@ class Store:
                         "GROUP BY variant ORDER BY variant"
                     ).fetchall()
                 ),
+                "languages": self.languages(),
                 "bytes": 0,
                 "identity": None if identity is None else asdict(identity),
                 "generation": self.generation,
@@ -706,19 +717,19 @@ class Store:
         path_in, path_out = _split_filters(path_globs, "path")
         ext_in, ext_out = (tuple(map(_ext, group)) for group in _split_filters(exts, "ext"))
         lang_in, lang_out = ({v.lower() for v in group} for group in _split_filters(langs, "lang"))
-        spec_in, spec_out = (
-            pathspec.PathSpec.from_lines("gitignore", g) for g in (path_in, path_out)
-        )
+        if lang_in | lang_out:
+            self._check_languages(lang_in | lang_out)
+        globs_in, globs_out = ([compile_filter(g) for g in group] for group in (path_in, path_out))
         file_ids: list[int] = []
         for file_id, relpath, language in self._conn.execute(
             "SELECT id, relpath, language FROM files"
         ):
             lower, lang = relpath.lower(), (language or "").lower()
             if (
-                (not path_in or spec_in.match_file(relpath))
+                (not globs_in or any(glob.matches(relpath) for glob in globs_in))
                 and (not ext_in or lower.endswith(ext_in))
                 and (not lang_in or lang in lang_in)
-                and not spec_out.match_file(relpath)
+                and not any(glob.matches(relpath) for glob in globs_out)
                 and not lower.endswith(ext_out)
                 and lang not in lang_out
             ):
@@ -728,6 +739,26 @@ class Store:
             (json.dumps(file_ids),),
         )
         return [row[0] for row in rows]
+
+    def languages(self) -> dict[str, int]:
+        """How many stored files each language has (files of no known language left out)."""
+        rows = self._conn.execute(
+            "SELECT language, count(*) FROM files WHERE language IS NOT NULL "
+            "GROUP BY language ORDER BY count(*) DESC, language"
+        )
+        return dict(rows.fetchall())
+
+    def _check_languages(self, names: AbstractSet[str]) -> None:
+        """A :class:`SearchError` listing the languages when one of ``names`` is none."""
+        held = self.languages()
+        known = {spec.name for spec in LANGUAGES} | set(held)
+        unknown = sorted(names - known)
+        if unknown:
+            here = ", ".join(f"{name} ({count})" for name, count in held.items()) or "none"
+            raise SearchError(
+                f"unknown language {', '.join(map(repr, unknown))}; the index holds: {here}; "
+                f"known: {', '.join(sorted(known))}"
+            )
 
     def vector_matrix(self) -> tuple[np.ndarray, np.ndarray]:
         """Every chunk's vector: ``(ids, vectors)``, ids ``int64`` ascending and vectors

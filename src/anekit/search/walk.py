@@ -1,35 +1,46 @@
-"""Which files code search reads.
+"""Which files code search reads: one rule for what is inside a root.
 
 :func:`walk` lists the files under a root as ``git status`` would see them, less:
 
 * what ``.gitignore`` and ``.anekitignore`` files at every level ignore (gitwildmatch, by
-  :mod:`pathspec`), each for the paths below its directory, relative to it: the last
-  matching pattern decides, deeper files win over shallower ones, ``.anekitignore`` over the
-  ``.gitignore`` beside it, and ``.git/info/exclude`` loses to all. As in git, a directory
-  is matched as a directory and nothing below an ignored directory can be re-included;
+  :mod:`anekit.search.globs`), each for the paths below its directory, relative to it: the
+  last matching pattern decides, deeper files win over shallower ones, ``.anekitignore``
+  over the ``.gitignore`` beside it, and ``.git/info/exclude`` loses to all. As in git, a
+  directory is matched as a directory and nothing below an ignored directory can be
+  re-included;
 * :data:`DEFAULT_IGNORES` (vendored, generated and tool folders) and hidden names (which
-  also keeps the store ``.anekit/`` out).
+  also keeps every store ``.anekit/``, a nested root's included, out).
+
+Symbolic links are never followed (as ripgrep, fd and git do by default): a link is set
+aside as ``"symlink"``, counted and listed, whatever it points at. A link out of the root
+(``etc -> /etc``, ``~/.ssh``, ``/``) would serve files that are not the repository's; a
+link to a file or folder inside it only repeats what the walk finds under its own path,
+or, pointing at a hidden or ignored path, would show what the rules keep out. So every
+file taken is a regular file whose path, component by component, is inside the root.
+Special files (FIFOs, sockets, devices) are set aside too.
 
 It sets aside, with a reason from :data:`SKIP_REASONS`, files over :data:`MAX_FILE_BYTES`,
-unreadable files and directories, broken symbolic links, links back into walked directories,
-files that vanish mid-walk and names that are not UTF-8; :func:`read_file` also sets aside
-binaries (a NUL byte in the first :data:`BINARY_PROBE_BYTES`) and text that is not UTF-8.
+unreadable files and directories, special files, symbolic links, files that vanish
+mid-walk and names that are not UTF-8; :func:`read_file` also sets aside binaries (a NUL
+byte in the first :data:`BINARY_PROBE_BYTES`), text that is not UTF-8 and minified or
+generated text (a file of :data:`MINIFIED_MIN_BYTES` or more whose lines average more
+than ``ANEKIT_MINIFIED_LINE`` characters), and opens each file without following a link
+at any component, so that a file swapped for a link after the walk is not read either.
+:func:`check` applies the same rule to one path (what ``read`` over MCP may serve).
 """
 
 from __future__ import annotations
 
 import errno
-import heapq
 import os
-import re
 import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
-
+from anekit import config
 from anekit.errors import SearchError
+from anekit.search.globs import Glob, compile_line
 
 __all__ = [
     "BINARY_PROBE_BYTES",
@@ -37,12 +48,17 @@ __all__ = [
     "DEFAULT_IGNORE_SUFFIXES",
     "IGNORE_FILES",
     "MAX_FILE_BYTES",
+    "MINIFIED_MIN_BYTES",
     "SKIP_REASONS",
     "FileEntry",
     "FileText",
     "Skipped",
     "WalkResult",
+    "check",
+    "is_walked_name",
+    "minified_line",
     "read_file",
+    "relpath_in",
     "walk",
 ]
 
@@ -51,6 +67,11 @@ MAX_FILE_BYTES = 8 * 1024 * 1024
 
 BINARY_PROBE_BYTES = 8192
 """A NUL byte among a file's first this many bytes makes it ``"binary"``."""
+
+MINIFIED_MIN_BYTES = 32 * 1024
+"""A file this large or larger whose lines average more than ``ANEKIT_MINIFIED_LINE``
+characters (default 400; hand-written code averages 30-60) is ``"minified"``: a minified
+bundle or a generated one-line file (a 2.7 MB one-line JS file made 4,850 chunks)."""
 
 DEFAULT_IGNORES: frozenset[str] = frozenset(
     {".git", ".hg", ".svn"}  # version control
@@ -69,7 +90,16 @@ DEFAULT_IGNORE_SUFFIXES: tuple[str, ...] = (".egg-info",)
 IGNORE_FILES: tuple[str, ...] = (".gitignore", ".anekitignore")
 """Per-directory ignore files, lowest precedence first."""
 
-SKIP_REASONS = ("binary", "too large", "undecodable", "unreadable", "symlink loop", "vanished")
+SKIP_REASONS = (
+    "binary",
+    "too large",
+    "minified",
+    "undecodable",
+    "unreadable",
+    "symlink",
+    "special file",
+    "vanished",
+)
 """Why a file or directory was set aside, in the order reports list them."""
 
 _STORE_DIR = ".anekit"
@@ -77,8 +107,8 @@ _STORE_DIR = ".anekit"
 
 @dataclass(frozen=True)
 class FileEntry:
-    """A file to index: ``path`` as walked (it may be a symlink inside the root), ``relpath``
-    the POSIX path relative to the root, ``size`` and ``mtime_ns`` from ``os.stat``."""
+    """A file to index: ``path`` as walked (``root/relpath``), ``relpath`` the POSIX path
+    relative to the root, ``size`` and ``mtime_ns`` from ``os.lstat``."""
 
     path: Path
     relpath: str
@@ -122,25 +152,8 @@ class FileText:
     text: str
 
 
-# pathspec's regexes match a path or any path below it; this group marks where a match reached
-# a directory that is the path's ancestor (or, for a trailing "/" pattern, the path itself).
-_DIR_MARK = "ps_d"
-# The trailing spaces git ignores in a pattern (not a backslash-escaped one).
-_TRAILING_SPACES = re.compile(r"(?<!\\) +\Z")
-
-
-@dataclass(frozen=True)
-class _Rule:
-    """One gitignore pattern: ``ignore`` False for a ``!`` pattern; ``regex`` matches the path
-    itself when it matches without the directory mark; ``dir_only`` for a trailing ``/``."""
-
-    ignore: bool
-    regex: re.Pattern[str]
-    dir_only: bool
-
-
 # (base, rules): ``rules`` apply to relpaths under ``base`` ("" or "dir/sub/"), relative to it.
-_Layer = tuple[str, tuple[_Rule, ...]]
+_Layer = tuple[str, tuple[Glob, ...]]
 
 
 def walk(root: Path, paths: Sequence[Path] | None = None) -> WalkResult:
@@ -148,42 +161,83 @@ def walk(root: Path, paths: Sequence[Path] | None = None) -> WalkResult:
 
     ``paths`` restricts the walk to these files and directories (relative ones are taken
     from the current directory); the ignore rules of their ancestors still apply, so a named
-    file that is ignored is left out. Raises :class:`~anekit.errors.SearchError` when
-    ``root`` is not a readable directory, or a path is outside it or does not exist.
+    file that is ignored is left out, and a named symbolic link is set aside. Raises
+    :class:`~anekit.errors.SearchError` when ``root`` is not a readable directory, or a path
+    is outside it or does not exist.
     """
     root_abs = os.path.abspath(root)
     if not os.path.isdir(root_abs):
         raise SearchError(f"{root}: not a directory")
     walker = _Walker(root_abs)
-    rels = [""] if paths is None else _outermost(_relpath(root_abs, root, Path(p)) for p in paths)
+    rels = [""] if paths is None else _outermost(relpath_in(root, Path(p)) for p in paths)
     for rel in rels:
         walker.walk_path(rel)  # "": the whole root
-    walker.drain()
-    return WalkResult(
-        files=sorted(walker.files.values(), key=lambda f: f.relpath),
-        skipped=sorted(walker.skipped.values(), key=lambda s: s.relpath),
-        ignored=walker.ignored,
-    )
+    return walker.result()
 
 
-def read_file(entry: FileEntry) -> FileText | Skipped:
-    """Read ``entry``; a :class:`Skipped` when it is binary, not UTF-8, unreadable, gone or
+def check(root: Path, relpath: str) -> FileEntry | Skipped | None:
+    """What :func:`walk` makes of the one file ``relpath`` (POSIX, relative to ``root``): its
+    entry when it would be indexed, a :class:`Skipped` saying why not, or None when the
+    ignore rules leave it out. Raises :class:`~anekit.errors.SearchError` for a path
+    that leaves the root (``..``, absolute) or does not exist, or a folder."""
+    root_abs = os.path.abspath(root)
+    parts = relpath.split("/")
+    if relpath.startswith("/") or any(part in ("", ".", "..") for part in parts):
+        raise SearchError(f"{relpath}: not a path inside the root")
+    walker = _Walker(root_abs)
+    walker.walk_path(relpath, files_only=True)
+    result = walker.result()
+    if result.files:
+        return result.files[0]
+    return result.skipped[0] if result.skipped else None
+
+
+def is_walked_name(name: str, is_dir: bool) -> bool:
+    """Whether a walk could take a path component called ``name`` (not hidden, not a
+    default-ignored folder); ignore files decide the rest."""
+    if not name or name[0] == ".":
+        return False
+    return not is_dir or not (name in DEFAULT_IGNORES or name.endswith(DEFAULT_IGNORE_SUFFIXES))
+
+
+def minified_line() -> int:
+    """``ANEKIT_MINIFIED_LINE`` (0: no file is skipped as minified)."""
+    try:
+        return config.minified_line()
+    except ValueError as error:
+        raise SearchError(str(error)) from None
+
+
+def read_file(entry: FileEntry, max_line: int | None = None) -> FileText | Skipped:
+    """Read ``entry`` without following a symbolic link at any component of its path; a
+    :class:`Skipped` when it is binary, not UTF-8, minified (``max_line``, default
+    :func:`minified_line`), unreadable, gone, swapped for a link or a special file, or
     grown past :data:`MAX_FILE_BYTES`."""
     try:
-        # O_NONBLOCK: a file replaced by a FIFO since the walk must not hang the open.
-        fd = os.open(entry.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        fd = _open_inside(str(entry.path), entry.relpath)
         with open(fd, "rb") as handle:
             if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                return Skipped(entry.relpath, "unreadable", "not a regular file")
+                return Skipped(entry.relpath, "special file", "not a regular file")
             data = handle.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError as exc:
         return Skipped(entry.relpath, "vanished", _why(exc))
     except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR) and _has_link(entry):
+            return Skipped(entry.relpath, "symlink", "a component became a symbolic link")
         return Skipped(entry.relpath, "unreadable", _why(exc))
     if len(data) > MAX_FILE_BYTES:
         return Skipped(entry.relpath, "too large", f"more than {MAX_FILE_BYTES} bytes")
     if b"\0" in data[:BINARY_PROBE_BYTES]:
         return Skipped(entry.relpath, "binary", "NUL byte")
+    limit = minified_line() if max_line is None else max_line
+    if limit and len(data) >= MINIFIED_MIN_BYTES:
+        lines = data.count(b"\n") + (not data.endswith(b"\n"))
+        if len(data) > limit * lines:
+            return Skipped(
+                entry.relpath,
+                "minified",
+                f"{len(data)} bytes in {lines} line(s); ANEKIT_MINIFIED_LINE={limit}",
+            )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -191,22 +245,62 @@ def read_file(entry: FileEntry) -> FileText | Skipped:
     return FileText(data=data, text=text.removeprefix("\ufeff"))
 
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+# O_NONBLOCK: a file replaced by a FIFO since the walk must not hang the open.
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+
+def _open_inside(path: str, relpath: str) -> int:
+    """A read-only descriptor of ``path`` (``base/relpath``), each component of ``relpath``
+    opened from its parent's descriptor with ``O_NOFOLLOW``: a symbolic link anywhere
+    below ``base`` fails with ``ELOOP`` (``ENOTDIR`` for a folder on some systems)."""
+    parts = relpath.split("/")
+    base = path[: len(path) - len(os.path.join(*parts))].rstrip(os.sep) or os.sep
+    if os.open not in os.supports_dir_fd or not _NOFOLLOW:
+        if os.path.realpath(path) != os.path.abspath(path):  # the best this system allows
+            raise OSError(errno.ELOOP, "a symbolic link in the path", path)
+        return os.open(path, os.O_RDONLY | _NONBLOCK)
+    fd = os.open(base, os.O_RDONLY | _DIRECTORY)
+    try:
+        for name in parts[:-1]:
+            inner = os.open(name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        return os.open(parts[-1], os.O_RDONLY | _NOFOLLOW | _NONBLOCK, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def _has_link(entry: FileEntry) -> bool:
+    """Whether a component of ``entry``'s relpath is a symbolic link now."""
+    path = Path(str(entry.path)[: len(str(entry.path)) - len(entry.relpath)])
+    for part in entry.relpath.split("/"):
+        path = path / part
+        if path.is_symlink():
+            return True
+    return False
+
+
 class _Walker:
-    """The state of one walk: results so far, walked directories, deferred symlinks."""
+    """The state of one walk: results so far and directories still to walk."""
 
     def __init__(self, root: str) -> None:
         self.root = root
         self.files: dict[str, FileEntry] = {}
         self.skipped: dict[str, Skipped] = {}
         self.ignored = 0
-        self.visited: set[tuple[int, int]] = set()
         self.stack: list[tuple[str, str, tuple[_Layer, ...]]] = []
-        # Symlinked directories wait until every real directory has been walked, so that
-        # the real path always wins: (relpath, path, layers, target's (st_dev, st_ino)).
-        self.links: list[tuple[str, str, tuple[_Layer, ...], tuple[int, int]]] = []
         git = os.path.join(root, ".git")
         exclude = [os.path.join(git, "info", "exclude")] if os.path.isdir(git) else []
         self.base_layers = _layered((), "", exclude)
+
+    def result(self) -> WalkResult:
+        return WalkResult(
+            files=sorted(self.files.values(), key=lambda f: f.relpath),
+            skipped=sorted(self.skipped.values(), key=lambda s: s.relpath),
+            ignored=self.ignored,
+        )
 
     def skip(self, relpath: str, reason: str, detail: str = "") -> None:
         self.skipped[relpath] = Skipped(relpath, reason, detail)
@@ -218,18 +312,9 @@ class _Walker:
             self._scan(*self.stack.pop(), top=top)
             top = False
 
-    def drain(self) -> None:
-        """Walk the deferred symlinked directories, in relpath order."""
-        heapq.heapify(self.links)
-        while self.links:
-            rel, path, layers, key = heapq.heappop(self.links)
-            if key in self.visited:
-                self.skip(rel, "symlink loop", f"-> {_readlink(path)}")
-            else:
-                self.walk_dir(path, rel + "/", layers, top=False)
-
-    def walk_path(self, rel: str) -> None:
-        """Walk one named path, checking each of its components against the ignore rules."""
+    def walk_path(self, rel: str, files_only: bool = False) -> None:
+        """Walk one named path, checking each of its components against the ignore rules
+        and refusing a symbolic link at any of them."""
         if not rel:
             self.walk_dir(self.root, "", self.base_layers, top=True)
             return
@@ -239,27 +324,32 @@ class _Walker:
             layers = _layered(layers, prefix, [os.path.join(parent, n) for n in IGNORE_FILES])
             path, rel = os.path.join(parent, name), prefix + name
             try:
-                st = os.stat(path)
+                st = os.lstat(path)
             except FileNotFoundError as exc:
                 raise SearchError(f"{path}: no such file or directory") from exc
             except OSError as exc:
-                reason = "symlink loop" if exc.errno == errno.ELOOP else "unreadable"
-                self.skip(rel, reason, _why(exc))
+                self.skip(rel, "unreadable", _why(exc))
                 return
             is_dir = stat.S_ISDIR(st.st_mode)
             if self._excluded(name, rel, is_dir, layers):
                 self.ignored += 1
                 return
-            if depth == len(parts) - 1:
-                if is_dir:
-                    self.walk_dir(path, rel + "/", layers, top=False)
-                else:
-                    self._add_file(path, rel, st)
-            parent, prefix = path, rel + "/"
+            if stat.S_ISLNK(st.st_mode):
+                self.skip(rel, "symlink", f"-> {_readlink(path)}")
+                return
+            if depth < len(parts) - 1:
+                if not is_dir:
+                    raise SearchError(f"{path}: not a directory")
+                parent, prefix = path, rel + "/"
+            elif not is_dir:
+                self._add_file(path, rel, st)
+            elif files_only:
+                raise SearchError(f"{rel}: a folder, not a file")
+            else:
+                self.walk_dir(path, rel + "/", layers, top=False)
 
     def _scan(self, path: str, prefix: str, layers: tuple[_Layer, ...], top: bool) -> None:
         try:
-            st = os.stat(path)
             with os.scandir(path) as it:
                 entries = list(it)
         except OSError as exc:
@@ -267,7 +357,6 @@ class _Walker:
                 raise SearchError(f"{self.root}: cannot read the directory: {_why(exc)}") from exc
             self._file_error(prefix.rstrip("/"), exc)
             return
-        self.visited.add((st.st_dev, st.st_ino))
         names = {entry.name for entry in entries}
         files = [os.path.join(path, name) for name in IGNORE_FILES if name in names]
         layers = _layered(layers, prefix, files)
@@ -279,21 +368,12 @@ class _Walker:
         if name[0] == ".":
             self.ignored += 1
             return
-        st: os.stat_result | None = None
         try:
             is_link = entry.is_symlink()
-            if is_link:
-                st = os.stat(entry.path)
-                is_dir = stat.S_ISDIR(st.st_mode)
-            else:
-                is_dir = entry.is_dir(follow_symlinks=False)
+            is_dir = not is_link and entry.is_dir(follow_symlinks=False)
         except OSError as exc:
             if self._excluded(name, rel, False, layers):
                 self.ignored += 1
-            elif exc.errno == errno.ELOOP:
-                self.skip(rel, "symlink loop", _why(exc))
-            elif isinstance(exc, FileNotFoundError) and os.path.islink(entry.path):
-                self.skip(rel, "unreadable", f"broken symbolic link -> {_readlink(entry.path)}")
             else:
                 self._file_error(rel, exc)
             return
@@ -301,38 +381,34 @@ class _Walker:
             self.ignored += 1
         elif not _is_utf8(name):
             self.skip(_printable(rel), "undecodable", "file name is not UTF-8")
-        elif not is_dir:
-            self._add_file(entry.path, rel, st)
         elif is_link:
-            assert st is not None
-            self.links.append((rel, entry.path, layers, (st.st_dev, st.st_ino)))
-        else:
+            self.skip(rel, "symlink", f"-> {_readlink(entry.path)}")
+        elif is_dir:
             self.stack.append((entry.path, rel + "/", layers))
+        else:
+            self._add_file(entry.path, rel, None)
 
     def _excluded(self, name: str, rel: str, is_dir: bool, layers: tuple[_Layer, ...]) -> bool:
-        if name[0] == "." or rel == _STORE_DIR:
-            return True
-        if is_dir and (name in DEFAULT_IGNORES or name.endswith(DEFAULT_IGNORE_SUFFIXES)):
+        if not is_walked_name(name, is_dir) or rel == _STORE_DIR:
             return True
         for base, rules in reversed(layers):
             local = rel[len(base) :]
             for rule in reversed(rules):
                 if rule.dir_only and not is_dir:
                     continue
-                match = rule.regex.search(local)
-                if match is not None and match.groupdict().get(_DIR_MARK) is None:
-                    return rule.ignore
+                if rule.matches_self(local):
+                    return rule.include
         return False
 
     def _add_file(self, path: str, rel: str, st: os.stat_result | None) -> None:
         try:
             if st is None:
-                st = os.stat(path)
+                st = os.lstat(path)
         except OSError as exc:
             self._file_error(rel, exc)
             return
         if not stat.S_ISREG(st.st_mode):
-            self.skip(rel, "unreadable", "not a regular file")
+            self.skip(rel, "special file", "not a regular file")
         elif st.st_size > MAX_FILE_BYTES:
             self.skip(rel, "too large", f"{st.st_size} bytes")
         else:
@@ -345,53 +421,44 @@ class _Walker:
 
 def _layered(layers: tuple[_Layer, ...], prefix: str, files: list[str]) -> tuple[_Layer, ...]:
     """``layers`` plus one layer of the rules in ``files`` (for relpaths under ``prefix``)."""
-    rules = _rules([line for file in files for line in _read_lines(file)])
+    rules = tuple(
+        rule
+        for file in files
+        for line in _read_lines(file)
+        if (rule := compile_line(line)) is not None
+    )
     return (*layers, (prefix, rules)) if rules else layers
 
 
 def _read_lines(file: str) -> list[str]:
+    """An ignore file's lines; nothing for one that is a symbolic link or unreadable."""
     try:
-        with open(file, encoding="utf-8", errors="replace") as handle:
-            return handle.read().splitlines()
+        fd = os.open(file, os.O_RDONLY | _NOFOLLOW | _NONBLOCK)
+        with open(fd, encoding="utf-8", errors="replace") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return []
+            return handle.read(MAX_FILE_BYTES).splitlines()
     except OSError:
         return []
 
 
-def _rules(lines: list[str]) -> tuple[_Rule, ...]:
-    """Compile gitignore lines; blank lines, comments and lines pathspec refuses are dropped."""
-    rules = []
-    for line in lines:
-        pattern = _pattern(line)
-        if pattern is None or pattern.include is None or pattern.regex is None:
-            continue
-        regex: re.Pattern[str] | None = pattern.regex
-        dir_only = pattern.regex.pattern.endswith(f"(?P<{_DIR_MARK}>/)")
-        if dir_only:
-            # "build/" is the pattern "build" that only directories can match.
-            bare = _pattern(_TRAILING_SPACES.sub("", line)[:-1])
-            regex = bare.regex if bare is not None else None
-        if regex is not None:
-            rules.append(_Rule(pattern.include, regex, dir_only))
-    return tuple(rules)
-
-
-def _pattern(line: str) -> GitIgnoreSpecPattern | None:
-    try:
-        return GitIgnoreSpecPattern(line)
-    except (ValueError, re.error):
-        return None
-
-
-def _relpath(root_abs: str, root: Path, path: Path) -> str:
-    """``path`` relative to the root as a POSIX relpath ("" for the root itself)."""
-    for base, full in (
-        (root_abs, os.path.abspath(path)),
-        (os.path.realpath(root_abs), os.path.realpath(path)),
-    ):
-        if full == base:
+def relpath_in(root: Path, path: Path) -> str:
+    """``path`` relative to ``root`` as a POSIX relpath ("" for the root itself). Its last
+    component is taken as named, not resolved: a symbolic link in the root is a path
+    inside it, whatever it points at (the walk then sets it aside). Raises
+    :class:`~anekit.errors.SearchError` for a path outside the root."""
+    root_abs = os.path.abspath(root)
+    full = os.path.abspath(path)
+    parent, name = os.path.split(full)
+    candidates = [(root_abs, full)]
+    if name:
+        real = os.path.join(os.path.realpath(parent), name)
+        candidates.append((os.path.realpath(root_abs), os.path.normpath(real)))
+    for base, candidate in candidates:
+        if candidate == base:
             return ""
-        if full.startswith(base.rstrip(os.sep) + os.sep):
-            return Path(os.path.relpath(full, base)).as_posix()
+        if candidate.startswith(base.rstrip(os.sep) + os.sep):
+            return Path(os.path.relpath(candidate, base)).as_posix()
     raise SearchError(f"{path}: outside the indexed root {root}")
 
 

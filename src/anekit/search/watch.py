@@ -10,21 +10,24 @@ its files; a save through a temporary file and a rename is the final file change
 than :data:`BURST` paths (a ``git checkout``) or a changed ignore file make it an update of
 the whole root. Events in the store and in hidden or default-ignored folders are dropped
 before they wake anything. A failed update (another writer, a lane error) is reported and
-its paths are tried again with the next round, never dropped.
+its paths are tried again with the next round, never dropped. What the walk sets aside (a
+symbolic link out of the root, a minified file; :mod:`anekit.search.walk`) is no error:
+each path is reported once, in :attr:`Round.set_aside`, and the watch goes on.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from anekit.search.index import Index, IndexSummary
 from anekit.search.priority import Priority, busy
-from anekit.search.walk import DEFAULT_IGNORE_SUFFIXES, DEFAULT_IGNORES, IGNORE_FILES
+from anekit.search.walk import DEFAULT_IGNORE_SUFFIXES, DEFAULT_IGNORES, IGNORE_FILES, Skipped
 
 __all__ = ["BURST", "RETRY_MS", "Round", "Watcher"]
 
@@ -47,6 +50,8 @@ class Round:
     seconds: float = 0.0
     #: When the round's events were handed over (time.monotonic()); None for catch-up.
     first_event: float | None = None
+    #: Paths the walk set aside that no earlier round of this watcher reported.
+    set_aside: list[Skipped] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -54,6 +59,10 @@ class Round:
             "whole": self.whole,
             "seconds": round(self.seconds, 3),
             "error": self.error,
+            "set_aside": [
+                {"path": item.relpath, "reason": item.reason, "detail": item.detail}
+                for item in self.set_aside
+            ],
             "summary": None if self.summary is None else self.summary.as_dict(),
         }
 
@@ -75,7 +84,8 @@ class Watcher:
             raise ValueError(f"quiet_ms must be at least 1, got {quiet_ms}")
         self.index = index
         self.root = index.root
-        self.paths = [Path(path).resolve() for path in paths] if paths else [self.root]
+        # As named, not resolved: a symbolic link in the root stays a path inside it.
+        self.paths = [Path(os.path.abspath(path)) for path in paths] if paths else [self.root]
         self.quiet_ms = quiet_ms
         self.max_ms = max_ms if max_ms is not None else max(4 * quiet_ms, 2000)
         self.on_round = on_round
@@ -83,6 +93,7 @@ class Watcher:
         self.priority = priority
         self.stop_event = threading.Event()
         self._store = index.directory.resolve()
+        self._reported: set[Skipped] = set()
 
     def stop(self) -> None:
         """Make :meth:`run` return after the round in progress (from any thread)."""
@@ -135,6 +146,8 @@ class Watcher:
                 scope = list(self.paths)
             with busy(self.priority):
                 done.summary = self.index.update(paths=scope)
+            done.set_aside = [s for s in done.summary.skipped if s not in self._reported]
+            self._reported.update(done.set_aside)
         except Exception as error:  # reported; its paths are tried again next round
             done.error = f"{type(error).__name__}: {error}"
         done.seconds = time.monotonic() - started
