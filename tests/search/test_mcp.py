@@ -100,7 +100,7 @@ def test_mcp_over_stdio_with_the_sdk_client(tmp_path: Path) -> None:
     assert seen["read"]["total_lines"] == SESSION.count("\n")
     for refused in ("outside", "absolute_outside"):
         assert "outside the served roots" in seen[refused]["error"], seen[refused]
-    assert "inside the index's own store" in seen["store"]["error"]
+    assert "the index leaves it out" in seen["store"]["error"]
     assert seen["files"]["files"] == ["app/session.py"]
     (status,) = seen["status"]["roots"]
     assert status["files"] == 2 and status["indexing"]["state"] == "done"
@@ -159,29 +159,110 @@ def test_a_run_reported_as_running_is_reported_when_done_not_replaced(
     assert service.index(budget_seconds=10)["summary"]["indexed"] == 2
 
 
-def test_read_never_leaves_the_served_roots(tmp_path: Path) -> None:
-    """A symbolic link inside a root that leads out, ``..`` and absolute paths are
-    refused; a link that stays inside reads its target."""
+def test_read_serves_only_what_the_index_would_take(tmp_path: Path) -> None:
+    """No symbolic link (out of the root or not), ``..``, absolute path outside, hidden
+    file, ignored file, store of this or a nested root, binary or oversized file."""
     from anekit.errors import SearchError
     from anekit.search.server import READ_MAX_LINES, SearchService
+    from anekit.search.walk import MAX_FILE_BYTES
 
     root = _repo(tmp_path / "repo")
+    inner = _repo(root / "inner")
     outside = tmp_path / "secrets.txt"
     outside.write_text("not for agents\n")
     (root / "app" / "leak.py").symlink_to(outside)
     (root / "app" / "alias.py").symlink_to(root / "app" / "session.py")
+    (root / "etc").symlink_to(tmp_path)
+    (root / ".env").write_text("TOKEN=1\n")
+    (root / ".git").mkdir()
+    (root / ".git" / "config").write_text("[remote]\n")
+    (root / ".gitignore").write_text("*.log\n")
+    (root / "debug.log").write_text("ignored\n")
+    for store in (root / ".anekit", inner / ".anekit"):
+        store.mkdir()
+        (store / "store.db").write_text("SQLite format 3")
+    (root / "big.txt").write_bytes(b"x\n" * (MAX_FILE_BYTES // 2 + 1))
+    (root / "blob.bin").write_bytes(b"\0\1\2")
     (root / "long.txt").write_text("".join(f"line {n}\n" for n in range(1, 1001)))
-    service = SearchService([root])
+    service = SearchService([root, inner])
     try:
-        for path in ("app/leak.py", "../secrets.txt", str(outside), "app/../../secrets.txt"):
-            with pytest.raises(SearchError, match="outside the served roots"):
+        refusals = {
+            "../secrets.txt": "outside the served roots",
+            str(outside): "outside the served roots",
+            "app/../../secrets.txt": "outside the served roots",
+            "app/leak.py": "not served: symlink",
+            "app/alias.py": "not served: symlink",
+            "etc/secrets.txt": "not served: symlink",
+            str(root / "etc" / "secrets.txt"): "not served: symlink",
+            ".env": "the index leaves it out",
+            ".git/config": "the index leaves it out",
+            "debug.log": "the index leaves it out",
+            ".anekit/store.db": "the index leaves it out",
+            "inner/.anekit/store.db": "the index leaves it out",
+            str(inner / ".anekit" / "store.db"): "the index leaves it out",
+            "big.txt": "not served: too large",
+            "blob.bin": "not served: binary",
+            "app": "a folder",
+            "app/missing.py": "no such file in the served roots",
+        }
+        for path, why in refusals.items():
+            with pytest.raises(SearchError, match=why):
                 service.read(path)
-        with pytest.raises(SearchError, match="no such file"):
-            service.read("app/missing.py")
-        alias = service.read("app/alias.py", 1, 1)
-        assert (alias["path"], alias["text"]) == ("app/session.py", '"""HTTP sessions."""')
+        for start, end in ((0, None), (5, 4), (-3, 2)):
+            with pytest.raises(SearchError, match="start_line|end_line"):
+                service.read("long.txt", start, end)
         capped = service.read("long.txt", 10)
         assert (capped["start_line"], capped["end_line"]) == (10, 10 + READ_MAX_LINES - 1)
         assert capped["text"].splitlines()[0] == "line 10"
+        nested = service.read(str(inner / "app" / "session.py"), 1, 1)
+        assert (nested["root"], nested["text"]) == (str(root), '"""HTTP sessions."""')
     finally:
         service.close()
+
+
+def test_search_arguments_are_refused_not_clamped(tmp_path: Path) -> None:
+    from anekit.errors import SearchError
+    from anekit.search.index import MAX_QUERY_CHARS
+    from anekit.search.server import SearchService
+
+    service = SearchService([_repo(tmp_path / "repo")])
+    try:
+        for k in (0, -1, 101, 100000):
+            with pytest.raises(SearchError, match="k must be between 1 and 100"):
+                service.search("session", k=k)
+        with pytest.raises(SearchError, match=f"the limit is {MAX_QUERY_CHARS}"):
+            service.search("x" * (MAX_QUERY_CHARS + 1))
+        for budget in (-1.0, 301.0):
+            with pytest.raises(SearchError, match="budget_seconds must be between 0 and 300"):
+                service.index(budget_seconds=budget)
+    finally:
+        service.close()
+
+
+def test_a_store_from_before_links_were_refused_shows_nothing_through_them(
+    tmp_path: Path,
+) -> None:
+    """A store that indexed a linked folder keeps its rows until the next update: search
+    and files leave them out meanwhile, and the update drops them."""
+    from anekit.search.index import Index
+    from anekit.search.server import SearchService
+
+    root = _repo(tmp_path / "repo")
+    (root / "etc").mkdir()
+    (root / "etc" / "shadow.py").write_text("ROOT_PASSWORD_HASH = 'abc'\n")
+    with Index(root, lanes=["cpu"], cache=False) as index:
+        index.update()
+    outside = tmp_path / "real_etc"
+    (root / "etc").rename(outside)
+    (root / "etc").symlink_to(outside)  # the same path, now a link out of the root
+    service = SearchService([root])
+    try:
+        found = asyncio.run(service.call(service.search, "ROOT_PASSWORD_HASH", mode="keyword"))
+        assert found["hits"] == []
+        listed = asyncio.run(service.call(service.files))
+        assert listed["files"] == ["README.md", "app/session.py"]
+    finally:
+        service.close()
+    with Index(root, lanes=["cpu"], cache=False) as index:
+        summary = index.update()
+        assert summary.removed == 1 and "etc/shadow.py" not in index.store.files()

@@ -121,7 +121,14 @@ def serve(
             f"http://{http.HOST}:{port}/mcp (token: {esc(http.token_path())})"
         )
         uvicorn.Server(
-            uvicorn.Config(app, host=http.HOST, port=port, log_level="warning", lifespan="on")
+            uvicorn.Config(
+                app,
+                host=http.HOST,
+                port=port,
+                log_level="warning",
+                lifespan="on",
+                http=http.protocol(),
+            )
         ).run()
     finally:
         for watcher, _ in watchers:

@@ -1,21 +1,30 @@
 """The MCP server over streamable HTTP: 127.0.0.1 only, a bearer token, clear refusals.
 
 :func:`http_app` wraps the MCP SDK's Starlette app (``/mcp``) so that ``GET /health`` is
-open and everything else needs ``Authorization: Bearer <token>``, compared in constant
-time (:func:`hmac.compare_digest`); the token lives in a mode-0600 file under
-``ANEKIT_HOME`` (:func:`token_path`). A request body over the SDK's limit, malformed
+open and everything else needs ``Authorization: Bearer <token>`` (the scheme in any case,
+RFC 7235 §2.1; the token compared in constant time, :func:`hmac.compare_digest`); the
+token lives in a mode-0600 file under ``ANEKIT_HOME`` (:func:`token_path`). Malformed
 JSON-RPC and unknown tools get JSON-RPC errors from the SDK; the server answers the next
 request as before. :func:`check_port` refuses a taken port, naming its holder.
+
+No client can hold the server: a request's headers must arrive within
+:data:`HEADER_TIMEOUT_S` of its first byte (:func:`protocol`, a uvicorn protocol with that
+timer; uvicorn itself waits for ever) and its body within :data:`BODY_TIMEOUT_S` (else
+408), a body over :data:`MAX_BODY_BYTES` gets 413 before it is read whole, and past
+:data:`MAX_CONNECTIONS` open connections a new one is closed at once, so that slow or idle
+clients cannot use up the process's file descriptors.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import hmac
 import os
 import secrets
 import socket
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +32,15 @@ from anekit import config
 from anekit.errors import SearchError
 
 __all__ = [
+    "BODY_TIMEOUT_S",
     "DEFAULT_PORT",
+    "HEADER_TIMEOUT_S",
     "HOST",
     "MAX_BODY_BYTES",
+    "MAX_CONNECTIONS",
     "check_port",
     "http_app",
+    "protocol",
     "read_token",
     "rotate_token",
     "token_path",
@@ -38,6 +51,12 @@ HOST = "127.0.0.1"
 DEFAULT_PORT = 7433
 #: The largest request body the MCP endpoint reads (bytes).
 MAX_BODY_BYTES = 1 << 20
+#: Seconds from a request's first byte to the end of its headers.
+HEADER_TIMEOUT_S = 10.0
+#: Seconds from the end of a request's headers to the end of its body.
+BODY_TIMEOUT_S = 30.0
+#: Open connections beyond which a new one is closed at once.
+MAX_CONNECTIONS = 200
 
 
 def token_path() -> Path:
@@ -46,23 +65,34 @@ def token_path() -> Path:
 
 def rotate_token() -> str:
     """Write a new token (32 random bytes, hex) to :func:`token_path`, mode 0600, and
-    return it; the old one stops working when the server reads the file again."""
+    return it; the old one stops working when the server reads the file again. The new
+    file is made under a fresh random name (``O_EXCL``: never an existing file or link)
+    and renamed over the old, which replaces a link there rather than writing through it."""
     path = token_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(32)
-    temporary = path.with_name(path.name + ".new")
-    with os.fdopen(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
-        out.write(token + "\n")
-    os.chmod(temporary, 0o600)
-    os.replace(temporary, path)
+    handle, temporary = tempfile.mkstemp(prefix=".token-", dir=path.parent)  # mode 0600
+    try:
+        with os.fdopen(handle, "w") as out:
+            out.write(token + "\n")
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
     return token
 
 
 def read_token() -> str:
-    """The token, made on first use. A token file that others may read is refused."""
+    """The token, made on first use. A token file that others may read, or that is a
+    symbolic link, is refused."""
     path = token_path()
-    if not path.exists():
+    if not os.path.lexists(path):
         return rotate_token()
+    if path.is_symlink():
+        raise SearchError(
+            f"{path}: a symbolic link, not a token; run `anekit serve --rotate-token`"
+        )
     mode = path.stat().st_mode & 0o777
     if mode & 0o077:
         raise SearchError(
@@ -124,17 +154,105 @@ def http_app(server: Any, token: str) -> Any:
         max_request_body_size=MAX_BODY_BYTES,
         host=HOST,
     )
-    expected = f"Bearer {token}".encode()
+    expected = token.encode()
 
     async def guarded(scope: Any, receive: Any, send: Any) -> None:
-        answer = app
-        if scope["type"] == "http":
-            given = dict(scope["headers"]).get(b"authorization", b"")
-            if scope["path"] == "/health" and scope["method"] == "GET":
-                answer = JSONResponse({"status": "ok"})
-            elif not hmac.compare_digest(given, expected):
-                body = {"error": "missing or wrong bearer token (see docs/agents.md)"}
-                answer = JSONResponse(body, status_code=401, headers={"WWW-Authenticate": "Bearer"})
-        await answer(scope, receive, send)
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        if scope["path"] == "/health" and scope["method"] == "GET":
+            await JSONResponse({"status": "ok"})(scope, receive, send)
+            return
+        given = dict(scope["headers"]).get(b"authorization", b"")
+        scheme, _, credentials = given.partition(b" ")
+        # compare_digest on every request, whatever the scheme: no shortcut to time
+        if not (hmac.compare_digest(credentials.strip(), expected) and scheme.lower() == b"bearer"):
+            body = {"error": "missing or wrong bearer token (see docs/agents.md)"}
+            answer = JSONResponse(body, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+            await answer(scope, receive, send)
+            return
+        buffered = await _read_body(receive)
+        if isinstance(buffered, int):
+            why = "request body too large" if buffered == 413 else "request body too slow"
+            headers = {"Connection": "close"}
+            await JSONResponse({"error": why}, status_code=buffered, headers=headers)(
+                scope, receive, send
+            )
+            return
+
+        async def replay() -> Any:
+            return buffered.pop(0) if buffered else await receive()
+
+        await app(scope, replay, send)
 
     return guarded
+
+
+async def _read_body(receive: Any) -> list[Any] | int:
+    """A request's body messages, read within :data:`BODY_TIMEOUT_S` and up to
+    :data:`MAX_BODY_BYTES`; else the status to answer (408, 413)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + BODY_TIMEOUT_S
+    messages: list[Any] = []
+    size = 0
+    while True:
+        try:
+            message = await asyncio.wait_for(receive(), max(deadline - loop.time(), 0.0))
+        except TimeoutError:
+            return 408
+        messages.append(message)
+        if message["type"] != "http.request":
+            return messages  # a disconnect: the app sees it
+        size += len(message.get("body", b""))
+        if size > MAX_BODY_BYTES:
+            return 413
+        if not message.get("more_body"):
+            return messages
+
+
+def protocol() -> type:
+    """uvicorn's h11 protocol with a header timer (:data:`HEADER_TIMEOUT_S`) and a limit
+    of :data:`MAX_CONNECTIONS`; pass it to ``uvicorn.Config(http=...)``."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class TimedH11Protocol(H11Protocol):
+        """Closes a connection whose request headers do not come in time."""
+
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            if len(self.connections) > MAX_CONNECTIONS:
+                transport.close()
+                return
+            self._await_headers()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.conn.their_state is not h11.IDLE:  # the headers are in
+                self._cancel_header_timer()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._await_headers()  # the next request on this connection
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._cancel_header_timer()
+            super().connection_lost(exc)
+
+        def _await_headers(self) -> None:
+            self._cancel_header_timer()
+            self._header_timer = self.loop.call_later(HEADER_TIMEOUT_S, self._headers_late)
+
+        def _cancel_header_timer(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _headers_late(self) -> None:
+            self._header_timer = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.transport.close()
+
+    return TimedH11Protocol

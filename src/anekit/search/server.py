@@ -20,13 +20,16 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from anekit.errors import AnekitError, SearchError
-from anekit.search.index import Index, IndexSummary, Progress
+from anekit.search.index import Index, IndexSummary, Progress, check_query, visible
 from anekit.search.priority import Priority, busy
+from anekit.search.walk import FileEntry, Skipped, check, read_file, relpath_in
 
-__all__ = ["READ_MAX_LINES", "SearchService", "mcp_server"]
+__all__ = ["READ_MAX_LINES", "SEARCH_MAX_K", "SearchService", "mcp_server"]
 
 #: The most lines one ``read`` returns.
 READ_MAX_LINES = 400
+#: The most hits one ``search`` returns.
+SEARCH_MAX_K = 100
 #: The most paths one ``files`` returns.
 FILES_MAX = 1000
 #: The longest an ``index`` call waits (seconds).
@@ -140,53 +143,92 @@ class SearchService:
         lang: Sequence[str] = (),
         root: str | None = None,
     ) -> dict[str, Any]:
+        """The search tool: refuses what the CLI refuses (``k`` outside 1..SEARCH_MAX_K, a
+        query over MAX_QUERY_CHARS, a bad filter), never clamps."""
+        check_query(query)
+        if not 1 <= k <= SEARCH_MAX_K:
+            raise SearchError(f"k must be between 1 and {SEARCH_MAX_K}, got {k}")
         where = self._root(root)
         started = time.perf_counter()
-        hits = self._indexed(where).search(
-            query, k=min(max(k, 1), 100), mode=mode, paths=path, exts=ext, langs=lang
-        )
+        hits = self._indexed(where).search(query, k=k, mode=mode, paths=path, exts=ext, langs=lang)
         return {
             "root": str(where),
             "query": query,
             "mode": mode,
             "milliseconds": round((time.perf_counter() - started) * 1000, 1),
-            "hits": [hit.as_dict() for hit in hits],
+            "hits": [hit.as_dict() for hit in hits if visible(where, hit.path)],
         }
 
     def read(self, path: str, start_line: int = 1, end_line: int | None = None) -> dict[str, Any]:
         """Lines ``start_line..end_line`` (1-based, inclusive; at most READ_MAX_LINES) of a
-        file inside a served root: a relative path is taken from the first root holding
-        it; anything that resolves outside every root (``..``, a symlink) is refused."""
-        candidate = Path(path)
-        choices = [candidate] if candidate.is_absolute() else [r / candidate for r in self.roots]
-        for choice in choices:
-            resolved = choice.resolve()
-            root = next((r for r in self.roots if resolved.is_relative_to(r)), None)
-            if root is None:
-                continue
-            if resolved.is_relative_to(self._reader_for(root).directory):
-                raise SearchError(f"{path}: inside the index's own store, not a source file")
-            if not resolved.is_file():
-                continue
-            lines = resolved.read_text(encoding="utf-8", errors="replace").splitlines()
-            first = max(start_line, 1)
-            end = len(lines) if end_line is None else end_line
-            last = min(end, len(lines), first + READ_MAX_LINES - 1)
-            return {
-                "root": str(root),
-                "path": resolved.relative_to(root).as_posix(),
-                "start_line": first,
-                "end_line": max(last, first - 1),
-                "total_lines": len(lines),
-                "text": "\n".join(lines[first - 1 : last]),
-            }
-        if not any(choice.resolve().is_relative_to(r) for choice in choices for r in self.roots):
-            raise SearchError(f"{path}: outside the served roots; read only reads indexed code")
+        file that the index of a served root would take (:func:`anekit.search.walk.check`:
+        no symbolic link, no hidden or ignored path, no store, at most MAX_FILE_BYTES of
+        UTF-8 text): a relative path is taken from the first root holding it."""
+        if start_line < 1:
+            raise SearchError(f"start_line must be at least 1, got {start_line}")
+        if end_line is not None and end_line < start_line:
+            raise SearchError(f"end_line ({end_line}) is before start_line ({start_line})")
+        root, entry = self._readable(path)
+        text = read_file(entry)
+        if isinstance(text, Skipped):
+            raise SearchError(f"{path}: not served: {_why_skipped(text)}")
+        lines = text.text.splitlines()
+        end = len(lines) if end_line is None else end_line
+        last = min(end, len(lines), start_line + READ_MAX_LINES - 1)
+        return {
+            "root": str(root),
+            "path": entry.relpath,
+            "start_line": start_line,
+            "end_line": max(last, start_line - 1),
+            "total_lines": len(lines),
+            "text": "\n".join(lines[start_line - 1 : last]),
+        }
+
+    def _readable(self, path: str) -> tuple[Path, FileEntry]:
+        """The served root and walk entry of ``path``; a SearchError saying why not."""
+        if Path(path).is_absolute():
+            choices = []
+            for root in self.roots:
+                try:
+                    choices.append((root, relpath_in(root, Path(path))))
+                except SearchError:
+                    continue
+            if not choices:
+                raise SearchError(f"{path}: outside the served roots; read only reads indexed code")
+        else:
+            choices = [(root, path) for root in self.roots]
+        missing = False
+        for root, relpath in choices:
+            try:
+                found = check(root, relpath)
+            except SearchError as error:
+                if "no such file" in str(error):
+                    missing = True
+                    continue
+                if "not a path inside" in str(error):
+                    raise SearchError(
+                        f"{path}: outside the served roots; read only reads indexed code"
+                    ) from None
+                raise SearchError(f"{path}: {error}") from None
+            if isinstance(found, FileEntry):
+                return root, found
+            if isinstance(found, Skipped):
+                raise SearchError(f"{path}: not served: {_why_skipped(found)}")
+            raise SearchError(
+                f"{path}: not served: the index leaves it out (hidden, a store, or ignored "
+                "by .gitignore/.anekitignore)"
+            )
+        assert missing
         raise SearchError(f"{path}: no such file in the served roots")
 
     def files(self, prefix: str = "", root: str | None = None) -> dict[str, Any]:
         where = self._root(root)
-        chosen = sorted(r for r in self._indexed(where).store.files() if r.startswith(prefix))
+        links: dict[str, bool] = {}
+        chosen = sorted(
+            relpath
+            for relpath in self._indexed(where).store.files()
+            if relpath.startswith(prefix) and visible(where, relpath, links)
+        )
         return {
             "root": str(where),
             "count": len(chosen),
@@ -209,7 +251,11 @@ class SearchService:
         """Bring a root's index up to date, waiting at most ``budget_seconds``: a run not
         done by then goes on in the background, and the next call reports (or waits) on it."""
         where = self._root(root)
-        budget = min(max(budget_seconds, 0.0), INDEX_BUDGET_MAX)
+        if not 0 <= budget_seconds <= INDEX_BUDGET_MAX:
+            raise SearchError(
+                f"budget_seconds must be between 0 and {INDEX_BUDGET_MAX:g}, got {budget_seconds}"
+            )
+        budget = budget_seconds
         with self._lock:
             run = self._runs.get(where)
             if run is None or (run.finished.is_set() and run.reported):
@@ -239,6 +285,10 @@ class SearchService:
         self._runs[root] = run
         thread.start()
         return run
+
+
+def _why_skipped(item: Skipped) -> str:
+    return f"{item.reason}{f' ({item.detail})' if item.detail else ''}"
 
 
 def _run_state(run: _Run | None) -> dict[str, Any]:

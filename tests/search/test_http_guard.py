@@ -1,0 +1,169 @@
+"""The HTTP daemon's guard against slow, idle, oversized and wrongly authorised clients,
+on a real uvicorn server in this process (the timeouts shortened)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+
+from anekit.search import http
+
+TOKEN = "ab" * 32
+
+
+class _Echo:
+    """Stands in for the MCP SDK's server: its app answers with the body it read."""
+
+    def streamable_http_app(self, **_: Any) -> Any:
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            body = b""
+            while True:
+                message = await receive()
+                body += message.get("body", b"")
+                if not message.get("more_body"):
+                    break
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"echo:" + body})
+
+        return app
+
+
+@pytest.fixture
+def url(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    import uvicorn
+
+    monkeypatch.setattr(http, "HEADER_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(http, "BODY_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(http, "MAX_CONNECTIONS", 20)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = uvicorn.Config(
+        http.http_app(_Echo(), TOKEN), host="127.0.0.1", port=port, log_level="error",
+        http=http.protocol(),
+    )  # fmt: skip
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(10)
+
+
+def _connect(url: str) -> socket.socket:
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=5)
+    return sock
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    """Whether the server closes ``sock`` (within the socket's 5 s timeout)."""
+    try:
+        return sock.recv(1024) == b""
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def test_partial_headers_are_dropped_and_health_answers_meanwhile(url: str) -> None:
+    slow = [_connect(url) for _ in range(10)]
+    for sock in slow:
+        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finished
+    assert httpx.get(f"{url}/health", timeout=5).json() == {"status": "ok"}
+    assert all(_closed_by_server(sock) for sock in slow)
+    idle = _connect(url)  # connects and sends nothing at all
+    assert _closed_by_server(idle)
+
+
+def test_a_byte_every_so_often_does_not_keep_headers_open(url: str) -> None:
+    sock = _connect(url)
+    started = time.monotonic()
+    closed = False
+    for byte in b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 40:
+        try:
+            sock.sendall(bytes([byte]))
+        except OSError:
+            closed = True
+            break
+        time.sleep(0.05)
+    # The timer counts from the first byte: 2 s of trickling outlived a 0.5 s budget.
+    assert closed or _closed_by_server(sock), time.monotonic() - started
+
+
+def test_a_slow_body_gets_408_and_an_oversized_one_413(url: str) -> None:
+    sock = _connect(url)
+    sock.sendall(
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + TOKEN.encode()
+        + b"\r\nContent-Length: 100\r\n\r\n0123456789"
+    )  # fmt: skip
+    assert sock.recv(1024).startswith(b"HTTP/1.1 408")
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    big = httpx.post(f"{url}/mcp", content=b"x" * (http.MAX_BODY_BYTES + 1), headers=headers)
+    assert big.status_code == 413
+    ok = httpx.post(f"{url}/mcp", content=b"hello", headers=headers)
+    assert (ok.status_code, ok.content) == (200, b"echo:hello")
+
+
+def test_connections_past_the_limit_are_closed_at_once(url: str) -> None:
+    held = [_connect(url) for _ in range(http.MAX_CONNECTIONS)]
+    time.sleep(0.1)
+    extra = _connect(url)
+    assert _closed_by_server(extra)
+    for sock in held:
+        sock.close()
+
+
+@pytest.mark.parametrize(
+    ("authorization", "status"),
+    [
+        (f"Bearer {TOKEN}", 200),
+        (f"bearer {TOKEN}", 200),  # the scheme is case-insensitive (RFC 7235 §2.1)
+        (f"BEARER {TOKEN}", 200),
+        (f"Basic {TOKEN}", 401),
+        (f"Bearer {TOKEN.upper()}", 401),  # the token is not
+        (f"Bearer {TOKEN[:-1]}", 401),
+        (TOKEN, 401),
+        ("", 401),
+    ],
+)
+def test_the_bearer_scheme_in_any_case_and_only_the_token(
+    url: str, authorization: str, status: int
+) -> None:
+    headers = {"Authorization": authorization} if authorization else {}
+    assert httpx.post(f"{url}/mcp", content=b"x", headers=headers).status_code == status
+
+
+def test_rotate_token_never_writes_through_a_planted_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANEKIT_HOME", str(tmp_path / "home"))
+    serve = tmp_path / "home" / "serve"
+    serve.mkdir(parents=True)
+    victim, other = tmp_path / "victim.txt", tmp_path / "other.txt"
+    victim.write_text("keep me\n")
+    other.write_text("keep me too\n")
+    (serve / "token.new").symlink_to(victim)  # the old temporary name
+    (serve / "token").symlink_to(other)
+    token = http.rotate_token()
+    assert victim.read_text() == "keep me\n" and other.read_text() == "keep me too\n"
+    path = serve / "token"
+    assert not path.is_symlink() and path.read_text().strip() == token
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    assert http.read_token() == token
+    path.unlink()
+    path.symlink_to(other)
+    with pytest.raises(Exception, match="a symbolic link"):
+        http.read_token()
