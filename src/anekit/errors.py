@@ -168,6 +168,11 @@ class SearchError(AnekitError, ValueError):
     of a newer schema or locked by another writer; the message names the path."""
 
 
+class DamagedStoreError(SearchError):
+    """A code search store whose database SQLite finds corrupt (or not a database at all).
+    ``anekit index`` rebuilds it from the files; readers say so."""
+
+
 class NumericsError(AnekitError, FloatingPointError):
     """A simulated run produced garbage and strict numerics were asked for
     (``strict=True`` or ``ANEKIT_STRICT_NUMERICS=1``); the message is the

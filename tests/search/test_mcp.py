@@ -209,7 +209,7 @@ def test_read_serves_only_what_the_index_would_take(tmp_path: Path) -> None:
             with pytest.raises(SearchError, match=why):
                 service.read(path)
         for start, end in ((0, None), (5, 4), (-3, 2)):
-            with pytest.raises(SearchError, match="start_line|end_line"):
+            with pytest.raises(SearchError, match=r"start_line|end_line"):
                 service.read("long.txt", start, end)
         capped = service.read("long.txt", 10)
         assert (capped["start_line"], capped["end_line"]) == (10, 10 + READ_MAX_LINES - 1)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from anekit.errors import SearchError
+from anekit.errors import DamagedStoreError, SearchError
 from anekit.search import store as store_module
 from anekit.search.store import (
     DB_FILE,
@@ -123,8 +123,59 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
 def test_a_file_that_is_not_a_store(tmp_path: Path) -> None:
     store_dir(tmp_path).mkdir()
     (store_dir(tmp_path) / DB_FILE).write_bytes(b"this is not sqlite" * 500)
-    with pytest.raises(SearchError, match="not a readable search store"):
+    with pytest.raises(DamagedStoreError, match=r"the index is damaged .*run `anekit index`"):
         Store(store_dir(tmp_path))
+
+
+def _garbled(tmp_path: Path) -> Path:
+    """A store of 40 files with 32 KiB of garbage written over the middle of its file."""
+    directory = store_dir(tmp_path)
+    with Store(directory) as s:
+        s.ensure_identity(IDENTITY)
+        for n in range(40):
+            put(s, f"m{n}.py", [f"alpha {n} " * 60, f"beta {n} " * 60])
+    db = directory / DB_FILE
+    size = db.stat().st_size
+    with open(db, "r+b") as raw:
+        raw.seek(size // 2)
+        raw.write(bytes(range(256)) * 128)
+    return directory
+
+
+def test_a_damaged_store_is_found_by_check_and_never_a_raw_sqlite_error(tmp_path: Path) -> None:
+    directory = _garbled(tmp_path)
+    refused = 0
+    with Store(directory, create=False) as s:
+        assert s.check() != "ok"
+        for call in (
+            lambda: s.keyword_search("alpha", 5),
+            lambda: s.chunks(list(range(1, 81))),
+            s.vector_matrix,
+            s.files,
+            s.stats,
+        ):
+            try:
+                call()
+            except DamagedStoreError as error:
+                refused += "the index is damaged" in str(error)
+            # a call that reads no damaged page may answer; a raw sqlite3 error fails
+    assert refused >= 2
+
+
+def test_check_of_a_healthy_store(store: Store) -> None:
+    put(store, "a.py", ["alpha"])
+    assert store.check() == "ok"
+
+
+def test_a_linked_store_file_is_refused_not_written_through(tmp_path: Path) -> None:
+    directory = store_dir(tmp_path / "repo")
+    directory.mkdir(parents=True)
+    target = tmp_path / "authorized_keys"
+    (directory / DB_FILE).symlink_to(target)
+    (directory / ".gitignore").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(SearchError, match="a symbolic link"):
+        Store(directory)
+    assert not target.exists() and not (tmp_path / "elsewhere").exists()
 
 
 def test_reopen_keeps_everything(tmp_path: Path) -> None:

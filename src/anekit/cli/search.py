@@ -45,6 +45,9 @@ def lane_names(lanes: tuple[str, ...]) -> list[str] | None:
     return names or None
 
 
+#: How often ``anekit index`` prints a progress line when stderr is not a terminal.
+PROGRESS_EVERY_S = 5.0
+
 wait_option = click.option(
     "--wait",
     type=click.FloatRange(min=0),
@@ -56,13 +59,26 @@ wait_option = click.option(
 
 
 def _open(store: Path | None, **options: Any) -> Any:
-    """The index that search, status and forget act on: the store given, else the one
-    found at or above the current folder."""
+    """The index that search, status and forget act on: the store given (``--store``,
+    else ``$ANEKIT_STORE``), which must exist, with the root it was indexed from; else
+    the one found at or above the current folder."""
+    from anekit import config
+    from anekit.errors import SearchError
     from anekit.search.index import Index, find_root
+    from anekit.search.store import DB_FILE, Store
 
-    if store is not None:
-        return Index(Path.cwd(), store, **options)
-    return Index(find_root(Path.cwd()), **options)
+    store = store or config.search_store()
+    if store is None:
+        return Index(find_root(Path.cwd()), **options)
+    if not (store / DB_FILE).is_file():
+        raise SearchError(
+            f"{store}: no search store here (is the path right? `anekit index` makes one)"
+        )
+    with Store(store, create=False) as opened:
+        root = opened.root
+    if root is None or not root.is_dir():
+        root = Path.cwd()  # a store from before roots were recorded, or moved
+    return Index(root, store, **options)
 
 
 @click.command()
@@ -113,6 +129,7 @@ def index(
 
     root = root_for(paths)
     names = lane_names(lanes)
+    plain = not as_json and not stderr.is_terminal  # a log: a line every few seconds
     bar = progress_bar(
         "indexing",
         TextColumn(
@@ -125,8 +142,18 @@ def index(
     with Index(root, store, lanes=names, model=model, wait=wait, ray=ray) as built, bar:
         task = bar.add_task("index", total=None, files="0/0", rate="-", lane="")
 
+        last_line = [started]
+
         def show(step: IndexProgress) -> None:
-            elapsed = max(time.monotonic() - started, 1e-6)
+            now = time.monotonic()
+            elapsed = max(now - started, 1e-6)
+            if plain and now - last_line[0] >= PROGRESS_EVERY_S:
+                last_line[0] = now
+                stderr.print(
+                    f"indexing: {step.chunks_done}/{step.chunks_total} chunks, "
+                    f"{step.files_done}/{step.files_total} files, "
+                    f"{step.chunks_done / elapsed:.0f} chunks/s, {esc(step.lane)}"
+                )
             bar.update(
                 task,
                 total=step.chunks_total,
@@ -140,7 +167,12 @@ def index(
     if as_json:
         emit_json({"root": str(root), **summary.as_dict()})
     else:
-        stderr.print(esc(_summary_line(root, summary)))
+        if summary.rebuilt:
+            stderr.print(
+                f"[yellow]warning[/]: the index was damaged ({esc(summary.rebuilt)}); "
+                "it was set aside as store.db.damaged and rebuilt from the files"
+            )
+        stderr.print(esc(_summary_line(root, summary, list_skipped)))
         for item in summary.skipped if list_skipped else ():
             detail = f" ({item.detail})" if item.detail else ""
             stderr.print(f"skipped {esc(item.relpath)}: {esc(item.reason)}{esc(detail)}")
@@ -155,7 +187,7 @@ def index(
         raise SystemExit(1)
 
 
-def _summary_line(root: Path, summary: Any) -> str:
+def _summary_line(root: Path, summary: Any, listed: bool = False) -> str:
     skipped = ", ".join(
         f"{count} {reason}" for reason, count in summary.skipped_by_reason().items()
     )
@@ -164,7 +196,7 @@ def _summary_line(root: Path, summary: Any) -> str:
         f"{summary.removed} removed",
     ]
     if skipped:
-        parts.append(f"skipped: {skipped} (--verbose lists them)")
+        parts.append(f"skipped: {skipped}" + ("" if listed else " (--verbose lists them)"))
     if summary.failed:
         parts.append(f"{len(summary.failed)} failed")
     parts.append(
@@ -209,9 +241,13 @@ def search(
 ) -> None:
     """Search the index that holds the current folder for QUERY: a question in words
     or an identifier (getUserName, Client.send)."""
+    from anekit.search.index import check_query, visible
+
+    check_query(query)
     with _open(store) as opened:
         started = time.monotonic()
         hits = opened.search(query, k=k, mode=mode, paths=paths, exts=exts, langs=langs)
+        hits = [hit for hit in hits if visible(opened.root, hit.path)]
         elapsed = time.monotonic() - started
     if as_json:
         emit_json(
@@ -243,15 +279,41 @@ def search(
 @with_json
 def status(store: Path | None, as_json: bool) -> None:
     """The index that holds the current folder: files, chunks, model, size, last update."""
+    from anekit.errors import DamagedStoreError
+
     with _open(store) as opened:
-        stats = opened.store.stats()
-        report = {"root": str(opened.root), "store": str(opened.directory), **stats}
+        try:
+            health = opened.store.check()
+            stats = opened.store.stats() if health == "ok" else {}
+        except DamagedStoreError as error:
+            health, stats = str(error.__cause__ or error), {}
+        report = {
+            "root": str(opened.root),
+            "store": str(opened.directory),
+            "health": health,
+            **stats,
+        }
+    if health != "ok":
+        message = (
+            f"{opened.directory}: the index is damaged ({health}): run `anekit index`, "
+            "which rebuilds it from the files"
+        )
+        if as_json:
+            emit_json({**report, "error": "DamagedStoreError", "message": message})
+        else:
+            stderr.print(f"[bold red]error[/] (DamagedStoreError): {esc(message)}")
+        raise SystemExit(2)
     if as_json:
         emit_json(report)
         return
     identity = stats.get("identity") or {}
     stdout.print(f"index:  {esc(report['store'])}")
+    stdout.print(f"health: {esc(health)} (SQLite quick_check)")
     stdout.print(f"files:  {stats.get('files')}   chunks: {stats.get('chunks')}")
+    languages = stats.get("languages") or {}
+    if languages:
+        listed = ", ".join(f"{esc(name)} {count}" for name, count in languages.items())
+        stdout.print(f"languages: {listed} (files; --lang takes these names)")
     if identity:
         stdout.print(
             f"model:  {esc(identity.get('model'))} ({esc(identity.get('variant'))}), "
@@ -270,16 +332,31 @@ def status(store: Path | None, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", required=False)
+@click.option("--all", "everything", is_flag=True, help="Drop every file (PATH not given).")
 @store_option
 @wait_option
 @with_json
-def forget(path: Path, store: Path | None, wait: float, as_json: bool) -> None:
+def forget(
+    path: str | None, everything: bool, store: Path | None, wait: float, as_json: bool
+) -> None:
     """Drop PATH (a file or folder) from the index; it comes back on the next index
-    unless it is ignored (.anekitignore)."""
+    unless it is ignored (.anekitignore). The whole index needs --all."""
+    import os
+
+    from anekit.errors import SearchError
+
+    if everything == (path is not None):
+        raise click.UsageError("give PATH or --all (not both)")
     with _open(store, wait=wait) as opened:
-        removed = opened.forget(path)
+        if path is not None and (not path.strip() or os.path.abspath(path) == str(opened.root)):
+            raise SearchError(
+                f"{path!r} is the whole index at {opened.root}: to drop every file, "
+                "run `anekit forget --all`"
+            )
+        removed = opened.forget(opened.root if path is None else path)
+    shown = "--all" if path is None else path
     if as_json:
-        emit_json({"path": str(path), "removed": removed})
+        emit_json({"path": shown, "removed": removed})
     else:
-        stderr.print(f"forgot {len(removed)} file(s) under {esc(path)}")
+        stderr.print(f"forgot {len(removed)} file(s) under {esc(shown)}")

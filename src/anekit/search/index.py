@@ -13,7 +13,9 @@ checkpoint's files, which the next run finds in the cache.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
 import os
 import stat
 import time
@@ -27,11 +29,19 @@ from typing import Any
 import numpy as np
 
 from anekit import config
-from anekit.errors import SearchError
+from anekit.errors import DamagedStoreError, SearchError
 from anekit.search.cache import VectorCache, cache_key
 from anekit.search.chunk import CHUNKER_VERSION, chunk_file, language_for, model_text
 from anekit.search.lock import WriterLock
-from anekit.search.store import ChunkRecord, FileRecord, Store, StoreIdentity, store_dir
+from anekit.search.store import (
+    DB_FILE,
+    ChunkRecord,
+    FileRecord,
+    Store,
+    StoreIdentity,
+    store_dir,
+)
+from anekit.search.vectors import VECTORS_FILE
 from anekit.search.walk import (
     FileEntry,
     Skipped,
@@ -40,6 +50,8 @@ from anekit.search.walk import (
     relpath_in,
     walk,
 )
+
+log = logging.getLogger(__name__)
 
 #: Finished files are written to the store at least this often while embedding.
 CHECKPOINT_SECONDS = 30.0
@@ -104,6 +116,8 @@ class IndexSummary:
     lane: str = ""
     #: The store was made by another model or chunker: everything was embedded again.
     reset: bool = False
+    #: The store was damaged (what SQLite found): it was set aside and rebuilt.
+    rebuilt: str | None = None
     #: On a Ray cluster: each node's lane, chunks and rate in this run.
     nodes: list[dict[str, Any]] = field(default_factory=list)
 
@@ -129,6 +143,7 @@ class IndexSummary:
             "seconds": round(self.seconds, 3),
             "lane": self.lane,
             "reset": self.reset,
+            "rebuilt": self.rebuilt,
             "nodes": self.nodes,
         }
 
@@ -229,6 +244,8 @@ class Index:
         #: (seconds; None: as long as it takes) before :class:`StoreBusy` names it.
         self.wait = wait
         self._store: Store | None = None
+        #: Whether the store was checked for damage (once, before the first write).
+        self._checked = False
         self._embedder: Any = None
         self._searcher: Any = None
         self._query_embedder: Any = None
@@ -241,8 +258,19 @@ class Index:
     @property
     def store(self) -> Store:
         if self._store is None:
-            self._store = Store(self.directory)
+            try:
+                self._store = Store(self.directory)
+            except DamagedStoreError:
+                if self._checked:  # readers, and a writer that rebuilt it already
+                    raise
+                self._checked_store()  # a writer's first open: rebuild
+                self._store = Store(self.directory)
         return self._store
+
+    def _close_store(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
 
     def identity(self) -> StoreIdentity:
         """What this index's vectors are made with: the model, the first lane's
@@ -442,8 +470,10 @@ class Index:
     ) -> IndexSummary:
         started = time.monotonic()
         identity = self.identity()
+        rebuilt = self._checked_store()
         store = self.store
-        summary = IndexSummary(reset=store.ensure_identity(identity))
+        summary = IndexSummary(reset=store.ensure_identity(identity), rebuilt=rebuilt)
+        store.set_root(self.root)
         scope = [Path(os.path.abspath(path)) for path in paths] if paths else None
         # A named path that no longer exists is walked as nothing: its files are dropped.
         walked = walk(self.root, scope and [path for path in scope if os.path.lexists(path)])
@@ -479,6 +509,29 @@ class Index:
         summary.chunks = store.chunk_count()
         summary.seconds = time.monotonic() - started
         return summary
+
+    def _checked_store(self) -> str | None:
+        """Check the store once per Index before its first write (``PRAGMA quick_check``,
+        :meth:`Store.check`); a damaged one is moved aside (``store.db.damaged``) and made
+        anew, its files indexed again with their vectors from the machine-wide cache.
+        What SQLite found, or None for a healthy store."""
+        if self._checked:
+            return None
+        try:
+            found = self.store.check()
+        except DamagedStoreError as error:
+            found = str(error.__cause__ or error)
+        self._checked = True
+        if found == "ok":
+            return None
+        log.warning("%s: the index is damaged (%s): rebuilding it", self.directory, found)
+        self._close_store()
+        database = self.directory / DB_FILE
+        os.replace(database, database.with_name(DB_FILE + ".damaged"))
+        for derived in (DB_FILE + "-wal", DB_FILE + "-shm", VECTORS_FILE):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self.directory / derived)
+        return found
 
     def _prepare(
         self,

@@ -30,6 +30,8 @@ __all__ = ["LOCK_FILE", "StoreBusy", "WriterLock"]
 LOCK_FILE = "writer.lock"
 # How often a waiting writer tries again (seconds).
 _POLL_S = 0.1
+# A planted link in place of the lock file is not written through.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 class StoreBusy(SearchError):
@@ -55,8 +57,15 @@ class WriterLock:
     def acquire(self, wait: float | None = 0.0) -> None:
         if self._fd is not None:
             raise SearchError(f"{self.path}: this writer already holds the lock")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o644)
+        except OSError as exc:
+            raise SearchError(
+                f"{self.path.parent}: cannot write the search store here ({exc.strerror}); "
+                "make it writable, or keep the store elsewhere with --store DIR "
+                "(or ANEKIT_STORE)"
+            ) from exc
         deadline = None if wait is None else time.monotonic() + wait
         try:
             while True:
