@@ -266,3 +266,59 @@ def test_a_store_from_before_links_were_refused_shows_nothing_through_them(
     with Index(root, lanes=["cpu"], cache=False) as index:
         summary = index.update()
         assert summary.removed == 1 and "etc/shadow.py" not in index.store.files()
+
+
+def test_searches_run_concurrently_and_share_one_vector_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slow search does not hold the others (a pool of reader threads), and the readers
+    of a root build its vector index and query model once between them."""
+    from anekit.search import vectors
+    from anekit.search.index import Index
+    from anekit.search.server import READERS, SearchService
+
+    root = _repo(tmp_path / "repo")
+    with Index(root, lanes=["cpu"], cache=False) as index:
+        index.update()
+    opened: list[int] = []
+    real_open = vectors.VectorIndex.open
+
+    def counting_open(store: Any, **options: Any) -> Any:
+        opened.append(threading.get_ident())
+        return real_open(store, **options)
+
+    monkeypatch.setattr(vectors.VectorIndex, "open", counting_open)
+    release, entered = threading.Event(), threading.Event()
+    real_search = Index.search
+
+    def search(self: Index, query: str, *args: Any, **kwargs: Any) -> Any:
+        if query == "slow":
+            entered.set()
+            assert release.wait(30)
+        return real_search(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(Index, "search", search)
+    service = SearchService([root])
+
+    async def calls() -> list[Any]:
+        slow = asyncio.ensure_future(service.call(service.search, "slow"))
+        while not entered.is_set():
+            await asyncio.sleep(0.01)
+        quick = [
+            await service.call(service.search, "parse a duration", 3) for _ in range(READERS * 2)
+        ]
+        assert not slow.done()  # the others answered while it was held
+        release.set()
+        made.extend(service._readers)  # each reader thread made its own Index
+        return [*quick, await slow]
+
+    made: list[Index] = []
+    try:
+        results = asyncio.run(calls())
+    finally:
+        release.set()
+        service.close()
+    assert all(result["hits"] for result in results)
+    assert results[0]["hits"][0]["symbol"] == "parse_duration"
+    assert len(opened) == 1  # one vector index for every reader thread
+    assert 2 <= len(made) <= READERS

@@ -18,6 +18,7 @@ import hashlib
 import logging
 import os
 import stat
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -207,6 +208,18 @@ def find_root(start: Path) -> Path:
     raise SearchError(f"no anekit index at or above {start}: run `anekit index` first")
 
 
+class SharedReading:
+    """What the readers of one store in several threads share, built once: the vector index
+    (read-only once built; a new one replaces it when the store moves on) and the query
+    model. Each :class:`Index` keeps its own SQLite connections."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.encoding = threading.Lock()
+        self.vectors: Any = None
+        self.embedder: Any = None
+
+
 class Index:
     """The code search index of one root.
 
@@ -215,7 +228,8 @@ class Index:
     model (default all-MiniLM-L6-v2); ``cache``: the machine-wide vector cache (None: off);
     ``ray``: embed on the Ray cluster at this address instead (``"local"``: an instance of
     this machine's own; :mod:`anekit.lanes.cluster`), one lane (``lanes``' first, or
-    ``auto``).
+    ``auto``); ``shared``: what readers of this store in other threads share (a server's
+    reader pool).
     """
 
     def __init__(
@@ -228,6 +242,7 @@ class Index:
         cache: VectorCache | bool | None = True,
         wait: float | None = 0.0,
         ray: str | None = None,
+        shared: SharedReading | None = None,
     ) -> None:
         self.root = Path(root).resolve()
         if not self.root.is_dir():
@@ -247,8 +262,7 @@ class Index:
         #: Whether the store was checked for damage (once, before the first write).
         self._checked = False
         self._embedder: Any = None
-        self._searcher: Any = None
-        self._query_embedder: Any = None
+        self._shared = shared or SharedReading()
         # Hybrid search runs its keyword half on one thread of its own, with a store
         # connection of its own (made and closed on that thread), while this thread
         # embeds the query and scans the vectors.
@@ -324,7 +338,7 @@ class Index:
     def release_memory(self) -> None:
         """Give back what searching holds and can get again (the query model's mapped
         word-table pages); for a long-lived server between requests, from any thread."""
-        embedder = self._query_embedder
+        embedder = self._shared.embedder
         if embedder is not None:
             embedder.release_memory()
 
@@ -429,27 +443,38 @@ class Index:
             self._keyword_store = None
 
     def _vectors(self) -> Any:
-        """The vector index, rebuilt from the store when its generation moved on."""
+        """The vector index, rebuilt from the store when its generation moved on (shared
+        with the other threads' readers of this store, :class:`SharedReading`)."""
         from anekit.search.vectors import VectorIndex
 
-        searcher = self._searcher
-        self._searcher = (
-            VectorIndex.open(self.store) if searcher is None else searcher.refresh(self.store)
-        )
-        return self._searcher
+        shared = self._shared
+        with shared.lock:
+            current = shared.vectors
+            shared.vectors = (
+                VectorIndex.open(self.store) if current is None else current.refresh(self.store)
+            )
+            return shared.vectors
 
     def _query_vector(self, query: str) -> np.ndarray:
         """The query embedded in this process, in the numerics closest to the store's
         (ONNX Runtime int8 for an int8 store, fp32 for fp16 and fp32 stores)."""
-        if self._query_embedder is None:
-            from anekit.embedder import Embedder
+        shared = self._shared
+        with shared.lock:
+            if shared.embedder is None:
+                from anekit.embedder import Embedder
 
-            identity = self.store.identity
-            variant = "int8" if identity is not None and identity.variant == "int8" else "fp32"
-            self._query_embedder = Embedder(
-                self.model, backend="onnx", variant=variant, threads=1, isolated_build=True
-            )
-        return np.asarray(self._query_embedder.encode([query])[0], np.float32)
+                identity = self.store.identity
+                int8 = identity is not None and identity.variant == "int8"
+                shared.embedder = Embedder(
+                    self.model,
+                    backend="onnx",
+                    variant="int8" if int8 else "fp32",
+                    threads=1,
+                    isolated_build=True,
+                )
+            embedder = shared.embedder
+        with shared.encoding:  # one query at a time through the model (about 2 ms)
+            return np.asarray(embedder.encode([query])[0], np.float32)
 
     def update(
         self,

@@ -1,11 +1,14 @@
 """Code search for agents: the MCP tools over one or more indexed roots.
 
 :class:`SearchService` does the tools' work (``search``, ``read``, ``files``, ``status``,
-``index``). Searches run on one reader thread of their own (SQLite connections stay on the
-thread that made them); an update runs on a writer thread with its own :class:`Index`,
-under the store's writer lock, so searches never wait for it and see each file before or
-after its update, never half. :func:`mcp_server` puts the service behind the official MCP
-SDK (``mcp.server.mcpserver.MCPServer``); ``anekit mcp`` serves it over stdio.
+``index``). Tool calls run on a pool of :data:`READERS` reader threads, each with its own
+:class:`Index` per root (its own SQLite connections), all readers of a root sharing one
+vector index and one query model (:class:`~anekit.search.index.SharedReading`), so
+concurrent searches do not queue behind each other; an update runs on a writer thread
+with its own :class:`Index`, under the store's writer lock, so searches never wait for it
+and see each file before or after its update, never half. :func:`mcp_server` puts the
+service behind the official MCP SDK (``mcp.server.mcpserver.MCPServer``); ``anekit mcp``
+serves it over stdio.
 """
 
 from __future__ import annotations
@@ -20,12 +23,22 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from anekit.errors import AnekitError, SearchError
-from anekit.search.index import Index, IndexSummary, Progress, check_query, visible
+from anekit.search.index import (
+    Index,
+    IndexSummary,
+    Progress,
+    SharedReading,
+    check_query,
+    visible,
+)
 from anekit.search.priority import Priority, busy
 from anekit.search.walk import FileEntry, Skipped, check, read_file, relpath_in
 
-__all__ = ["READ_MAX_LINES", "SEARCH_MAX_K", "SearchService", "mcp_server"]
+__all__ = ["READERS", "READ_MAX_LINES", "SEARCH_MAX_K", "SearchService", "mcp_server"]
 
+#: Reader threads: tool calls served at once (each search mostly waits on SQLite, NumPy
+#: and ONNX Runtime, which release the GIL).
+READERS = 4
 #: The most lines one ``read`` returns.
 READ_MAX_LINES = 400
 #: The most hits one ``search`` returns.
@@ -75,35 +88,37 @@ class SearchService:
         self.model = model
         #: Held busy for each tool call and index run (None: the priority is left alone).
         self.priority = priority
-        self._reader = ThreadPoolExecutor(1, thread_name_prefix="anekit-search")
-        self._readers: dict[Path, Index] = {}  # used on the reader thread only
+        self._pool = ThreadPoolExecutor(READERS, thread_name_prefix="anekit-search")
+        self._local = threading.local()  # each reader thread's Index per root
+        self._readers: list[Index] = []  # every reader made, for release_memory and close
+        self._shared = {root: SharedReading() for root in self.roots}
         self._runs: dict[Path, _Run] = {}
         self._lock = threading.Lock()
 
     async def call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run ``function`` on the reader thread (from the event loop)."""
+        """Run ``function`` on a reader thread (from the event loop)."""
 
         def work() -> T:
             with busy(self.priority):
                 return function(*args, **kwargs)
 
-        return await asyncio.get_running_loop().run_in_executor(self._reader, work)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, work)
 
     def close(self) -> None:
-        def close_readers() -> None:
-            for index in self._readers.values():
-                index.close()
-            self._readers.clear()
-
-        self._reader.submit(close_readers).result()
-        self._reader.shutdown()
+        self._pool.shutdown(wait=True)  # then no reader is in use: close them from here
+        with self._lock:
+            readers, self._readers = self._readers, []
+        for index in readers:
+            index.close()
         for run in list(self._runs.values()):
             run.thread.join()
 
     def release_memory(self) -> None:
         """Give back what the readers hold and can get again (between requests; from any
         thread: it only drops mapped pages)."""
-        for index in list(self._readers.values()):
+        with self._lock:
+            readers = list(self._readers)
+        for index in readers:
             index.release_memory()
 
     def _root(self, root: str | None) -> Path:
@@ -119,9 +134,16 @@ class SearchService:
         raise SearchError(f"{root}: not a served root ({', '.join(map(str, self.roots))})")
 
     def _reader_for(self, root: Path) -> Index:
-        if root not in self._readers:
-            self._readers[root] = Index(root, lanes=self.lanes, model=self.model)
-        return self._readers[root]
+        """This thread's reader of ``root``."""
+        readers: dict[Path, Index] | None = getattr(self._local, "readers", None)
+        if readers is None:
+            readers = self._local.readers = {}
+        if root not in readers:
+            made = Index(root, lanes=self.lanes, model=self.model, shared=self._shared[root])
+            readers[root] = made
+            with self._lock:
+                self._readers.append(made)
+        return readers[root]
 
     def _indexed(self, root: Path) -> Index:
         """The reader of a root that has been indexed; a SearchError saying what to do

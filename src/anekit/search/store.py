@@ -13,7 +13,7 @@ connections, other processes) see the last committed state. Every committed writ
 changes chunks or vectors bumps :attr:`Store.generation`, which stamps whatever is derived
 from the store (:mod:`anekit.search.vectors`).
 
-A :class:`Store` wraps one connection: use it from the thread that opened it.
+A :class:`Store` wraps one connection: use it from one thread at a time.
 """
 
 from __future__ import annotations
@@ -296,7 +296,11 @@ class Store:
         elif not self.path.is_file():
             raise SearchError(f"{self.directory}: no search store here; index the root first")
         try:
-            self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=timeout)
+            # One thread at a time, not only the one that opened it: a server's reader pool
+            # closes its threads' connections from the thread that stops it.
+            self._conn = sqlite3.connect(
+                self.path, isolation_level=None, timeout=timeout, check_same_thread=False
+            )
         except sqlite3.Error as exc:
             raise SearchError(f"{self.path}: cannot open the search store: {exc}") from exc
         try:

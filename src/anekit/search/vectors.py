@@ -28,6 +28,7 @@ import json
 import os
 import struct
 import tempfile
+import threading
 import time
 import zlib
 from collections.abc import Set as AbstractSet
@@ -86,6 +87,7 @@ class VectorIndex:
         self.vectors = vectors
         self.stamp = stamp
         self._scan: _Int8Scan | None = None  # the first pass, made at the first search
+        self._scan_lock = threading.Lock()
 
     @property
     def generation(self) -> int:
@@ -192,7 +194,9 @@ class VectorIndex:
         q = q / np.linalg.norm(q)
         want = FIRST_PASS * (k + max(k, _RERANK_EXTRA))
         if self._scan is None:
-            self._scan = _Int8Scan(self.vectors)
+            with self._scan_lock:  # readers in several threads share one index
+                if self._scan is None:
+                    self._scan = _Int8Scan(self.vectors)
         if allowed is None:
             return self._rerank(self._scan.top(q, min(want, n)), q, k)
         wanted = np.fromiter(allowed, dtype=np.int64, count=len(allowed))
