@@ -353,3 +353,23 @@ def test_vectors_a_fallback_lane_made_are_marked_then_replaced(
     assert marked in again.store.files()
     again.close()
     private.close()
+
+
+def test_a_reader_follows_a_store_made_anew_under_it(
+    indexed: tuple[Index, object], cache: VectorCache, tmp_path: Path
+) -> None:
+    copy = _copy(indexed[0], tmp_path / "repo", cache)
+    copy.update()
+    copy.close()
+    reader = Index(copy.root, cache=False)
+    assert [hit.path for hit in reader.search("parse_duration", k=1, mode="keyword")] == [
+        "app/parse.py"
+    ]
+    shutil.rmtree(copy.root / ".anekit")  # deleted and indexed again by someone else
+    (copy.root / "app" / "parse.py").rename(copy.root / "app" / "durations.py")
+    with Index(copy.root, lanes=["cpu"], cache=cache) as again:
+        again.update()
+    for mode in ("keyword", "hybrid"):
+        (hit,) = reader.search("parse_duration", k=1, mode=mode)
+        assert hit.path == "app/durations.py", mode
+    reader.close()

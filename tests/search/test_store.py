@@ -823,3 +823,36 @@ def test_kill_9_leaves_a_consistent_store(tmp_path: Path) -> None:
             assert duplicates == 0
             total = _check_consistent(s)
     assert total > 0
+
+
+def test_a_wal_deleted_under_an_open_store_is_explained_and_nothing_is_lost(
+    tmp_path: Path,
+) -> None:
+    directory = store_dir(tmp_path)
+    holder = Store(directory)
+    holder.ensure_identity(IDENTITY)
+    put(holder, "a.py", ["alpha"])
+    (directory / "store.db-wal").unlink()  # under an open connection
+    put(holder, "b.py", ["beta"])
+    with pytest.raises(SearchError, match="stop that process and try again") as refused:
+        Store(directory, create=False)
+    advice = str(refused.value).removeprefix(f"{directory / DB_FILE}: ")
+    assert "index again" not in advice and "delete " not in advice
+    holder.close()  # the holder writes its changes back as it exits
+    with Store(directory, create=False) as reopened:
+        assert sorted(reopened.files()) == ["a.py", "b.py"]
+
+
+def test_replaced_tells_a_reader_its_store_was_made_anew(tmp_path: Path) -> None:
+    directory = store_dir(tmp_path)
+    with Store(directory) as first:
+        first.ensure_identity(IDENTITY)
+    reader = Store(directory, create=False)
+    assert not reader.replaced()
+    for leftover in directory.iterdir():
+        leftover.unlink()
+    with Store(directory) as second:
+        second.ensure_identity(IDENTITY)
+        put(second, "new.py", ["fresh"])
+    assert reader.replaced()
+    reader.close()

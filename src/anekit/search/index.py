@@ -271,6 +271,8 @@ class Index:
 
     @property
     def store(self) -> Store:
+        if self._store is not None and self._store.replaced():
+            self._close_store()  # deleted or made anew since: read the new one
         if self._store is None:
             try:
                 self._store = Store(self.directory)
@@ -433,6 +435,8 @@ class Index:
 
     def _keyword_ids(self, query: str, k: int, allowed: set[int] | None) -> list[int]:
         """The keyword half of a hybrid search (on the keyword thread, its own store)."""
+        if self._keyword_store is not None and self._keyword_store.replaced():
+            self._close_keyword_store()
         if self._keyword_store is None:
             self._keyword_store = Store(self.directory, create=False)
         return [i for i, _ in self._keyword_store.keyword_search(query, k, allowed)]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import re
 import sqlite3
@@ -45,6 +46,8 @@ from anekit.search.terms import (
     item_expression,
     query_items,
 )
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "CHUNK_KINDS",
@@ -214,6 +217,7 @@ def _ext(value: str) -> str:
 
 # SQLite's primary result codes for a file that is damaged or not a database at all.
 _SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+_SQLITE_IOERR = 10
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
@@ -231,13 +235,28 @@ def damaged(path: Path, error: sqlite3.Error) -> DamagedStoreError:
     )
 
 
+def _is_io_error(error: sqlite3.Error) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF == _SQLITE_IOERR
+
+
 def _damage_checked(method: _F) -> _F:
-    """``method`` with a damaged database reported as :class:`DamagedStoreError`."""
+    """``method`` with a damaged database reported as :class:`DamagedStoreError`, and an
+    I/O error outside a transaction answered by opening the store again and trying once
+    more: a connection whose WAL file was deleted, or whose database was replaced, under
+    it (nothing is lost: the other writers made a WAL of their own) fails that way."""
 
     @functools.wraps(method)
     def checked(self: Store, *args: Any, **kwargs: Any) -> Any:
         try:
-            return method(self, *args, **kwargs)
+            try:
+                return method(self, *args, **kwargs)
+            except sqlite3.OperationalError as error:
+                if not _is_io_error(error) or self._in_write or self._in_read:
+                    raise
+                log.info("%s: %s: opening the store again", self.path, error)
+                self._reopen()
+                return method(self, *args, **kwargs)
         except sqlite3.DatabaseError as error:
             if is_damage(error):
                 raise damaged(self.path, error) from error
@@ -295,19 +314,41 @@ class Store:
                 ) from exc
         elif not self.path.is_file():
             raise SearchError(f"{self.directory}: no search store here; index the root first")
+        self._timeout = timeout
+        self._connect(create)
+
+    def _connect(self, create: bool) -> None:
         try:
             # One thread at a time, not only the one that opened it: a server's reader pool
             # closes its threads' connections from the thread that stops it.
             self._conn = sqlite3.connect(
-                self.path, isolation_level=None, timeout=timeout, check_same_thread=False
+                self.path, isolation_level=None, timeout=self._timeout, check_same_thread=False
             )
         except sqlite3.Error as exc:
             raise SearchError(f"{self.path}: cannot open the search store: {exc}") from exc
         try:
-            self._setup(create, timeout)
+            self._setup(create, self._timeout)
+            st = os.stat(self.path)
         except BaseException:
             self._conn.close()
             raise
+        self._file = (st.st_dev, st.st_ino)
+
+    def replaced(self) -> bool:
+        """Whether ``store.db`` is no longer the file this connection opened (deleted, or
+        made anew by another process): a reader should open the store again."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return True
+        return (st.st_dev, st.st_ino) != self._file
+
+    def _reopen(self) -> None:
+        """A new connection to the store (the old one's files were taken from under it)."""
+        with suppress(sqlite3.Error):
+            self._conn.close()
+        self._cache_generation = -1
+        self._connect(create=False)
 
     def _setup(self, create: bool, timeout: float) -> None:
         conn = self._conn
@@ -320,6 +361,13 @@ class Store:
         except sqlite3.DatabaseError as exc:
             if is_damage(exc):
                 raise damaged(self.path, exc) from exc
+            if _is_io_error(exc):
+                raise SearchError(
+                    f"{self.path}: cannot open the search store ({exc}): another process "
+                    "(anekit serve, mcp or watch) may hold it while its -wal file was deleted "
+                    "under it; stop that process and try again (nothing needs deleting: it "
+                    "writes its changes back as it exits)"
+                ) from exc
             raise SearchError(f"{self.path}: cannot read the search store ({exc})") from exc
         if str(mode).lower() != "wal":
             raise SearchError(f"{self.path}: cannot switch the store to WAL mode ({mode})")
