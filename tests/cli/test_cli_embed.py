@@ -280,10 +280,36 @@ def test_a_last_line_cut_inside_a_utf8_character_is_skipped_as_truncated(
         "embedded 1 of 2 lines; 1 skipped (line 2)",
     ]
     assert _outputs(result) == [0, None]
-    # not UTF-8 elsewhere is an error: the input is probably not text
-    broken = _embed("-", stdin=b"caf\xff\nwhole\n")
-    assert broken.exit_code == 2
-    assert broken.stderr == ("error (ModelError): stdin, line 1: not UTF-8 (invalid start byte)\n")
+
+
+def test_a_line_that_is_not_utf8_is_skipped_as_null(
+    made: list[RecordingScheduler], tokenize: Callable[[list[str]], list[list[int]]]
+) -> None:
+    """As --help says (issue 32 item 3): the other lines are embedded, that one is null
+    and named on stderr, and the exit status is 0 (it was 2 with nothing embedded)."""
+    result = _embed("-", stdin=b"first\ncaf\xff\nthird\n")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        "warning: stdin, line 2: not valid UTF-8 (byte 4: invalid start byte); skipped",
+        "embedded 2 of 3 lines; 1 skipped (line 2)",
+    ]
+    assert _outputs(result) == [0, None, 1]
+    assert made[-1].embedded == tokenize(["first", "third"])
+
+
+def test_strict_refuses_a_line_that_is_not_utf8_by_its_number(
+    made: list[RecordingScheduler], tmp_path: Path
+) -> None:
+    source = tmp_path / "in.txt"
+    source.write_bytes(b"first\nsecond\n\xc3\x28 bad\n")
+    result = _embed("--strict", str(source))
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"error (ModelError): {source}, line 3: not valid UTF-8 (byte 1: invalid continuation "
+        "byte); nothing embedded (--strict)\n"
+    )
+    assert result.stdout == ""
+    assert made == []  # refused before any lane started
 
 
 def test_the_summary_lists_ten_skipped_lines_and_counts_the_rest(

@@ -85,8 +85,9 @@ def test_embed_writes_one_json_vector_per_line(tmp_path: Path) -> None:
 
 def test_embed_reads_stdin_and_names_bad_input() -> None:
     result = CliRunner().invoke(cli, ["embed", "--lane", "numpy", "-"], input=b"ok\n\xff\xfe\n")
-    assert result.exit_code == 2
-    assert "stdin, line 2: not UTF-8" in result.output
+    assert result.exit_code == 0, result.output  # the line becomes null (--strict refuses)
+    assert "stdin, line 2: not valid UTF-8 (byte 1: invalid start byte); skipped" in result.stderr
+    assert result.stdout.splitlines()[1] == "null"
     missing = CliRunner().invoke(cli, ["embed", "no-such-file.txt"])
     assert missing.exit_code == 2 and "does not exist" in missing.output
 

@@ -174,7 +174,7 @@ def test_saved_models_load_for_the_command_line(tmp_path: Path) -> None:
     with pytest.raises(errors.ConversionError, match="no such file"):
         load_saved(tmp_path / "missing.pt")
     (tmp_path / "broken.pt2").write_bytes(b"not a model")
-    with pytest.raises(errors.ConversionError, match="as an ExportedProgram"):
+    with pytest.raises(errors.ConversionError, match="not a saved PyTorch model"):
         load_saved(tmp_path / "broken.pt2")
 
 

@@ -9,16 +9,18 @@ family, the rules that fired, a reason and a fix. It is a prediction; on a Mac,
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from anekit.analysis.analyzer import PackageFacts, analyze_program
-from anekit.analysis.optable import OpTable
-from anekit.analysis.optable import load as load_op_table
-from anekit.analysis.report import Finding, FunctionReport, OpPlacement, PlacementReport
-from anekit.analysis.rules import RULES
+if TYPE_CHECKING:
+    from anekit.analysis.analyzer import PackageFacts
+    from anekit.analysis.optable import OpTable
+    from anekit.analysis.optable import load as load_op_table
+    from anekit.analysis.report import Finding, FunctionReport, OpPlacement, PlacementReport
+    from anekit.analysis.rules import RULES
 
 __all__ = [
     "RULES",
@@ -33,8 +35,30 @@ __all__ = [
 ]
 
 
+# Imported on first use: the analyzer and the rules import coremltools (seconds), which a
+# command that only checks its arguments, or reads the op table, should not pay for.
+_LAZY = {
+    "RULES": ("anekit.analysis.rules", "RULES"),
+    "Finding": ("anekit.analysis.report", "Finding"),
+    "FunctionReport": ("anekit.analysis.report", "FunctionReport"),
+    "OpPlacement": ("anekit.analysis.report", "OpPlacement"),
+    "PlacementReport": ("anekit.analysis.report", "PlacementReport"),
+    "OpTable": ("anekit.analysis.optable", "OpTable"),
+    "load_op_table": ("anekit.analysis.optable", "load"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'anekit.analysis' has no attribute {name!r}")
+    module, attribute = _LAZY[name]
+    return getattr(importlib.import_module(module), attribute)
+
+
 def package_facts(path: Path, spec: Any) -> PackageFacts:
     """Size on disk and enumerated-shape inputs of a package."""
+    from anekit.analysis.analyzer import PackageFacts
+
     size = (
         sum(item.stat().st_size for item in path.rglob("*") if item.is_file())
         if path.is_dir()
@@ -63,6 +87,8 @@ def analyze(
     at fp16 compute precision). ``families`` picks ANE families (default: all in the
     op table); ``function`` one function of a multifunction package.
     """
+    from anekit.analysis.analyzer import analyze_program
+
     functions = [function] if function else None
     package = None
     if callable(getattr(target, "lowered", None)):  # a CompiledProgram

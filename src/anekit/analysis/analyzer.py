@@ -205,12 +205,7 @@ def analyze_program(
 ) -> PlacementReport:
     """Placement of every function (or the ones named) of a MIL ``program``."""
     table = optable.load()
-    chosen = list(families) if families else list(table.families)
-    unknown = [family for family in chosen if family not in table.families]
-    if unknown:
-        raise PlacementError(
-            f"unknown ANE family {', '.join(unknown)}; choose from {', '.join(table.families)}"
-        )
+    chosen = table.chosen_families(families or ())
     if platform not in ("macos", "ios"):
         raise PlacementError(f"unknown platform {platform!r}; choose macos or ios")
     names = list(functions) if functions else list(program.functions)

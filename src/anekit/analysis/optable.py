@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -69,6 +70,17 @@ class OpTable:
 
     def entry(self, op_type: str) -> OpEntry | None:
         return self.ops.get(op_type)
+
+    def chosen_families(self, names: Sequence[str] = ()) -> list[str]:
+        """``names`` (default: every family of the table), checked: a PlacementError
+        names any the table does not have and lists the choices."""
+        chosen = list(names) or list(self.families)
+        unknown = [family for family in chosen if family not in self.families]
+        if unknown:
+            raise PlacementError(
+                f"unknown ANE family {', '.join(unknown)}; choose from {', '.join(self.families)}"
+            )
+        return chosen
 
     def ane_capable(self) -> set[str]:
         """The compute op types some family places on the ANE."""

@@ -1,4 +1,4 @@
-"""Shared pieces of the ``anekit`` commands: consoles, JSON output, error handling.
+r"""Shared pieces of the ``anekit`` commands: consoles, JSON output, error handling.
 
 Errors anekit raises on purpose print one line (``error: ...``) and exit with
 status 2; ``-v`` shows the traceback. With ``--json`` an error is printed as
@@ -6,15 +6,21 @@ status 2; ``-v`` shows the traceback. With ``--json`` an error is printed as
 
 Text that comes from the user (paths, source lines, op names, error messages) is
 printed through :func:`esc` wherever it meets rich markup: ``[bold]`` in a comment
-or a file name is shown as written, never interpreted. Only light modules are
-imported here and at the top of the command modules, so that ``anekit --help``
-does not pay for coremltools or torch.
+or a file name is shown as written, never interpreted, and control characters other
+than newline and tab are shown escaped (``\x1b``), never sent to the terminal. File
+names go through :func:`esc_path`, which also escapes their newlines (``'a\nb.py'``),
+and an error message shows the command's arguments so escaped.
+
+Only light modules are imported here and at the top of the command modules, and each
+command checks its arguments before it imports coremltools, torch, ONNX or the tracer,
+so that ``--help`` and a usage error (no such file, a bad --shape) answer at once.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -37,9 +43,45 @@ stdout = Console(
 stderr = Console(stderr=True, highlight=False, emoji=False, soft_wrap=True)
 
 
+# Control characters but newline and tab, as Python writes them in a string literal.
+_CONTROLS = {
+    code: repr(chr(code))[1:-1]
+    for code in (*range(0x20), *range(0x7F, 0xA0))
+    if chr(code) not in "\n\t"
+}
+
+
 def esc(value: object) -> str:
-    """``value`` as text that rich prints verbatim (its ``[...]`` not read as markup)."""
-    return escape(str(value))
+    r"""``value`` as text that rich prints verbatim: its ``[...]`` not read as markup and
+    its control characters (but newline and tab) escaped, as ``\x1b`` or ``\r``."""
+    return escape(str(value).translate(_CONTROLS))
+
+
+def shown(value: object) -> str:
+    r"""A file name or other user-given name as one printable line: as written when every
+    character is printable, else quoted with its newlines and control characters escaped
+    as Python writes them (``'a\nb.py'``)."""
+    text = str(value)
+    return text if text.isprintable() else repr(text)
+
+
+def esc_path(value: object) -> str:
+    """A file name for rich markup: :func:`shown`, then :func:`esc`."""
+    return esc(shown(value))
+
+
+def _arguments_shown(message: str, params: dict[str, Any]) -> str:
+    """``message`` with each unprintable path or name the command was given (and the
+    ``MODULE`` of a ``MODULE:FUNCTION`` one, its absolute form) replaced by :func:`shown`."""
+    values: list[str] = []
+    for value in params.values():
+        for item in value if isinstance(value, tuple | list) else (value,):
+            if isinstance(item, str | os.PathLike):
+                text = os.fspath(item)
+                values += [text, text.rpartition(":")[0], os.path.abspath(text)]
+    for text in sorted({text for text in values if shown(text) != text}, key=len, reverse=True):
+        message = message.replace(text, shown(text))
+    return message
 
 
 def emit_json(payload: Any) -> None:
@@ -59,7 +101,8 @@ def handles_errors(func: F) -> F:
             if kwargs.get("as_json"):
                 emit_json({"error": error.code, "message": str(error)})
             else:
-                stderr.print(f"[bold red]error[/] ({error.code}): {esc(error)}", markup=True)
+                message = _arguments_shown(str(error), click.get_current_context().params)
+                stderr.print(f"[bold red]error[/] ({error.code}): {esc(message)}", markup=True)
                 if verbose:
                     stderr.print_exception()
             sys.exit(EXIT_ERROR)

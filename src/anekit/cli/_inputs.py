@@ -1,4 +1,5 @@
-"""Inputs for a package's run: an ``--inputs`` .npz file, or random arrays."""
+"""What ``doctor``, ``simulate`` and ``run`` are given: a package (checked before
+coremltools is imported) and its inputs (an ``--inputs`` .npz file, or random arrays)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,25 @@ inputs_option = click.option(
 seed_option = click.option(
     "--seed", type=int, default=0, show_default=True, help="Seed for random inputs."
 )
+
+
+def check_package(path: Path) -> None:
+    """The checks of :func:`anekit.load` that need no import: a ProgramError unless
+    ``path`` exists and is an .mlpackage or .mlmodel (the same messages as its own)."""
+    if not path.exists():
+        raise errors.ProgramError(f"{path}: no such file or directory")
+    if path.suffix not in (".mlpackage", ".mlmodel"):
+        raise errors.ProgramError(f"{path}: expected an .mlpackage directory or an .mlmodel file")
+
+
+def check_inputs(inputs: Path | None) -> None:
+    """A ProgramError when the ``--inputs`` file ``inputs`` is given but is not there."""
+    if inputs is not None and not inputs.exists():
+        raise _no_such_inputs(inputs)
+
+
+def _no_such_inputs(path: Path) -> errors.ProgramError:
+    return errors.ProgramError(f"--inputs {path}: no such file")
 
 
 def program_inputs(program: Any, inputs: Path | None, seed: int) -> dict[str, Any]:
@@ -53,7 +73,7 @@ def read_npz(path: Path, names: list[str]) -> dict[str, Any]:
     try:
         data = np.load(path, allow_pickle=False)
     except FileNotFoundError:
-        raise errors.ProgramError(f"--inputs {path}: no such file") from None
+        raise _no_such_inputs(path) from None
     except EOFError:  # NumPy's answer to an empty file
         raise unreadable("the file is empty") from None
     except (OSError, ValueError, zipfile.BadZipFile) as error:

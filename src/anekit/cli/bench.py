@@ -14,18 +14,45 @@ from anekit.cli._common import emit_json, esc, stderr, with_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: ``anekit.bench.COLUMNS``' keys, checked here without importing it (it imports coremltools).
+COLUMN_KEYS = ("ane", "gpu", "numpy", "onnxruntime", "simulator", "direct")
+
+
+def _known_columns(
+    ctx: click.Context, param: click.Parameter, columns: tuple[str, ...]
+) -> tuple[str, ...]:
+    """--column's check: each a column of the bench, else a usage error naming them."""
+    unknown = sorted(set(columns) - set(COLUMN_KEYS))
+    if unknown:
+        raise click.BadParameter(
+            f"unknown column(s) {', '.join(unknown)}; choose from {', '.join(COLUMN_KEYS)}"
+        )
+    return columns
+
+
+_AT_LEAST_ONE = click.IntRange(min=1)
 _MEASURE_OPTIONS = [
     click.option(
         "--column",
         "columns",
         multiple=True,
+        callback=_known_columns,
         help="Only these columns (ane, gpu, numpy, onnxruntime, simulator, and the experimental "
         "direct, run only when named); repeatable.",
     ),
-    click.option("--repeat", default=5, show_default=True, help="Calls per pass."),
-    click.option("--passes", default=3, show_default=True, help="Passes, columns taking turns."),
+    click.option(
+        "--repeat", type=_AT_LEAST_ONE, default=5, show_default=True, help="Calls per pass."
+    ),
+    click.option(
+        "--passes",
+        type=_AT_LEAST_ONE,
+        default=3,
+        show_default=True,
+        help="Passes, columns taking turns.",
+    ),
     click.option(
         "--warmup",
+        type=_AT_LEAST_ONE,
         default=2,
         show_default=True,
         help="Warm-up calls per column (the first is also timed as the cold call).",
@@ -79,7 +106,11 @@ def _progress(as_json: bool) -> Callable[[str], None] | None:
     help="Latency of one request at a time (p50/p95/p99) apart from saturated throughput.",
 )
 @click.option(
-    "--in-flight", default=4, show_default=True, help="--latency: requests in flight at once."
+    "--in-flight",
+    type=_AT_LEAST_ONE,
+    default=4,
+    show_default=True,
+    help="--latency: requests in flight at once.",
 )
 @with_json
 @click.pass_context
@@ -165,9 +196,10 @@ def sweep(
 ) -> None:
     """conv1x1 on (1, C, 1, S) and x·W with x (S, C), W (C, C) over a grid of channels and
     sequence lengths, on every column: where throughput steps as shapes grow."""
-    from anekit import bench as bench_module
+    grid = _sizes(channels), _sizes(sequence)
+    from anekit import bench as bench_module  # coremltools: only once the arguments are good
 
-    rows = bench_module.sweep_workloads(_sizes(channels), _sizes(sequence))
+    rows = bench_module.sweep_workloads(*grid)
     try:
         result = bench_module.run(
             columns=columns or bench_module.DEFAULT_COLUMNS,

@@ -9,38 +9,56 @@ from typing import Any
 
 import click
 
-from anekit.cli._common import emit_json, esc, format_bytes, stderr, stdout, with_json
+from anekit.cli._common import (
+    emit_json,
+    esc,
+    esc_path,
+    format_bytes,
+    stderr,
+    stdout,
+    with_json,
+)
 from anekit.errors import ConversionError
 
 
-def _example_inputs(specs: tuple[str, ...], model: Any) -> tuple[list[str] | None, list[Any]]:
-    """Example tensors from ``--input`` specs (names given to all or none), or from an
-    ExportedProgram's own example inputs."""
-    import torch
-
+def _input_specs(specs: tuple[str, ...]) -> tuple[list[str] | None, list[Any]]:
+    """The ``--input`` specs parsed (names given to all or none): the names, or None,
+    and each input's TensorSpec; checked before torch is imported."""
     from anekit.errors import ProgramError
     from anekit.frontends.function_ref import parse_shape
 
-    if not specs:
-        examples = getattr(model, "example_inputs", None)
-        if examples is not None and examples[0]:
-            return None, list(examples[0])
-        raise ConversionError("give each model input with --input NAME=DIMS[:DTYPE]")
     names: list[str | None] = []
-    tensors = []
+    parsed = []
     for text in specs:
         try:
             name, spec = parse_shape(text if ":" in text else f"{text}:float32")
         except ProgramError as error:
             raise ConversionError(str(error).replace("--shape", "--input")) from error
         names.append(name)
+        parsed.append(spec)
+    if any(name is None for name in names) and not all(name is None for name in names):
+        raise ConversionError("--input: name every input (ids=...) or none of them")
+    named = bool(names) and names[0] is not None
+    return ([str(name) for name in names] if named else None), parsed
+
+
+def _example_inputs(specs: tuple[str, ...], parsed: list[Any], model: Any) -> list[Any]:
+    """Example tensors of the ``--input`` ``specs`` (``parsed``), or an ExportedProgram's
+    own example inputs when none are given."""
+    import torch
+
+    if not specs:
+        examples = getattr(model, "example_inputs", None)
+        if examples is not None and examples[0]:
+            return list(examples[0])
+        raise ConversionError("give each model input with --input NAME=DIMS[:DTYPE]")
+    tensors = []
+    for text, spec in zip(specs, parsed, strict=True):
         dtype = getattr(torch, spec.dtype.name, None)
         if dtype is None:
             raise ConversionError(f"--input {text!r}: unsupported dtype {spec.dtype.name}")
         tensors.append(torch.zeros(spec.shape, dtype=dtype))
-    if any(name is None for name in names) and not all(name is None for name in names):
-        raise ConversionError("--input: name every input (ids=...) or none of them")
-    return (None if names[0] is None else [str(name) for name in names]), tensors
+    return tensors
 
 
 def _destination(out: Path | None, model: Path) -> Path:
@@ -135,20 +153,29 @@ def convert(
     """Convert a saved PyTorch MODEL (TorchScript .pt, or an ExportedProgram .pt2) at
     fixed shapes, run the ANE passes and save an .mlpackage.
 
+    MODEL is told by its contents: TorchScript from torch.jit.trace(...).save or
+    torch.jit.script(...).save, an ExportedProgram from torch.export.save. A file
+    written by torch.save (a pickled module or a state_dict) is refused with what it
+    holds and how to save one of those.
+
     Exit status: 0 when the package was written, 2 on errors. `anekit doctor` on
     the package then says where each op is expected to run.
     """
-    import anekit
-    from anekit.analysis import analyze
-    from anekit.frontends.pytorch import load_saved
+    from anekit.frontends.saved_torch import saved_format
 
     target = _destination(out, model)
     options = _pass_options(pass_options)
+    names, specs = _input_specs(inputs)
+    saved_format(model)  # no such file, or a torch.save file: said before torch loads
+    import anekit  # torch and coremltools: only once the arguments are good
+    from anekit.analysis import analyze
+    from anekit.frontends.pytorch import load_saved
+
     started = time.perf_counter()
     loaded = load_saved(model)
-    names, examples = _example_inputs(inputs, loaded)
+    examples = _example_inputs(inputs, specs, loaded)
     if not as_json:
-        stderr.print(f"Converting {esc(model)} ({len(examples)} input(s))...")
+        stderr.print(f"Converting {esc_path(model)} ({len(examples)} input(s))...")
     program = anekit.convert(
         loaded,
         tuple(examples),
@@ -198,6 +225,6 @@ def convert(
         for family in report.families:
             stdout.print(f"placement: {esc(function.summary(family))}")
     stdout.print(
-        f"\nSaved [bold]{esc(package)}[/] ({format_bytes(size)}) in {seconds:.1f} s; "
-        f"`anekit doctor {esc(package)}` shows every op's expected device."
+        f"\nSaved [bold]{esc_path(package)}[/] ({format_bytes(size)}) in {seconds:.1f} s; "
+        f"`anekit doctor {esc_path(package)}` shows every op's expected device."
     )

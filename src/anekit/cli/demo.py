@@ -8,7 +8,16 @@ from typing import Any
 import click
 
 from anekit import config
-from anekit.cli._common import emit_json, esc, format_bytes, stderr, stdout, titled_table, with_json
+from anekit.cli._common import (
+    emit_json,
+    esc,
+    esc_path,
+    format_bytes,
+    stderr,
+    stdout,
+    titled_table,
+    with_json,
+)
 
 
 @click.command()
@@ -92,7 +101,7 @@ def demo(out_dir: Path | None, no_model: bool, as_json: bool) -> None:
         f"({format_bytes(sum(w.nbytes for w in weights))}): {esc(described)}"
     )
     stdout.print(
-        f"\nSaved [bold]{esc(result.package)}[/] ({format_bytes(result.package_bytes)}; "
+        f"\nSaved [bold]{esc_path(result.package)}[/] ({format_bytes(result.package_bytes)}; "
         f"traced in {result.trace_seconds * 1000:.0f} ms, saved in {result.save_seconds:.1f} s)"
     )
     fidelity = result.fidelity
@@ -110,7 +119,7 @@ def demo(out_dir: Path | None, no_model: bool, as_json: bool) -> None:
 
 def _print_model(model: Any) -> None:
     stdout.print(
-        f"\n[bold]{esc(model.package)}[/] ({format_bytes(model.package_bytes)}): "
+        f"\n[bold]{esc_path(model.package)}[/] ({format_bytes(model.package_bytes)}): "
         "all-MiniLM-L6-v2, one function per bucket (batch 4)"
     )
     for name, (ane, total) in model.functions.items():

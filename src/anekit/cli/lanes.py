@@ -15,6 +15,7 @@ from rich.progress import TimeElapsedColumn
 from anekit.cli._common import (
     emit_json,
     esc,
+    esc_path,
     handles_errors,
     progress_bar,
     stderr,
@@ -156,8 +157,6 @@ def _text_of(line: str, form: str, unterminated: bool) -> tuple[str | None, str]
 
 def _read_input(source: str, chosen: str) -> _Input:
     """Read SOURCE as ``--format chosen`` says: each line a text or a bad line."""
-    from anekit.errors import ModelError
-
     raw = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
     raw = raw.removeprefix(codecs.BOM_UTF8)
     lines = raw.splitlines()
@@ -171,8 +170,10 @@ def _read_input(source: str, chosen: str) -> _Input:
         except UnicodeDecodeError as error:
             if unterminated and error.reason == "unexpected end of data":
                 read.bad.append((number, _TRUNCATED_CHARACTER))
-                continue
-            raise ModelError(f"{read.name}, line {number}: not UTF-8 ({error.reason})") from None
+            else:
+                where = f"byte {error.start + 1}: {error.reason}"
+                read.bad.append((number, f"not valid UTF-8 ({where})"))
+            continue
         text, problem = _text_of(line, form, unterminated)
         if text is None:
             read.bad.append((number, problem))
@@ -226,9 +227,10 @@ def embed(
 
     Each output line is the JSON vector of the input line with the same number, or
     null for a line that was skipped: an empty line, a JSON line that is not a string
-    or an object with a "text" string, a truncated last line, a text that is not
-    valid Unicode. Skipped lines are warned about on stderr, by line number; with
-    --strict the first one is an error (exit status 2) and nothing is embedded.
+    or an object with a "text" string, a truncated last line, a line that is not
+    UTF-8, a text that is not valid Unicode. Skipped lines are warned about on
+    stderr, by line number; with --strict the first one is an error (exit status 2)
+    and nothing is embedded.
 
     Vectors are written as soon as they and every line before them are done, so an
     interrupted run keeps what it finished. A worker that crashes is restarted and
@@ -248,7 +250,7 @@ def embed(
         )
     for number, problem in read.bad:
         stderr.print(
-            f"[yellow]warning[/]: {esc(read.name)}, line {number}: {esc(problem)}; skipped"
+            f"[yellow]warning[/]: {esc_path(read.name)}, line {number}: {esc(problem)}; skipped"
         )
     writer = _LineWriter(read.lines)
     # Made even for no texts: a bad lane, model or ANEKIT_FAULT is named all the same.
@@ -269,7 +271,7 @@ def embed(
     stderr.print(esc("; ".join(parts)))
     if read.bad and read.why:
         stderr.print(
-            f"note: {esc(read.name)} was read as JSON lines ({esc(read.why)}); "
+            f"note: {esc_path(read.name)} was read as JSON lines ({esc(read.why)}); "
             "--format text embeds each line as it is"
         )
     if failed:
@@ -319,7 +321,7 @@ def _embed(read: _Input, writer: _LineWriter, embedder: Embedder) -> dict[str, A
             if why is not None:
                 failed_lines.append(number)
                 stderr.print(
-                    f"[red]error[/]: {esc(read.name)}, line {number}: not embedded: {esc(why)}"
+                    f"[red]error[/]: {esc_path(read.name)}, line {number}: not embedded: {esc(why)}"
                 )
             writer.write(number, vector)
     summary: dict[str, Any] = scheduler.summary.as_dict()

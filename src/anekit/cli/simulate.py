@@ -8,8 +8,14 @@ from pathlib import Path
 import click
 
 from anekit import config, errors
-from anekit.cli._common import emit_json, esc, stderr, stdout, titled_table, with_json
-from anekit.cli._inputs import inputs_option, program_inputs, seed_option
+from anekit.cli._common import emit_json, esc, esc_path, stderr, stdout, titled_table, with_json
+from anekit.cli._inputs import (
+    check_inputs,
+    check_package,
+    inputs_option,
+    program_inputs,
+    seed_option,
+)
 
 
 @click.command()
@@ -64,14 +70,16 @@ def simulate(
     some did, 2 on errors (and, with --strict, when an output is garbage). Results
     are simulated, never ANE measurements.
     """
-    import anekit
-    from anekit import sim
-
     if mode == "fp32" and accumulation == "fp16":
         raise click.BadParameter(
             "fp16 accumulation applies to --mode ane; fp32 mode accumulates in fp32",
             param_hint="--accumulation",
         )
+    check_package(path)
+    check_inputs(inputs)
+    import anekit  # coremltools and the simulator: only once the arguments are good
+    from anekit import sim
+
     # What the simulator actually does: in fp32 mode every sum is a float32 sum.
     used = "fp32" if mode == "fp32" else (accumulation or "fp16")
     program = anekit.load(path, function=function)
@@ -100,7 +108,7 @@ def simulate(
         emit_json(payload)
     else:
         stdout.print(
-            f"[bold]{esc(path)}[/] function {esc(repr(program.function_name))}: "
+            f"[bold]{esc_path(path)}[/] function {esc(repr(program.function_name))}: "
             f"{len(report.ops)} ops"
         )
         stdout.print(report.summary(), markup=False)

@@ -1,5 +1,9 @@
 """Trace a function named on the command line: ``path/to/file.py:name`` or ``package.module:name``,
 with example inputs given as shapes (``x=1,256,1,128:float16``).
+
+Light to import (the standard library and :mod:`anekit.errors`): the command line checks a
+reference and its shapes with :func:`check_reference` before it pays for NumPy, the tracer
+and coremltools, which are imported where used.
 """
 
 from __future__ import annotations
@@ -10,14 +14,13 @@ import inspect
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from anekit.errors import ProgramError
-from anekit.program import CompiledProgram
-from anekit.specs import TensorSpec
-from anekit.trace.source import register_user_code
+
+if TYPE_CHECKING:
+    from anekit.program import CompiledProgram
+    from anekit.specs import TensorSpec
 
 DEFAULT_DTYPE = "float16"
 
@@ -30,8 +33,15 @@ def is_function_reference(text: str) -> bool:
     return bool(module) and name.isidentifier()
 
 
+def _is_file(module: str) -> bool:
+    """True when the module part of a reference names a file, not a dotted module."""
+    return module.endswith(".py") or "/" in module or "\\" in module
+
+
 def _load_module(module: str) -> Any:
-    if module.endswith(".py") or "/" in module or "\\" in module:
+    from anekit.trace.source import register_user_code
+
+    if _is_file(module):
         path = Path(module)
         if not path.is_file():
             raise ProgramError(f"{module}: no such Python file")
@@ -88,11 +98,31 @@ def parse_shape(text: str) -> tuple[str | None, TensorSpec]:
         ) from None
     if not dims or any(dim <= 0 for dim in dims):
         raise ProgramError(f"--shape {text!r}: needs one or more positive dimensions")
+    import numpy as np
+
+    from anekit.specs import TensorSpec
+
     try:
         dtype = np.dtype(dtype_text.strip() or DEFAULT_DTYPE)
     except TypeError:
         raise ProgramError(f"--shape {text!r}: unknown dtype {dtype_text!r}") from None
     return name, TensorSpec(dims, dtype, name)
+
+
+def check_reference(reference: str, shapes: Sequence[str]) -> None:
+    """What can be checked of ``reference`` and its ``shapes`` before importing anything:
+    a file it names exists, shapes are given and each parses; a ProgramError if not."""
+    module, _, name = reference.rpartition(":")
+    if not module or not name:
+        raise ProgramError(f"{reference!r}: expected module:function or path/to/file.py:function")
+    if _is_file(module) and not Path(module).is_file():
+        raise ProgramError(f"{module}: no such Python file")
+    if not shapes:
+        raise ProgramError(
+            f"{reference}: give the example input shapes, e.g. --shape x=1,256,1,128:float16"
+        )
+    for text in shapes:
+        parse_shape(text)
 
 
 def _ordered(function: Callable[..., Any], shapes: Sequence[str]) -> list[TensorSpec]:
@@ -126,10 +156,7 @@ def compile_reference(
     the ANE passes unless ``passes=False``)."""
     from anekit.frontends.numpy import compile_function
 
+    check_reference(reference, shapes)
     function = resolve_function(reference)
-    if not shapes:
-        raise ProgramError(
-            f"{reference}: give the example input shapes, e.g. --shape x=1,256,1,128:float16"
-        )
     specs = _ordered(function, shapes)
     return compile_function(function, *specs, deployment_target=deployment_target, passes=passes)

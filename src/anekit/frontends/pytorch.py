@@ -17,6 +17,7 @@ import numpy as np
 
 from anekit._coremltools import ct, quiet_passes
 from anekit.errors import ConversionError
+from anekit.frontends.saved_torch import saved_format
 from anekit.program import CompiledProgram, deployment_target_from_name, finalize
 
 _log = logging.getLogger(__name__)
@@ -189,15 +190,15 @@ def _input_names(module: Any, count: int) -> list[str]:
 
 def load_saved(path: str | Path) -> Any:
     """A saved TorchScript (``torch.jit.save``) or ExportedProgram (``torch.export.save``,
-    ``.pt2``) model, for ``anekit convert``."""
-    torch = _torch()
+    ``.pt2``) model, for ``anekit convert``; a file written by ``torch.save`` is refused
+    with what it holds and how to save one of those (:mod:`anekit.frontends.saved_torch`)."""
     location = Path(path)
-    if not location.is_file():
-        raise ConversionError(f"{location}: no such file")
+    form = saved_format(location)
+    torch = _torch()
     try:
-        if location.suffix == ".pt2":
+        if form == "exported":
             return torch.export.load(str(location))
         return torch.jit.load(str(location), map_location="cpu")
     except Exception as error:
-        kind = "an ExportedProgram (.pt2)" if location.suffix == ".pt2" else "TorchScript"
+        kind = "an ExportedProgram (.pt2)" if form == "exported" else "TorchScript"
         raise ConversionError(f"{location}: could not load it as {kind}: {error}") from error
