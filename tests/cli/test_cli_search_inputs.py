@@ -196,11 +196,14 @@ def test_index_prints_progress_lines_in_a_log_and_no_verbose_hint_under_verbose(
     fresh = tmp_path / "logged"
     shutil.copytree(built, fresh, ignore=shutil.ignore_patterns(".anekit"))
     (fresh / "blob.bin").write_bytes(b"\0\1")
+    (fresh / "evil\n.bin").write_bytes(b"\0\1")  # a newline in a file name
     result = _run("index", str(fresh), "--lane", "cpu", "--verbose")
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if line.startswith("indexing: ")]
     assert lines, result.output  # a fresh machine cache: every chunk is embedded
     assert ", 3/3 files, " in lines[-1] and " chunks/s, cpu" in lines[-1], lines
-    assert "skipped: 1 binary" in result.output
+    assert "skipped: 2 binary" in result.output
     assert "--verbose lists them" not in result.output
     assert "skipped blob.bin: binary" in result.output
+    assert "skipped 'evil\\n.bin': binary" in result.output  # escaped, on one line
+    assert not any(line.startswith(".bin") for line in result.output.splitlines())

@@ -8,7 +8,17 @@ from typing import Any
 
 import click
 
-from anekit.cli._common import emit_json, esc, format_bytes, progress_bar, stderr, stdout, with_json
+from anekit.cli._common import (
+    emit_json,
+    esc,
+    esc_path,
+    format_bytes,
+    progress_bar,
+    shown,
+    stderr,
+    stdout,
+    with_json,
+)
 
 store_option = click.option(
     "--store",
@@ -175,14 +185,14 @@ def index(
         stderr.print(esc(_summary_line(root, summary, list_skipped)))
         for item in summary.skipped if list_skipped else ():
             detail = f" ({item.detail})" if item.detail else ""
-            stderr.print(f"skipped {esc(item.relpath)}: {esc(item.reason)}{esc(detail)}")
+            stderr.print(f"skipped {esc_path(item.relpath)}: {esc(item.reason)}{esc(detail)}")
         for node in summary.nodes if list_skipped else ():
             stderr.print(
                 f"node {esc(node['node'][:12])} ({esc(node['lane'])}): {node['chunks']} chunks, "
                 f"{node['chunks_per_s']:.1f} chunks/s"
             )
         for path, why in summary.failed.items():
-            stderr.print(f"[red]error[/]: {esc(path)}: not indexed: {esc(why)}")
+            stderr.print(f"[red]error[/]: {esc_path(path)}: not indexed: {esc(why)}")
     if summary.failed:
         raise SystemExit(1)
 
@@ -192,7 +202,7 @@ def _summary_line(root: Path, summary: Any, listed: bool = False) -> str:
         f"{count} {reason}" for reason, count in summary.skipped_by_reason().items()
     )
     parts = [
-        f"{root}: {summary.indexed} file(s) indexed, {summary.unchanged} unchanged, "
+        f"{shown(root)}: {summary.indexed} file(s) indexed, {summary.unchanged} unchanged, "
         f"{summary.removed} removed",
     ]
     if skipped:
@@ -266,7 +276,7 @@ def search(
     for hit in hits:
         symbol = f"  [bold]{esc(hit.symbol)}[/]" if hit.symbol else ""
         stdout.print(
-            f"[cyan]{esc(hit.path)}[/]:{hit.start_line}-{hit.end_line}{symbol}"
+            f"[cyan]{esc_path(hit.path)}[/]:{hit.start_line}-{hit.end_line}{symbol}"
             f"  [dim]{esc(hit.kind)} {hit.score:.4f}[/]"
         )
         lines = [line for line in hit.snippet.splitlines() if line.strip()][:3]
@@ -307,7 +317,7 @@ def status(store: Path | None, as_json: bool) -> None:
         emit_json(report)
         return
     identity = stats.get("identity") or {}
-    stdout.print(f"index:  {esc(report['store'])}")
+    stdout.print(f"index:  {esc_path(report['store'])}")
     stdout.print(f"health: {esc(health)} (SQLite quick_check)")
     stdout.print(f"files:  {stats.get('files')}   chunks: {stats.get('chunks')}")
     languages = stats.get("languages") or {}
@@ -355,8 +365,8 @@ def forget(
                 "run `anekit forget --all`"
             )
         removed = opened.forget(opened.root if path is None else path)
-    shown = "--all" if path is None else path
+    named = "--all" if path is None else path
     if as_json:
-        emit_json({"path": shown, "removed": removed})
+        emit_json({"path": named, "removed": removed})
     else:
-        stderr.print(f"forgot {len(removed)} file(s) under {esc(shown)}")
+        stderr.print(f"forgot {len(removed)} file(s) under {esc_path(named)}")

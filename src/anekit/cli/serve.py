@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from anekit.cli._common import esc, handles_errors, stderr
+from anekit.cli._common import esc, esc_path, handles_errors, stderr
 from anekit.cli.search import lane_names, lanes_option, model_option, root_for
 
 
@@ -95,7 +95,7 @@ def serve(
     watchers: list[tuple[Watcher, threading.Thread]] = []
 
     def report(root: Path, done: Round) -> None:
-        stderr.print(f"watch {esc(root)}: {esc(round_line(done))}")
+        stderr.print(f"watch {esc_path(root)}: {esc(round_line(done))}")
 
     def watch_root(root: Path) -> tuple[Watcher, threading.Thread]:
         index = Index(root, lanes=names, model=model, wait=None)
@@ -117,8 +117,8 @@ def serve(
         app = http.http_app(mcp_server(service), token)
         priority.background()  # out of it for each watcher round and tool call
         stderr.print(
-            f"serving {', '.join(esc(root) for root in chosen)} at "
-            f"http://{http.HOST}:{port}/mcp (token: {esc(http.token_path())})"
+            f"serving {', '.join(esc_path(root) for root in chosen)} at "
+            f"http://{http.HOST}:{port}/mcp (token: {esc_path(http.token_path())})"
         )
         uvicorn.Server(
             uvicorn.Config(

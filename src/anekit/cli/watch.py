@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from anekit.cli._common import esc, handles_errors, stderr
+from anekit.cli._common import esc, esc_path, handles_errors, shown, stderr
 from anekit.cli.search import lane_names, lanes_option, model_option, root_for, store_option
 
 
@@ -64,7 +64,7 @@ def watch(
             index, list(paths) or None, quiet_ms=quiet_ms, on_round=report, priority=priority
         )
         if not as_json:
-            stderr.print(f"watching {esc(root)} (Ctrl-C stops)")
+            stderr.print(f"watching {esc_path(root)} (Ctrl-C stops)")
         watcher.run()
 
 
@@ -79,7 +79,8 @@ def round_line(done: Any) -> str:
         else ("whole tree" if done.whole else f"{len(done.paths)} changed path(s)")
     )
     aside = "".join(
-        f"; set aside {item.relpath} ({item.reason}{f': {item.detail}' if item.detail else ''})"
+        f"; set aside {shown(item.relpath)} ({item.reason}"
+        + (f": {item.detail})" if item.detail else ")")
         for item in done.set_aside[:5]
     )
     if len(done.set_aside) > 5:
