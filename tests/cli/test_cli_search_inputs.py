@@ -207,3 +207,64 @@ def test_index_prints_progress_lines_in_a_log_and_no_verbose_hint_under_verbose(
     assert "skipped blob.bin: binary" in result.output
     assert "skipped 'evil\\n.bin': binary" in result.output  # escaped, on one line
     assert not any(line.startswith(".bin") for line in result.output.splitlines())
+
+
+@pytest.mark.parametrize("damage", ["header", "truncated"])
+def test_a_store_that_is_not_even_a_database_is_rebuilt_not_a_recursion(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    monkeypatch.chdir(repo)
+    database = repo / ".anekit" / "store.db"
+    data = database.read_bytes()
+    database.write_bytes(
+        b"\xff" * 100 + data[100:] if damage == "header" else data[: len(data) // 3]
+    )
+    for command in (["search", "parse_duration"], ["status"]):
+        result = _run(*command, "--json")
+        assert result.exit_code == 2, result.output
+        assert json.loads(result.output)["error"] == "DamagedStoreError"
+    rebuilt = _run("index", "--lane", "cpu")
+    assert rebuilt.exit_code == 0, rebuilt.output
+    assert "the index was damaged" in rebuilt.output
+    found = json.loads(_run("search", "parse_duration", "--json").output)
+    assert found["hits"][0]["path"] == "pkg/durations.py"
+
+
+def test_indexing_a_link_inside_an_indexed_root_writes_nothing_at_its_target(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outside = tmp_path / "outside" / "etc"
+    outside.mkdir(parents=True)
+    (outside / "shadow").write_text("root:$6$secret\n")
+    (repo / "etclink").symlink_to(outside)
+    monkeypatch.chdir(repo)
+    result = _run("index", "etclink", "--lane", "cpu", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["root"] == str(repo.resolve())
+    assert summary["skipped_files"] == [
+        {"path": "etclink", "reason": "symlink", "detail": f"-> {outside}"}
+    ]
+    assert not (outside / ".anekit").exists()
+
+
+def test_usage_errors_under_json_are_json(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(repo)
+    for args in (
+        ["search", "x", "-k", "0", "--json"],
+        ["search", "x", "--mode", "fuzzy", "--json"],
+        ["index", "/nonexistent/x", "--json"],
+        ["search", "x", "-k", "99999999999999999999999", "--json"],
+    ):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 2, (args, result.output)
+        payload = json.loads(result.output)
+        assert payload["error"] == "UsageError" and "Invalid value" in payload["message"], args
+
+
+def test_watch_with_a_lane_or_model_that_does_not_exist_stops_at_once(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(repo)
+    assert "unknown lane 'cpuu'" in _error(_run("watch", "--lane", "cpuu"))
+    assert "no-such-model" in _error(_run("watch", "--model", "no-such-model"))

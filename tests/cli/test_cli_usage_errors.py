@@ -67,6 +67,7 @@ def workdir(tmp_path: Path) -> Path:
 
 CASES = [
     (["doctor", "missing.py:f", "--shape", "2"], "missing.py: no such Python file"),
+    (["doctor", "missing.py"], "missing.py: no such Python file"),
     (["doctor", "missing.mlpackage"], "missing.mlpackage: no such file or directory"),
     (["doctor", "model.py:f", "--shape", "x=1,a"], "--shape 'x=1,a': dimensions must be integers"),
     (["doctor", "model.py:f"], "model.py:f: give the example input shapes"),

@@ -211,6 +211,8 @@ def test_read_serves_only_what_the_index_would_take(tmp_path: Path) -> None:
         for start, end in ((0, None), (5, 4), (-3, 2)):
             with pytest.raises(SearchError, match=r"start_line|end_line"):
                 service.read("long.txt", start, end)
+        for spelled in ("./app/session.py", "app//session.py", "app/../app/session.py"):
+            assert service.read(spelled, 1, 1)["path"] == "app/session.py"
         capped = service.read("long.txt", 10)
         assert (capped["start_line"], capped["end_line"]) == (10, 10 + READ_MAX_LINES - 1)
         assert capped["text"].splitlines()[0] == "line 10"

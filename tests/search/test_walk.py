@@ -621,3 +621,9 @@ def test_a_backtracking_ignore_pattern_is_matched_in_linear_time(tmp_path: Path)
     make(tmp_path, {".gitignore": "**/" + "*" * 50 + "x\n*a*a*a*a*a*a*a*a*a*a*a*a*b\n"})
     make(tmp_path, {"a" * 60 + ".py": "", "y" * 80: "", "dir/" + "a" * 40 + "b": ""})
     assert relpaths(tmp_path) == ["a" * 60 + ".py", "y" * 80]
+
+
+def test_the_walk_lists_the_folders_it_entered(repo: Path) -> None:
+    (repo / "src" / "linked").symlink_to(repo / "docs")
+    assert walk(repo).directories == ["", "docs", "src", "src/sub"]  # not gen/, node_modules/
+    assert walk(repo, [repo / "src"]).directories == ["src", "src/sub"]

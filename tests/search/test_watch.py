@@ -240,6 +240,18 @@ def test_a_link_out_of_the_root_is_set_aside_once_and_the_watch_goes_on(
     (root / "pkg" / "creds.py").symlink_to(secret)
     done = watched.round_for("pkg/creds.py")
     assert [(s.relpath, s.reason) for s in done.set_aside] == [("pkg/creds.py", "symlink")]
+    (root / "everything").symlink_to("/")  # a recursive watch would walk the file system
+    watched.round_for("everything")
+    (root / "fresh" / "deeper").mkdir(parents=True)  # a new folder: watched from now on
+    (root / "fresh" / "deeper" / "new.py").write_text(_module("compute_fresh"))
+    watched.round_for("fresh")
+    (root / "fresh" / "deeper" / "later.py").write_text(_module("compute_later"))
+    watched.round_for("fresh/deeper/later.py")
+    secret.write_text("PASSWORD = 'changed'\n")  # outside the root: wakes nothing
+    (root / "pkg" / "creds.py").unlink()
+    (root / "pkg" / "creds.py").symlink_to(secret)
+    done = watched.round_for("pkg/creds.py")
+    assert done.set_aside == []  # reported once
     (root / "etc").symlink_to(tmp_path / "outside")
     (root / "pkg" / "gamma.py").write_text(_module("compute_gamma"))
     done = watched.round_for("etc", "pkg/gamma.py")
@@ -248,6 +260,14 @@ def test_a_link_out_of_the_root_is_set_aside_once_and_the_watch_goes_on(
     (root / "pkg" / "delta.py").write_text(_module("compute_delta"))  # and the watch goes on
     watched.round_for("pkg/delta.py")
     files = {relpath for relpath, *_ in _contents(root)}
-    assert files == {"README.md", "pkg/alpha.py", "pkg/beta.py", "pkg/gamma.py", "pkg/delta.py"}
+    assert files == {
+        "README.md",
+        "pkg/alpha.py",
+        "pkg/beta.py",
+        "pkg/gamma.py",
+        "pkg/delta.py",
+        "fresh/deeper/new.py",
+        "fresh/deeper/later.py",
+    }
     with Index(root, cache=False) as reader:
         assert reader.search("hunter2 PASSWORD", k=5, mode="keyword") == []

@@ -7,10 +7,13 @@ Each command lives in its own module; this one assembles the group. Exit status
 from __future__ import annotations
 
 import logging
+import sys
+from typing import Any
 
 import click
 
 from anekit._version import __version__
+from anekit.cli._common import emit_json
 from anekit.cli.bench import bench
 from anekit.cli.convert import convert
 from anekit.cli.demo import demo
@@ -27,7 +30,34 @@ from anekit.cli.version import version
 from anekit.cli.watch import watch
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """The ``anekit`` group: a usage error (a bad option value, a missing file argument)
+    under ``--json`` is printed as the JSON error object every command prints for its own
+    errors (``{"error": "UsageError", "message": ...}``), exit status 2."""
+
+    def main(  # type: ignore[override]  # one signature for both of click's overloads
+        self, args: Any = None, prog_name: str | None = None, **extra: Any
+    ) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        extra.pop("standalone_mode", None)
+        try:
+            code = super().main(argv, prog_name, standalone_mode=False, **extra)
+        except click.ClickException as error:
+            if "--json" not in argv:
+                error.show()
+            else:
+                name = "UsageError" if isinstance(error, click.UsageError) else "ClickError"
+                emit_json({"error": name, "message": error.format_message()})
+            sys.exit(error.exit_code)
+        except click.exceptions.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        if isinstance(code, int) and code:
+            sys.exit(code)
+        return code
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="anekit")
 @click.option("-v", "--verbose", is_flag=True, help="Log progress and show tracebacks on errors.")
 def cli(verbose: bool) -> None:

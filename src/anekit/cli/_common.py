@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -117,6 +118,13 @@ def with_json(func: F) -> F:
     """A command's ``--json`` option (:data:`json_option`) and :func:`handles_errors`,
     which prints an error as JSON under it: the pair every command with JSON output carries."""
     return json_option(handles_errors(func))
+
+
+def positive_seconds(context: click.Context, parameter: click.Parameter, value: float) -> float:
+    """A click callback: ``value`` must be a finite number of seconds above 0."""
+    if not math.isfinite(value) or value <= 0:
+        raise click.BadParameter(f"{value} is not a number of seconds above 0")
+    return value
 
 
 def titled_table(title: str, columns: Iterable[str], overflow: OverflowMethod = "fold") -> Table:

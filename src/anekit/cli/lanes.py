@@ -17,6 +17,7 @@ from anekit.cli._common import (
     esc,
     esc_path,
     handles_errors,
+    positive_seconds,
     progress_bar,
     stderr,
     stdout,
@@ -201,7 +202,14 @@ def _listed(numbers: list[int]) -> str:
 @click.option("--lane", "lanes", multiple=True, help="Lanes to use (default: this machine's).")
 @model_option
 @click.option("--max-length", type=int, default=None, help="Truncation length (max 512).")
-@click.option("--deadline", type=float, default=30.0, show_default=True, help="Seconds per batch.")
+@click.option(
+    "--deadline",
+    type=float,
+    default=30.0,
+    show_default=True,
+    callback=positive_seconds,
+    help="Seconds per batch.",
+)
 @click.option(
     "--format",
     "form",

@@ -51,6 +51,8 @@ def _checked(
             raise PlacementError("--function applies to packages, not to a traced function")
         check_reference(target, shapes)
         return None
+    if target.endswith(".py") and not Path(target).exists():
+        raise PlacementError(f"{target}: no such Python file")
     if target.endswith(".py"):
         raise PlacementError(
             f"{target}: is a Python file; name the function to trace as {target}:FUNCTION, "

@@ -226,7 +226,7 @@ def _summary_line(root: Path, summary: Any, listed: bool = False) -> str:
 
 @click.command()
 @click.argument("query")
-@click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("-k", "k", type=click.IntRange(1, 10_000), default=10, show_default=True)
 @click.option(
     "--mode",
     type=click.Choice(["hybrid", "vector", "keyword"]),

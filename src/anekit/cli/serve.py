@@ -111,6 +111,9 @@ def serve(
         thread.start()
         return watcher, thread
 
+    for root in chosen:  # a lane or model that does not exist: an error now, not in a thread
+        with Index(root, lanes=names, model=model, cache=False) as probe:
+            probe.identity()
     try:
         if watch:
             watchers = [watch_root(root) for root in chosen]

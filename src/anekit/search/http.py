@@ -11,8 +11,10 @@ No client can hold the server: a request's headers must arrive within
 :data:`HEADER_TIMEOUT_S` of its first byte (:func:`protocol`, a uvicorn protocol with that
 timer; uvicorn itself waits for ever) and its body within :data:`BODY_TIMEOUT_S` (else
 408), a body over :data:`MAX_BODY_BYTES` gets 413 before it is read whole, and past
-:data:`MAX_CONNECTIONS` open connections a new one is closed at once, so that slow or idle
-clients cannot use up the process's file descriptors.
+:data:`MAX_CONNECTIONS` open connections the one that has waited longest for its headers
+is closed to make room (the newcomer only when every connection is busy with a request),
+so that slow or idle clients can neither use up the process's file descriptors nor keep a
+client that sends its request at once (``/health``) out.
 """
 
 from __future__ import annotations
@@ -216,16 +218,25 @@ def protocol() -> type:
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
+    # The connections waiting for a request's headers, oldest first (the server's).
+    waiting: dict[Any, None] = {}
+
     class TimedH11Protocol(H11Protocol):
-        """Closes a connection whose request headers do not come in time."""
+        """Closes a connection whose request headers do not come in time; past the limit
+        of connections, the one that has waited longest for its headers makes room (a
+        client that sends its request at once is served during a flood of idle ones)."""
 
         _header_timer: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             if len(self.connections) > MAX_CONNECTIONS:
-                transport.close()
-                return
+                if not waiting:
+                    transport.close()  # every connection is busy with a request
+                    return
+                oldest = next(iter(waiting))
+                oldest._cancel_header_timer()
+                oldest.transport.close()
             self._await_headers()
 
         def data_received(self, data: bytes) -> None:
@@ -244,14 +255,17 @@ def protocol() -> type:
         def _await_headers(self) -> None:
             self._cancel_header_timer()
             self._header_timer = self.loop.call_later(HEADER_TIMEOUT_S, self._headers_late)
+            waiting[self] = None
 
         def _cancel_header_timer(self) -> None:
+            waiting.pop(self, None)
             if self._header_timer is not None:
                 self._header_timer.cancel()
                 self._header_timer = None
 
         def _headers_late(self) -> None:
             self._header_timer = None
+            waiting.pop(self, None)
             if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
                 self.transport.close()
 

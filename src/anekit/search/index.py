@@ -201,10 +201,12 @@ def visible(root: Path, relpath: str, links: dict[str, bool] | None = None) -> b
 def find_root(start: Path) -> Path:
     """The indexed root holding ``start``: the nearest folder at or above it with a
     store (as git finds ``.git``); :class:`SearchError` when there is none."""
-    here = start.resolve()
+    # Upwards as named, not through links: a link inside an indexed root (to /etc, to
+    # /) is a path of that root, which the walk sets aside; its target is not a root.
+    here = Path(os.path.abspath(start))
     for folder in (here, *here.parents):
-        if (store_dir(folder) / "store.db").exists():
-            return folder
+        if not folder.is_symlink() and (store_dir(folder) / "store.db").exists():
+            return folder.resolve()
     raise SearchError(f"no anekit index at or above {start}: run `anekit index` first")
 
 
@@ -274,13 +276,7 @@ class Index:
         if self._store is not None and self._store.replaced():
             self._close_store()  # deleted or made anew since: read the new one
         if self._store is None:
-            try:
-                self._store = Store(self.directory)
-            except DamagedStoreError:
-                if self._checked:  # readers, and a writer that rebuilt it already
-                    raise
-                self._checked_store()  # a writer's first open: rebuild
-                self._store = Store(self.directory)
+            self._store = Store(self.directory)  # a damaged one: DamagedStoreError
         return self._store
 
     def _close_store(self) -> None:
@@ -546,11 +542,11 @@ class Index:
         What SQLite found, or None for a healthy store."""
         if self._checked:
             return None
+        self._checked = True
         try:
             found = self.store.check()
-        except DamagedStoreError as error:
+        except DamagedStoreError as error:  # not even a database: it cannot be opened
             found = str(error.__cause__ or error)
-        self._checked = True
         if found == "ok":
             return None
         log.warning("%s: the index is damaged (%s): rebuilding it", self.directory, found)

@@ -14,6 +14,7 @@ serves it over stdio.
 from __future__ import annotations
 
 import asyncio
+import posixpath
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -217,8 +218,9 @@ class SearchService:
                     continue
             if not choices:
                 raise SearchError(f"{path}: outside the served roots; read only reads indexed code")
-        else:
-            choices = [(root, path) for root in self.roots]
+        else:  # "./src/x.py", "src//x.py", "src/../x.py": the walk's form, "src/x.py"
+            normal = posixpath.normpath(path)
+            choices = [(root, normal) for root in self.roots]
         missing = False
         for root, relpath in choices:
             try:

@@ -35,7 +35,7 @@ import errno
 import os
 import stat
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from anekit import config
@@ -127,13 +127,15 @@ class Skipped:
 
 @dataclass
 class WalkResult:
-    """What :func:`walk` found: ``files`` and ``skipped`` sorted by relpath, and how many
+    """What :func:`walk` found: ``files`` and ``skipped`` sorted by relpath, how many
     paths ignore rules, :data:`DEFAULT_IGNORES` and hidden names left out (an ignored
-    directory counts once)."""
+    directory counts once), and the folders it walked."""
 
     files: list[FileEntry]
     skipped: list[Skipped]
     ignored: int
+    #: The folders walked ("" for the root), sorted: what a watcher of the root watches.
+    directories: list[str] = field(default_factory=list)
 
     def skipped_by_reason(self) -> dict[str, int]:
         """Counts of skipped paths for every reason in :data:`SKIP_REASONS` (zeros included)."""
@@ -290,6 +292,7 @@ class _Walker:
         self.files: dict[str, FileEntry] = {}
         self.skipped: dict[str, Skipped] = {}
         self.ignored = 0
+        self.directories: list[str] = []
         self.stack: list[tuple[str, str, tuple[_Layer, ...]]] = []
         git = os.path.join(root, ".git")
         exclude = [os.path.join(git, "info", "exclude")] if os.path.isdir(git) else []
@@ -300,6 +303,7 @@ class _Walker:
             files=sorted(self.files.values(), key=lambda f: f.relpath),
             skipped=sorted(self.skipped.values(), key=lambda s: s.relpath),
             ignored=self.ignored,
+            directories=sorted(self.directories),
         )
 
     def skip(self, relpath: str, reason: str, detail: str = "") -> None:
@@ -357,6 +361,7 @@ class _Walker:
                 raise SearchError(f"{self.root}: cannot read the directory: {_why(exc)}") from exc
             self._file_error(prefix.rstrip("/"), exc)
             return
+        self.directories.append(prefix.rstrip("/"))
         names = {entry.name for entry in entries}
         files = [os.path.join(path, name) for name in IGNORE_FILES if name in names]
         layers = _layered(layers, prefix, files)

@@ -2,8 +2,10 @@
 
 :class:`Watcher` brings the index up to date once (what changed while nothing watched),
 then waits for file events (inotify, FSEvents, ReadDirectoryChangesW through ``watchfiles``'
-Rust core: no polling, near-zero CPU while idle); its first round runs over everything once
-more, for what changed before the watch began. Events are grouped until
+Rust core: no polling, near-zero CPU while idle) on each folder the walk enters, watched
+alone (a recursive watch follows symbolic links); a new folder starts a new watch that
+takes it in. Its first round runs over everything once more, for what changed before the
+watch began. Events are grouped until
 :attr:`Watcher.quiet_ms` pass without a new one (at most :attr:`Watcher.max_ms`), then the
 changed paths are indexed in one :meth:`Index.update` (a deleted or renamed-away path drops
 its files; a save through a temporary file and a rename is the final file changed); more
@@ -27,7 +29,13 @@ from typing import Any
 
 from anekit.search.index import Index, IndexSummary
 from anekit.search.priority import Priority, busy
-from anekit.search.walk import DEFAULT_IGNORE_SUFFIXES, DEFAULT_IGNORES, IGNORE_FILES, Skipped
+from anekit.search.walk import (
+    DEFAULT_IGNORE_SUFFIXES,
+    DEFAULT_IGNORES,
+    IGNORE_FILES,
+    Skipped,
+    walk,
+)
 
 __all__ = ["BURST", "RETRY_MS", "Round", "Watcher"]
 
@@ -100,41 +108,68 @@ class Watcher:
         self.stop_event.set()
 
     def run(self) -> None:
-        """Catch up, then index each round of changes until :meth:`stop`."""
+        """Catch up, then index each round of changes until :meth:`stop`. A lane or model
+        that does not exist is an error here, not a failed round tried again for ever."""
         import watchfiles
 
+        self.index.identity()
         self._index(set(), whole=self.paths == [self.root], first_event=None)
         pending: set[str] = set()
         # Events start to flow only once the watch below has begun: what changed during
         # the catch-up above is found by one more run over everything, at the first round.
         whole = True
-        for changes in watchfiles.watch(
-            *self.paths,
-            watch_filter=self._wanted,
-            debounce=self.max_ms,
-            step=self.quiet_ms,
-            stop_event=self.stop_event,
-            rust_timeout=RETRY_MS,  # an empty round then: a failed round is tried again
-            yield_on_timeout=True,
-            raise_interrupt=False,
-        ):
-            arrived = time.monotonic()
-            for _, path in changes:
-                relpath = self._relpath(path)
-                if relpath is None:
+        while not self.stop_event.is_set():
+            folders = self._folders()
+            grown = False
+            for changes in watchfiles.watch(
+                *folders,
+                recursive=False,
+                watch_filter=self._wanted,
+                debounce=self.max_ms,
+                step=self.quiet_ms,
+                stop_event=self.stop_event,
+                rust_timeout=RETRY_MS,  # an empty round then: a failed round is tried again
+                yield_on_timeout=True,
+                raise_interrupt=False,
+            ):
+                arrived = time.monotonic()
+                for change, path in changes:
+                    relpath = self._relpath(path)
+                    if relpath is None:
+                        continue
+                    if Path(relpath).name in IGNORE_FILES or relpath == _GIT_EXCLUDE:
+                        whole = True
+                    if change != watchfiles.Change.deleted and path not in folders:
+                        grown = grown or (os.path.isdir(path) and not os.path.islink(path))
+                    pending.add(relpath)
+                if not pending and not whole:  # a timeout with nothing to do
+                    if self.index.has_lanes:
+                        # In a busy block: the daemon then gives the memory back.
+                        with busy(self.priority):
+                            self.index.release_idle_lanes()
                     continue
-                if Path(relpath).name in IGNORE_FILES or relpath == _GIT_EXCLUDE:
-                    whole = True
-                pending.add(relpath)
-            if not pending and not whole:  # a timeout with nothing to do
-                if self.index.has_lanes:
-                    # In a busy block: the daemon then gives the memory back.
-                    with busy(self.priority):
-                        self.index.release_idle_lanes()
-                continue
-            whole = whole or len(pending) > BURST
-            if self._index(pending, whole=whole, first_event=arrived):
-                pending, whole = set(), False
+                whole = whole or len(pending) > BURST
+                if self._index(pending, whole=whole, first_event=arrived):
+                    pending, whole = set(), False
+                if grown:
+                    break  # watch the new folders too
+            else:
+                return  # stopped
+            whole = True  # what changed between the two watches
+
+    def _folders(self) -> list[str]:
+        """What to watch: each folder the walk enters, alone (``recursive=False``): a
+        recursive watch follows symbolic links, through ``root -> /`` to the whole
+        file system, and enters ignored folders (``node_modules``) for nothing. Named
+        files are watched as they are, and ``.git/info`` for its ignore rules."""
+        scope = None if self.paths == [self.root] else self.paths
+        walked = walk(self.root, scope and [path for path in scope if os.path.lexists(path)])
+        folders = [str(self.root / relpath) for relpath in walked.directories]
+        folders += [str(path) for path in scope or () if path.is_file() and not path.is_symlink()]
+        exclude = self.root / ".git" / "info"
+        if exclude.is_dir() and not exclude.is_symlink() and not (self.root / ".git").is_symlink():
+            folders.append(str(exclude))
+        return folders or [str(self.root)]
 
     def _index(self, relpaths: set[str], *, whole: bool, first_event: float | None) -> bool:
         """Index one round; whether it succeeded (else its paths wait for the next)."""
