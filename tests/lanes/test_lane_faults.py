@@ -20,6 +20,7 @@ from anekit.embedder import Embedder
 from anekit.errors import EmbeddingFailed, LaneError
 from anekit.lanes import Scheduler
 from anekit.lanes import lane as lane_module
+from anekit.lanes import scheduler as scheduler_module
 from anekit.lanes.protocol import ProtocolError, Result
 from anekit.models import known_answers
 
@@ -213,6 +214,128 @@ def test_a_lane_that_keeps_failing_spends_its_restarts_and_the_run_finishes(
     with Scheduler(["cpu"]) as again:  # the in-process engine's rows: the CPU lane's model
         assert {lane for *_, lane in again.stream(token_ids[:4])} == {"cpu"}
     _check(vectors, reference[:16], 0.98)
+
+
+@pytest.fixture
+def small_budget(monkeypatch: pytest.MonkeyPatch) -> int:
+    """One restart and a short backoff, so that spending a lane takes two workers."""
+    monkeypatch.setattr(lane_module, "RESTARTS", 1)
+    monkeypatch.setattr(lane_module, "BACKOFF_SECONDS", 0.05)
+    return 1
+
+
+def _stop_past(scheduler: Scheduler, lane_name: str, restarts: int) -> None:
+    """Make the run raise once ``lane_name`` restarts more than ``restarts`` times (a
+    lane whose restarts are never spent would otherwise run for minutes, or forever)."""
+
+    def check(done: int, total: int) -> None:
+        lane = scheduler.lanes.get(lane_name)
+        assert lane is None or lane.restarts <= restarts, (
+            f"{lane_name} restarted {lane.restarts} times: {lane.reason}"
+        )
+
+    scheduler.progress = check
+
+
+def test_nan_from_the_cpu_lane_is_embedded_in_process_and_the_lane_retired(
+    work: Any, faults: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CPU lane passes admission, answers its first batch, then answers NaN. No row
+    is lost and no NaN is kept: the NaN batches are embedded in this process, and after
+    WRONG_ANSWERS + 1 of them in a row the lane is failed and this process finishes
+    the run (before, the CPU lane's NaN rows were failed: 40 of 48 lost)."""
+    token_ids, reference = work
+    monkeypatch.setattr(scheduler_module, "MAX_BATCH_ROWS", 8)  # batches enough for 4 NaN
+    faults("cpu:nan-after:2")
+    with Scheduler(["cpu"]) as scheduler:
+        vectors = scheduler.embed(token_ids)
+        (status,) = scheduler.status()
+    _check(vectors, reference, 0.98)
+    assert status["state"] == "failed" and status["restarts"] == 0  # no worker spent
+    assert status["reason"] == "answered 4 batches in a row with NaN or zero vectors"
+    summary = scheduler.summary
+    assert summary.embedded == len(token_ids) and not summary.failed
+    assert summary.fallback == "in process: CPU (ONNX Runtime int8)"
+
+
+@pytest.mark.parametrize(("lane_name", "queue_name"), [("numpy", "again"), ("cpu", "local")])
+@pytest.mark.parametrize("bad", [0.0, np.inf, np.nan])
+def test_a_batch_with_one_bad_vector_keeps_none_and_goes_to_another_engine(
+    lane_name: str, queue_name: str, bad: float
+) -> None:
+    """One zero, infinite or NaN row in a batch: none of the batch's vectors is kept,
+    and its rows go to the CPU lane (from another lane) or to this process (from the
+    CPU lane, never back to it). The worker is kept; the lane counts a wrong answer."""
+    from anekit.lanes.scheduler import _Work
+
+    scheduler = Scheduler(["numpy", "cpu"])  # no worker is started
+    lane = scheduler.lanes[lane_name]
+    lane.state, lane.admitted_once = "ready", True
+
+    def submit(batch_id: int, rows: Any) -> None:  # the worker's stdin, skipped
+        lane.in_flight[batch_id] = float("inf")
+
+    lane.submit = submit  # type: ignore[method-assign]
+    job = _Work([[101, 2000 + row, 102] for row in range(8)], scheduler.buckets)
+    job.fill(8)
+    rows = job.take(None, 8)
+    scheduler._send(lane, job, rows, None)
+    (batch_id,) = lane.in_flight
+    vectors = np.ones((8, 384), np.float32)
+    vectors[3, : 1 if bad else None] = bad
+    scheduler._result(lane, Result(batch_id, vectors, None), job)
+    assert not job.results and not job.failed
+    assert sorted(getattr(job, queue_name)) == sorted(rows) == list(range(8))
+    assert not getattr(job, "local" if queue_name == "again" else "again")
+    assert lane.state == "ready" and lane.wrong_in_a_row == 1 and lane.served == 0
+
+
+def test_a_worker_that_hangs_on_every_batch_is_spent_and_the_run_finishes(
+    work: Any, faults: Any, small_budget: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every batch outlasts the deadline. With the default 30 s deadline a worker fails
+    every 31.6 s, never 4 times in 60 s; here the window is shrunk below the time
+    between failures in the same way. Failures in a row without a batch answered spend
+    the lane, and this process finishes the run (before, a new worker every deadline,
+    forever)."""
+    token_ids, reference = work
+    monkeypatch.setattr(lane_module, "RESTART_WINDOW", 0.01)
+    faults("cpu:hang:5000")
+    with Scheduler(["cpu"], deadline=1.0) as scheduler:
+        _stop_past(scheduler, "cpu", small_budget)
+        vectors = scheduler.embed(token_ids[:16])
+        (status,) = scheduler.status()
+    assert status["state"] == "failed" and status["restarts"] == small_budget
+    assert status["reason"] == (
+        "missed its 1 s batch deadline (its 1 restarts are spent: 2 failures in a row, "
+        "no batch answered)"
+    )
+    assert scheduler.summary.fallback == "in process: CPU (ONNX Runtime int8)"
+    assert not scheduler.summary.failed
+    _check(vectors, reference[:16], 0.98)
+
+
+def test_malformed_frames_cost_workers_not_bisection(
+    work: Any, faults: Any, small_budget: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every worker's second reply is malformed. That is the worker's fault, never its
+    batch's: each costs one charged restart, the batches go back as they were, and
+    once the budget is spent this process finishes the run. Before, a malformed reply
+    to a suspect batch counted against the data: the batch was halved down to single
+    chunks, a fresh worker for every step, uncharged (300 short texts: 409 s)."""
+    token_ids, reference = work
+    monkeypatch.setattr(scheduler_module, "MAX_BATCH_ROWS", 8)
+    faults("cpu:malformed:2")
+    with Scheduler(["cpu"]) as scheduler:
+        _stop_past(scheduler, "cpu", small_budget)
+        vectors = scheduler.embed(token_ids)
+        (status,) = scheduler.status()
+    assert status["state"] == "failed" and status["restarts"] == small_budget
+    assert status["reason"].startswith("malformed frame: result frame is truncated")
+    assert status["reason"].endswith("(its 1 restarts in 60 s are spent)")
+    assert scheduler.summary.fallback == "in process: CPU (ONNX Runtime int8)"
+    assert not scheduler.summary.failed
+    _check(vectors, reference, 0.98)
 
 
 def test_a_poisoned_lane_is_refused_at_admission(work: Any, faults: Any) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from anekit.errors import LaneError
 from anekit.lanes import faults, protocol, unavailable_reason
-from anekit.lanes.lane import RETRY_SECONDS, Event, Lane
+from anekit.lanes.lane import RESTARTS, RETRY_SECONDS, WRONG_ANSWERS, Event, Lane
 
 
 def test_batch_frames_round_trip() -> None:
@@ -85,6 +85,51 @@ def test_a_failed_lane_retries_after_ten_minutes() -> None:
     assert not lane.can_start()  # refused at admission: not retried
 
 
+def test_a_lane_that_fails_every_batch_is_spent_however_slowly_it_fails() -> None:
+    """A worker that hangs on every batch fails once per 30 s deadline plus a start:
+    never 4 failures in 60 s. Failures in a row without a batch answered spend the
+    budget all the same (before, the lane restarted forever)."""
+    now = [0.0]
+    lane = Lane("cpu", queue.Queue[Event](), deadline=30, clock=lambda: now[0])
+    lane.admitted_once = True
+    for _ in range(RESTARTS):
+        lane.crash("missed its 30 s batch deadline")
+        assert lane.state == "restarting"
+        now[0] += 31.6
+    lane.crash("missed its 30 s batch deadline")
+    assert lane.state == "failed"
+    assert lane.reason == (
+        "missed its 30 s batch deadline (its 3 restarts are spent: 4 failures in a row, "
+        "no batch answered)"
+    )
+
+
+def test_a_batch_answered_between_slow_failures_keeps_the_lane() -> None:
+    """Failures far apart with batches answered between them are a lane that works."""
+    now = [0.0]
+    lane = Lane("cpu", queue.Queue[Event](), clock=lambda: now[0])
+    lane.admitted_once = True
+    for _ in range(3 * RESTARTS):
+        lane.crash("worker exited (-9)")
+        assert lane.state == "restarting"
+        lane.answered()
+        now[0] += 31.6
+    # An uncharged failure (the data's: a chunk that kills workers) is not counted.
+    for _ in range(3 * RESTARTS):
+        lane.crash("worker exited (-9)", charge=False)
+    assert lane.state == "restarting" and lane.failures_in_a_row == 0
+
+
+def test_wrong_answers_in_a_row_are_counted_until_a_good_one() -> None:
+    lane = Lane("ane", queue.Queue[Event]())
+    for _ in range(WRONG_ANSWERS):
+        assert not lane.wrong_answer()
+    lane.answered()  # a good batch: the count starts again
+    for _ in range(WRONG_ANSWERS):
+        assert not lane.wrong_answer()
+    assert lane.wrong_answer()  # one more in a row: the scheduler fails the lane
+
+
 def test_deadlines_and_silent_starts_are_overdue() -> None:
     now = [0.0]
     lane = Lane("cpu", queue.Queue[Event](), deadline=30, clock=lambda: now[0])
@@ -133,3 +178,35 @@ def test_a_worker_that_stops_reading_never_blocks_the_scheduler(
     finally:
         lane.stop()
     assert lane.process is None
+
+
+@pytest.mark.parametrize(
+    ("output", "exit_code", "expected"),
+    [
+        # Died while writing a result: a death (its batch may have killed it).
+        (b"\x10\x00\x00\x00R\x00", 5, {"reason": "worker exited (5): ", "code": 5}),
+        # A whole frame that is not a result: the worker's own fault.
+        (b"\x02\x00\x00\x00R\x00", 0, {"reason": "malformed frame: ", "malformed": True}),
+    ],
+)
+def test_a_truncated_frame_is_a_death_and_a_malformed_one_the_workers_fault(
+    monkeypatch: pytest.MonkeyPatch, output: bytes, exit_code: int, expected: dict[str, object]
+) -> None:
+    """The scheduler charges a malformed frame to the lane and never bisects its batch,
+    so a frame cut short by the worker's death must not be taken for one."""
+    script = (
+        f"import sys, time; sys.stdout.buffer.write({output!r}); sys.stdout.flush(); "
+        f"sys.exit({exit_code}) if {exit_code} else time.sleep(60)"
+    )
+    monkeypatch.setattr(Lane, "command", lambda self: [sys.executable, "-c", script])
+    events: queue.Queue[Event] = queue.Queue()
+    lane = Lane("cpu", events)
+    lane.start()
+    try:
+        event = events.get(timeout=30)
+    finally:
+        lane.stop()
+    assert event.kind == "failed"
+    assert event.message["reason"].startswith(str(expected["reason"]))
+    assert event.message.get("code") == expected.get("code")
+    assert event.message.get("malformed", False) == expected.get("malformed", False)

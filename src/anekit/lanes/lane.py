@@ -6,7 +6,8 @@ mid-batch, never blocks the scheduler, which would then miss its deadline); the
 worker's stderr goes to a temporary file whose last lines explain a crash. A lane
 is ``starting`` until its hello, then ``ready`` (admitted) or ``refused`` (below its
 known-answer floor: never started again); a failed worker makes it ``restarting`` or
-``failed`` (:meth:`Lane.crash`).
+``failed`` (:meth:`Lane.crash`), and so do batches answered with NaN or zero vectors
+(:meth:`Lane.wrong_answer`).
 """
 
 from __future__ import annotations
@@ -31,9 +32,13 @@ WORKER_MODULE = "anekit.lanes.worker"
 
 #: Seconds before a failed lane may start again.
 RETRY_SECONDS = 600.0
-#: Restarts a lane may spend in :data:`RESTART_WINDOW` seconds before it is failed.
+#: Restarts a lane may spend in :data:`RESTART_WINDOW` seconds, or in a row without
+#: answering a batch (a worker that misses every deadline fails once per deadline,
+#: which may be less often than the window counts), before it is failed.
 RESTARTS = 3
 RESTART_WINDOW = 60.0
+#: Batches in a row a lane may answer with NaN or zero vectors; the next one fails it.
+WRONG_ANSWERS = 3
 #: Seconds before the first restart; doubled for each restart in the window.
 BACKOFF_SECONDS = 0.5
 #: How long a starting worker may stay silent (progress frames reset it).
@@ -79,6 +84,10 @@ class Lane:
         self.admitted_once = False
         #: When workers failed after admission (the restart budget's window).
         self.crashes: deque[float] = deque()
+        #: Charged failures, and batches answered with NaN or zero vectors, since the
+        #: lane last answered a batch well.
+        self.failures_in_a_row = 0
+        self.wrong_in_a_row = 0
         self.restarts = 0
         self.restart_at = 0.0
         #: Rows per engine call in its worker (the hello's ``batch``).
@@ -137,6 +146,8 @@ class Lane:
             self.restarts += 1  # its reason stays: why it last restarted
         else:
             self.reason = ""
+        if self.state == "failed":  # retried after RETRY_SECONDS: a fresh budget
+            self.failures_in_a_row = self.wrong_in_a_row = 0
         self.state, self.hello = "starting", {}
         self.in_flight.clear()
         self.last_heard = self.clock()
@@ -163,23 +174,44 @@ class Lane:
             self.state, self.reason, self.failed_at = "failed", reason, self.clock()
         return self._kill()
 
+    def answered(self) -> None:
+        """A worker answered a batch with good vectors: the lane works, and its
+        failures and wrong answers in a row count from zero again."""
+        self.served += 1
+        self.failures_in_a_row = self.wrong_in_a_row = 0
+
+    def wrong_answer(self) -> bool:
+        """A batch came back with NaN or zero vectors; True when that was the lane's
+        last chance (more than :data:`WRONG_ANSWERS` in a row): the scheduler then
+        fails it. The worker is kept otherwise (a chunk that overflows fp16 is not a
+        broken lane)."""
+        self.wrong_in_a_row += 1
+        return self.wrong_in_a_row > WRONG_ANSWERS
+
     def crash(self, reason: str, charge: bool = True, signalled: bool = False) -> list[int]:
         """Its worker failed: kill it; the batch ids it still owed. A lane never admitted
         whose worker exited on its own is failed (it cannot load). Otherwise (admitted
         before, or ``signalled``: killed by a signal) it restarts after a backoff,
-        ``charge`` counting the failure against the budget of :data:`RESTARTS` in
-        :data:`RESTART_WINDOW` seconds; past it, the lane is failed. An uncharged failure
-        is the data's, not the lane's (a chunk that kills every worker)."""
+        ``charge`` counting the failure against its budget: :data:`RESTARTS` restarts
+        in :data:`RESTART_WINDOW` seconds, and as many in a row without a batch
+        answered; past either, the lane is failed. An uncharged failure is the data's,
+        not the lane's (a chunk that kills every worker)."""
         if not self.admitted_once and not signalled:
             return self.fail(reason)
         now = self.clock()
         if charge:
             self.crashes.append(now)
+            self.failures_in_a_row += 1
         while self.crashes and now - self.crashes[0] > RESTART_WINDOW:
             self.crashes.popleft()
         if len(self.crashes) > RESTARTS:
             return self.fail(
                 f"{reason} (its {RESTARTS} restarts in {RESTART_WINDOW:g} s are spent)"
+            )
+        if self.failures_in_a_row > RESTARTS:
+            return self.fail(
+                f"{reason} (its {RESTARTS} restarts are spent: {self.failures_in_a_row} "
+                "failures in a row, no batch answered)"
             )
         self.state, self.reason = "restarting", reason
         self.restart_at = now + BACKOFF_SECONDS * 2 ** max(len(self.crashes) - 1, 0)
@@ -241,8 +273,17 @@ class Lane:
                     raise protocol.ProtocolError(f"unknown frame kind {kind!r}")
             code = process.wait()
             emit("failed", {"reason": f"worker exited ({code})", "code": code})
+        except protocol.TruncatedFrame as error:
+            # Its output ended mid-frame: it died while writing, a death like any other.
+            try:
+                code = process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                code = process.wait()
+            emit("failed", {"reason": f"worker exited ({code}): {error}", "code": code})
         except (protocol.ProtocolError, OSError, ValueError) as error:
-            emit("failed", {"reason": f"malformed frame: {error}"})
+            # The worker broke the wire format: its fault, never its batch's.
+            emit("failed", {"reason": f"malformed frame: {error}", "malformed": True})
             if process.poll() is None:
                 process.kill()
 
@@ -263,7 +304,7 @@ class Lane:
         }
 
 
-__all__ = ["RESTARTS", "RESTART_WINDOW", "RETRY_SECONDS", "Event", "Lane"]
+__all__ = ["RESTARTS", "RESTART_WINDOW", "RETRY_SECONDS", "WRONG_ANSWERS", "Event", "Lane"]
 
 
 def _write(process: subprocess.Popen[bytes], outbox: queue.SimpleQueue[bytes | None]) -> None:

@@ -37,6 +37,10 @@ class ProtocolError(LaneError):
     """A frame that breaks the wire format (too large, truncated, unknown kind)."""
 
 
+class TruncatedFrame(ProtocolError):
+    """The stream ended inside a frame: the writer died (or closed it) mid-frame."""
+
+
 def encode_frame(payload: bytes) -> bytes:
     """``payload`` with its length prefix; a payload above :data:`MAX_FRAME` is refused."""
     if len(payload) > MAX_FRAME:
@@ -72,7 +76,7 @@ def read_frame(stream: IO[bytes]) -> bytes | None:
         raise ProtocolError("empty frame")
     payload = _read_exactly(stream, length)
     if payload is None:
-        raise ProtocolError(f"stream ended inside a frame of {length} bytes")
+        raise TruncatedFrame(f"stream ended inside a frame of {length} bytes")
     return payload
 
 

@@ -7,12 +7,16 @@ waits at most :data:`HOLD_WINDOWS` windows). Each lane gets batches of about
 :data:`TARGET_BATCH_SECONDS` at its measured rate, :data:`IN_FLIGHT` at a time, the
 bucket with the earliest row first, so that results come out in input order soon.
 
-**Faults.** A failed worker's batches are requeued as *suspects*, each embedded alone on
-a worker that has proven itself (it embedded a batch since its lane's last failure). A
-suspect group that kills a worker again is halved, down to single chunks; a chunk that
-kills :data:`POISON_DEATHS` workers on its own is tried on the CPU lane unless that
-killed it too, and otherwise reported as failed; it never runs in this process. Rows
-that come back NaN or zero are embedded again on the CPU lane.
+**Faults.** A dead or hung worker's batches are requeued as *suspects*, each embedded
+alone on a worker that has proven itself (it embedded a batch since its lane's last
+failure). A suspect group that kills a worker again is halved, down to single chunks; a
+chunk that kills :data:`POISON_DEATHS` workers on its own is tried on the CPU lane unless
+that killed it too, and otherwise reported as failed; it never runs in this process. A
+worker that breaks the wire format (a malformed frame, a reply of the wrong size) is at
+fault itself: it is charged and its batches go back to the queue as they were. A batch
+answered with any NaN or zero vector keeps none of its vectors: its rows are embedded
+by another engine (the CPU lane, or for the CPU lane's own rows this process), and a lane
+that does it :data:`~anekit.lanes.lane.WRONG_ANSWERS` + 1 times in a row is failed.
 
 **Never zero lanes.** When no lane is left, the CPU lane is started; when it cannot
 serve either, an in-process CPU engine (what the CPU lane runs) finishes the run.
@@ -131,8 +135,10 @@ class _Work:
         #: Partial groups: bucket -> [(row, window it was released in)].
         self.held: dict[int, list[tuple[int, int]]] = {size: [] for size in self.buckets}
         self.suspects: deque[_Suspect] = deque()
-        #: Rows for the CPU lane only (NaN from another lane).
+        #: Rows for the CPU lane only (NaN or zero from another lane).
         self.again: deque[int] = deque()
+        #: Rows for the in-process engine only (NaN or zero from the CPU lane).
+        self.local: deque[int] = deque()
         self.batches: dict[int, _Batch] = {}
         self.results: dict[int, np.ndarray] = {}
         #: The lane whose engine made each result (FALLBACK for the in-process engine).
@@ -369,8 +375,8 @@ class Scheduler:
         else:
             for lane in self.lanes.values():
                 self._feed(lane, work)
-            if work.again and not self._can_use(FALLBACK):
-                self._embed_locally(work, again_only=True)  # no CPU lane for NaN rows
+            if work.local or (work.again and not self._can_use(FALLBACK)):
+                self._embed_locally(work, again_only=True)  # NaN rows no lane may take
         self._handle(self._next_event(0.0 if self._local_only else 0.05), work)
         self._check_deadlines(work)
         if self.progress is not None:
@@ -456,12 +462,28 @@ class Scheduler:
             lane.in_flight.setdefault(batch_id, self.clock())
             self._worker_failed(lane, f"could not send a batch: {error}", work)
 
-    def _worker_failed(self, lane: Lane, reason: str, work: _Work, signalled: bool = False) -> None:
+    def _worker_failed(
+        self,
+        lane: Lane,
+        reason: str,
+        work: _Work,
+        signalled: bool = False,
+        its_own: bool = False,
+    ) -> None:
         """``lane``'s worker failed with its batches in flight: restart it (or fail the
         lane) and requeue those batches as suspects, bisecting a suspect that failed
         again. ``signalled``: it was killed by a signal (restarted even before its
-        lane was ever admitted: a kill is not a model that cannot load)."""
+        lane was ever admitted: a kill is not a model that cannot load). ``its_own``:
+        the worker broke the wire format, which no input can make it do: charged to the
+        lane, and its batches requeued as they were (no suspects, no bisection)."""
         owed = self._owed(lane, work)
+        if its_own:
+            lane.served_at_failure = lane.served
+            lane.crash(reason, signalled=signalled)
+            if lane.state == "failed":
+                self._say(f"lane {lane.name} is out: {lane.reason}")
+            self._requeue(owed, work)
+            return
         alone = len(owed) == 1 and owed[0].suspect is not None
         # Killed by one suspect group embedded alone, by a lane that has answered
         # since its previous failure, or by a row confirmed as a fresh worker's first
@@ -500,6 +522,15 @@ class Scheduler:
             else:
                 work.failed[row] = _killed(deaths)
 
+    def _requeue(self, owed: Sequence[_Batch], work: _Work) -> None:
+        """Batches a worker owed, back as they were: suspects stay suspects, ordinary
+        rows go back to their buckets, probes are dropped (their rows are embedded)."""
+        for batch in owed:
+            if batch.suspect is not None:
+                work.suspects.appendleft(batch.suspect)
+            elif not batch.probe:
+                work.put_back(batch.rows)
+
     def _owed(self, lane: Lane, work: _Work) -> list[_Batch]:
         """The batches ``lane``'s worker owed, taken off the books (none owed now)."""
         owed = [work.batches.pop(i) for i in lane.in_flight if i in work.batches]
@@ -535,18 +566,16 @@ class Scheduler:
             if lane.state == "ready" and event.message.get("code") == 0:
                 # An idle worker left on its own (perhaps as a batch was on its way):
                 # requeue what it owed, and start a new one when there is work.
-                for batch in self._owed(lane, work):
-                    if batch.suspect is not None:
-                        work.suspects.appendleft(batch.suspect)
-                    elif not batch.probe:  # a probe's rows are embedded already
-                        work.put_back(batch.rows)
+                self._requeue(self._owed(lane, work), work)
                 lane.stop()
             elif lane.state in ("starting", "ready"):
                 reason = str(event.message.get("reason", "failed"))
                 if tail := lane.stderr_tail():
                     reason += f"; stderr: {tail}"
                 code = event.message.get("code")
-                self._worker_failed(lane, reason, work, isinstance(code, int) and code < 0)
+                signalled = isinstance(code, int) and code < 0
+                its_own = bool(event.message.get("malformed"))
+                self._worker_failed(lane, reason, work, signalled, its_own)
         elif event.kind == "result" and event.result is not None:
             self._result(lane, event.result, work)
 
@@ -581,17 +610,23 @@ class Scheduler:
         if batch is None:
             return  # from a lane already dropped: its rows were requeued
         vectors = result.vectors
-        problem = None
+        shape = (batch.synthetic or len(batch.rows), self.dimension)
         if result.error is not None or vectors is None:
-            problem = f"batch error: {result.error}"
-        elif vectors.shape[0] != (batch.synthetic or len(batch.rows)):
-            problem = f"answered {vectors.shape[0]} rows for {batch.synthetic or len(batch.rows)}"
-        if problem is not None or vectors is None:
             lane.in_flight[result.batch_id] = 0.0  # owed with the others
-            self._worker_failed(lane, problem or "no vectors", work)
+            self._worker_failed(lane, f"batch error: {result.error}", work)
+            return
+        if vectors.shape != shape:
+            lane.in_flight[result.batch_id] = 0.0
+            answered = "x".join(map(str, vectors.shape))
+            self._worker_failed(
+                lane, f"answered {answered} values for {shape[0]}x{shape[1]}", work, its_own=True
+            )
             return
         del work.batches[result.batch_id]
-        lane.served += 1
+        if _bad_rows(vectors).any():
+            self._wrong_answer(lane, batch, work)
+            return
+        lane.answered()
         if batch.probe:
             return
         self._record(work, batch.rows, vectors, lane.name)
@@ -599,18 +634,25 @@ class Scheduler:
         observed = batch.padded_tokens / elapsed * min(len(lane.in_flight) + 1, IN_FLIGHT)
         lane.rate = 0.7 * lane.rate + 0.3 * observed if lane.rate else observed
 
+    def _wrong_answer(self, lane: Lane, batch: _Batch, work: _Work) -> None:
+        """``lane`` answered ``batch`` with NaN or zero vectors. None of its
+        vectors is kept (the others are no more trustworthy): its rows go to another
+        engine, the CPU lane, or this process when the CPU lane made them. A lane that
+        answers more than :data:`~anekit.lanes.lane.WRONG_ANSWERS` batches in a row so
+        is failed, and what it still owed goes back to the queue as it was."""
+        if not batch.probe:  # a probe's rows are embedded already
+            (work.local if lane.name == FALLBACK else work.again).extend(batch.rows)
+        if lane.wrong_answer():
+            owed = self._owed(lane, work)
+            lane.fail(f"answered {lane.wrong_in_a_row} batches in a row with NaN or zero vectors")
+            self._say(f"lane {lane.name} is out: {lane.reason}")
+            self._requeue(owed, work)
+
     def _record(self, work: _Work, rows: Sequence[int], vectors: np.ndarray, lane: str) -> None:
-        """Keep ``rows``' vectors, made by ``lane``; a NaN or zero vector is embedded
-        again on the CPU lane, or (it came from the CPU's engine) fails."""
-        bad = ~np.isfinite(vectors).all(axis=1) | (np.abs(vectors).sum(axis=1) == 0)
-        for row, vector, wrong in zip(rows, vectors, bad, strict=True):
-            if not wrong:
-                work.results[row] = vector
-                work.made_by[row] = lane
-            elif lane == FALLBACK:
-                work.failed[row] = f"the {FALLBACK} engine returned NaN or zero"
-            else:
-                work.again.append(row)
+        """Keep ``rows``' vectors (all finite and nonzero), made by ``lane``."""
+        for row, vector in zip(rows, vectors, strict=True):
+            work.results[row] = vector
+            work.made_by[row] = lane
 
     def _check_deadlines(self, work: _Work) -> None:
         for lane in self.lanes.values():
@@ -682,11 +724,21 @@ class Scheduler:
         return self._local
 
     def _embed_locally(self, work: _Work, again_only: bool = False) -> None:
-        """Embed the next rows here: NaN rows, suspects that never killed a worker of
-        the CPU's engine on their own, then the rest (``again_only``: NaN rows only)."""
+        """Embed the next rows here: NaN rows (those of another lane only when the CPU
+        lane cannot take them), suspects that never killed a worker of the CPU's engine
+        on their own, then the rest (``again_only``: NaN rows only)."""
         rows: list[int] = []
-        while work.again and len(rows) < LOCAL_BATCH:
-            rows.append(work.again.popleft())
+        queues = [work.local]
+        if self._local_only or not self._can_use(FALLBACK):
+            queues.append(work.again)
+        for waiting in queues:
+            while waiting and len(rows) < LOCAL_BATCH:
+                row = waiting.popleft()
+                if work.alone_deaths[row].get(FALLBACK):
+                    # It killed the CPU lane's worker: here it could kill this process.
+                    work.failed[row] = _killed(work.alone_deaths[row])
+                else:
+                    rows.append(row)
         while not again_only and work.suspects and len(rows) < LOCAL_BATCH:
             suspect = work.suspects.popleft()
             for row in suspect.rows:
@@ -706,7 +758,7 @@ class Scheduler:
         if not again_only:
             self.summary.fallback = f"in process: {engine.device}"
         try:
-            self._record(work, rows, engine.embed([work.token_ids[r] for r in rows]), FALLBACK)
+            self._keep_local(work, rows, engine.embed([work.token_ids[r] for r in rows]))
         except Exception as error:  # one bad row must not end the run: try each alone
             if len(rows) == 1:
                 work.failed[rows[0]] = f"in-process engine: {type(error).__name__}: {error}"
@@ -717,7 +769,17 @@ class Scheduler:
                 except Exception as alone:
                     work.failed[row] = f"in-process engine: {type(alone).__name__}: {alone}"
                 else:
-                    self._record(work, [row], vector, FALLBACK)
+                    self._keep_local(work, [row], vector)
+
+    def _keep_local(self, work: _Work, rows: Sequence[int], vectors: np.ndarray) -> None:
+        """The in-process engine's vectors: the last engine there is, so a NaN or zero
+        vector from it fails its row (the others are kept)."""
+        bad = _bad_rows(vectors)
+        for row, vector, wrong in zip(rows, vectors, bad, strict=True):
+            if wrong:
+                work.failed[row] = f"the in-process {FALLBACK} engine returned NaN or zero"
+            else:
+                self._record(work, [row], vector[None], FALLBACK)
 
 
 def gathered(
@@ -735,6 +797,12 @@ def gathered(
     if failed:
         raise EmbeddingFailed(dict(sorted(failed.items())), vectors)
     return vectors
+
+
+def _bad_rows(vectors: np.ndarray) -> np.ndarray:
+    """Per row, whether its vector holds a NaN or an infinity, or is all zeros."""
+    bad: np.ndarray = ~np.isfinite(vectors).all(axis=1) | ~np.any(vectors, axis=1)
+    return bad
 
 
 def _killed(deaths: dict[str, int]) -> str:
