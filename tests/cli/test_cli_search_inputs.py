@@ -268,3 +268,11 @@ def test_watch_with_a_lane_or_model_that_does_not_exist_stops_at_once(
     monkeypatch.chdir(repo)
     assert "unknown lane 'cpuu'" in _error(_run("watch", "--lane", "cpuu"))
     assert "no-such-model" in _error(_run("watch", "--model", "no-such-model"))
+
+
+def test_a_ray_address_where_nothing_listens_is_refused_with_nothing_to_embed(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(repo)  # indexed and unchanged: nothing to embed
+    message = _error(_run("index", "--ray", "127.0.0.1:1"))
+    assert "cannot reach the Ray cluster at 127.0.0.1:1" in message

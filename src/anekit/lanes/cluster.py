@@ -150,8 +150,7 @@ def connect(address: str | None) -> bool:
         raise LaneError(
             "embedding on a Ray cluster needs Ray: pip install 'anekit[ray]'"
         ) from error
-    if address not in (None, LOCAL):
-        _reachable(address)
+    reachable(address)
     if ray.is_initialized():
         return False
     options: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
@@ -169,11 +168,14 @@ def connect(address: str | None) -> bool:
 REACH_SECONDS = 5.0
 
 
-def _reachable(address: str) -> None:
+def reachable(address: str | None) -> None:
     """Refuse, at once, a ``HOST:PORT`` (or ``ray://HOST:PORT``) where nothing listens:
-    Ray itself retries such an address for minutes before it gives up."""
+    Ray itself retries such an address for minutes before it gives up. None,
+    :data:`LOCAL` and ``auto`` pass (nothing to reach yet)."""
     import socket
 
+    if address in (None, LOCAL):
+        return
     target = address.removeprefix("ray://")
     host, _, port = target.rpartition(":")
     if not host or not port.isdigit():

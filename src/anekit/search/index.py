@@ -495,6 +495,10 @@ class Index:
     ) -> IndexSummary:
         started = time.monotonic()
         identity = self.identity()
+        if self.ray is not None:  # a cluster that is not there: refused even with nothing to do
+            from anekit.lanes.cluster import reachable
+
+            reachable(self.ray)
         rebuilt = self._checked_store()
         store = self.store
         summary = IndexSummary(reset=store.ensure_identity(identity), rebuilt=rebuilt)
