@@ -25,6 +25,7 @@ import sys
 import tarfile
 import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,13 +69,16 @@ def _json(url: str) -> dict[str, Any]:
 
 def _sdist_url(sdist: Sdist) -> str:
     """The sdist's URL from PyPI's JSON API: the release's own page, or the project's
-    ``releases`` table where the release page is not served (some mirrors)."""
+    ``releases`` table where the release page is not served (some mirrors). A relative file
+    URL (some mirrors serve them) is taken relative to the API page that lists it."""
+    page = f"https://pypi.org/pypi/{sdist.name}/{sdist.version}/json"
     try:
-        files = _json(f"https://pypi.org/pypi/{sdist.name}/{sdist.version}/json")["urls"]
+        files = _json(page)["urls"]
     except urllib.error.HTTPError as error:
         if error.code != 404:
             raise
-        files = _json(f"https://pypi.org/pypi/{sdist.name}/json")["releases"][sdist.version]
+        page = f"https://pypi.org/pypi/{sdist.name}/json"
+        files = _json(page)["releases"][sdist.version]
     for item in files:
         if item["packagetype"] == "sdist":
             if item["digests"]["sha256"] != sdist.sha256:
@@ -82,7 +86,7 @@ def _sdist_url(sdist: Sdist) -> str:
                     f"{sdist.folder}: PyPI lists sha256 {item['digests']['sha256']}, "
                     f"pinned {sdist.sha256}"
                 )
-            return str(item["url"])
+            return urllib.parse.urljoin(page, str(item["url"]))
     raise SystemExit(f"{sdist.folder}: no sdist on PyPI")
 
 

@@ -247,6 +247,31 @@ def test_small_definitions_share_a_chunk_and_large_ones_start_their_own() -> Non
     assert chunks[1].text == large
 
 
+def test_a_python_main_block_is_named_main() -> None:
+    """``if __name__ == "__main__":`` (either way round) is a definition named ``__main__``,
+    what it defines nested in it; another ``if``, or the guard inside a function, is not a
+    definition."""
+    body = "".join(f"    print(render(row_{i}, width={i}))  # demo row {i}\n" for i in range(14))
+    inner = "".join(f"        total += {i}  # the sum of the demo, step {i}\n" for i in range(6))
+    guarded = "".join(f"        return {i}  # no debugging here, case {i}\n" for i in range(6))
+    for guard in ('__name__ == "__main__"', "'__main__' == __name__"):
+        text = (
+            f"import sys\n\n\nif DEBUG:\n\n    def trace(x):\n{guarded}\n\n"
+            f"def check():\n{inner[4:].replace(chr(10) + '    ', chr(10))}\n"
+            f"    if {guard}:\n{guarded * 2}\n\n"
+            f"if {guard}:  # pragma: no cover\n{body}\n"
+            f"    def demo(total):\n{inner}        return total\n\n    demo(0)\n"
+        )
+        chunks = chunk_file("pkg/render.py", text)
+        check(text, chunks)
+        symbols = [c.symbol for c in chunks]
+        assert "trace" in symbols and "__main__ > demo" in symbols, symbols
+        assert "check" in symbols and "check > __main__" not in symbols
+        main = [c for c in chunks if c.text.startswith("if ")]
+        assert [c.symbol for c in main if guard in c.text] == ["__main__"]
+        assert chunks[-1].symbol == "__main__"  # the lines after demo: the block's
+
+
 def test_nested_definitions_of_a_long_function_get_their_path() -> None:
     body = "".join(f"        total += {i} * value  # term {i} of the sum\n" for i in range(20))
     text = (

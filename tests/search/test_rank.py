@@ -1,32 +1,74 @@
-"""Ranking: reciprocal rank fusion, code before prose, definitions first."""
+"""Ranking: reciprocal rank fusion, code before prose, definitions first, and rules that fire
+only where they should (the query's form, the class of ``Class.method``, the chunk holding a
+definition's signature, stubs, generated files and demo blocks)."""
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
 from anekit.search.rank import (
+    DEFINITION_BONUS,
     KIND_WEIGHTS,
+    NAME_BONUS,
+    ROLE_WEIGHTS,
     RRF_K,
     SAME_FILE_DECAY,
     Candidate,
     defines,
     fuse,
+    head,
     identifiers,
+    is_prose,
     names_definition,
+    role,
 )
+from anekit.search.store import ChunkRecord, FileRecord, Store, StoreIdentity, store_dir
 
 
 def test_identifiers_are_the_words_that_look_like_code() -> None:
-    assert identifiers("where does getUserName read the cookie") == [["getUserName"]]
+    assert identifiers("getUserName reads the cookie") == [["getUserName"]]
     assert identifiers("Client.send and Session::request") == [
         ["Client", "send"],
         ["Session", "request"],
     ]
-    assert identifiers("how are retries counted") == []
     assert identifiers("parse_duration") == [["parse_duration"]]
     assert identifiers("retries") == [["retries"]]  # a one-word query may name anything
     # Acronyms are prose words, not identifiers; mixed case still is.
-    assert identifiers("which class owns HTTP/2 and the URL of an RGB value") == []
-    assert identifiers("where is HTTPClient or IOError made") == [["HTTPClient"], ["IOError"]]
+    assert identifiers("class owning HTTP/2 and the URL of an RGB value") == []
+    assert identifiers("HTTPClient or IOError made") == [["HTTPClient"], ["IOError"]]
     assert identifiers("MAX_SIZE") == [["MAX_SIZE"]]
+    assert identifiers("attrs.evolve(inst, **changes)") == [["attrs", "evolve"]]
+    assert identifiers("cache per host, e.g. for redirects") == []  # not a dotted name
+
+
+def test_plain_english_names_no_protocol_nor_constant() -> None:
+    """In a question a dunder names a protocol (every class may define ``__repr__``) and a
+    constant's capitals name a value; a type or function name, a qualified name or one
+    written as code still names a definition, and so does a search phrase."""
+    assert is_prose("where does getUserName read the cookie")
+    assert is_prose("Splitting streamed text into lines when a carriage return ends one")
+    assert not is_prose("encode_host for IPv6 and internationalized domain names")
+    assert not is_prose("is_prose")  # opens with "is", but it is an identifier
+    assert not is_prose("does_not_exist")
+    for question in [
+        "how is a frozen class's __setattr__ blocked",
+        "where is the __repr__ method generated",
+        "how are HTTP_PROXY and NO_PROXY read",
+        "how are strings such as 'yes' or 'off' turned into booleans",  # quoted words
+    ]:
+        assert identifiers(question) == [], question
+    assert identifiers("where does getUserName read the cookie") == [["getUserName"]]
+    assert identifiers("how is BaseModel defined and instantiated") == [["BaseModel"]]
+    assert identifiers("what does Response.raise_for_status do for 4xx codes") == [
+        ["Response", "raise_for_status"]
+    ]
+    assert identifiers("how is a frozen class's `__setattr__` blocked") == [["__setattr__"]]
+    assert identifiers("where is 'DEFAULT_TIMEOUT' set") == [["DEFAULT_TIMEOUT"]]
+    assert identifiers("__repr__ of a frozen class") == [["__repr__"]]
+    assert identifiers("NO_PROXY") == [["NO_PROXY"]]
 
 
 def test_a_symbol_path_names_a_definition_by_its_tail() -> None:
@@ -35,6 +77,8 @@ def test_a_symbol_path_names_a_definition_by_its_tail() -> None:
     assert not names_definition("Client > send", ["Server", "send"])
     assert not names_definition("send", ["Client", "send"])
     assert names_definition("impl Cache for LruCache > get", ["get"])
+    assert names_definition("impl Cache for LruCache<K, V> > get", ["LruCache", "get"])
+    assert names_definition("text > Tokenizer::split", ["Tokenizer", "split"])
     assert names_definition("Session > Request", ["session", "request"])  # any case
 
 
@@ -46,6 +90,23 @@ def test_definitions_are_found_in_text_across_languages() -> None:
     assert not defines("    def request(self):", ["Client", "request"])  # no Client here
     assert not defines("    return main(args)", ["main"])  # a call, not a definition
     assert not defines("user = getUserName(session)", ["getUserName"])
+    # a C++ constructor, its initializers on the next line; a delegating call is not one
+    ctor = "  Set(const Set& that)\n      : Set(that, that.alloc()) {}\n"
+    assert defines(ctor, ["Set"])
+    assert not defines("  Set x = Set(that);\n  x.Set(a) ? b : c;\n  Set(a)::run();", ["Set"])
+    assert not defines("  x = y\n      : Set(that, a) {}\n", ["Set"])
+    assert defines("  send(request: Request): Promise<Response> {", ["send"])  # TypeScript
+    assert not defines("    send(x)\n    def close(self):\n", ["send"])  # a call, then a def
+    # a doctest prompt is not a type: ">>> print(x)" calls print
+    assert not defines('    """\n    >>> print(capture.get())\n    """', ["print"])
+
+
+def test_a_modules_assignment_defines_its_name() -> None:
+    assert defines("DEFAULT_TIMEOUT = Timeout(5.0)\nDEFAULT_LIMITS = Limits()", ["DEFAULT_LIMITS"])
+    assert defines("MAX_SIZE: Final[int] = 10", ["MAX_SIZE"])
+    assert not defines("    timeout: Timeout = DEFAULT_TIMEOUT,", ["DEFAULT_TIMEOUT"])  # a use
+    assert not defines("    timeout = 5", ["timeout"])  # a local variable, indented
+    assert not defines("DEFAULT_TIMEOUT == other", ["DEFAULT_TIMEOUT"])
 
 
 def test_fusion_adds_reciprocal_ranks_and_weighs_kinds() -> None:
@@ -75,6 +136,145 @@ def test_a_named_definition_goes_first_whatever_its_ranks() -> None:
     assert [chunk_id for chunk_id, _ in ranked] == [2, 1]
 
 
+def test_a_name_in_a_question_lifts_no_definition() -> None:
+    """Every ``__setattr__`` (a test's too) went above the answer for a question that only
+    mentions one; written as code, the name is asked for."""
+    candidates = {
+        1: Candidate(1, "_frozen_setattrs", "code", "def _frozen_setattrs(self, name, value):"),
+        2: Candidate(2, "Attribute > __setattr__", "code", "    def __setattr__(self, n, v):"),
+        3: Candidate(3, "TestSetAttr > B > __setattr__", "tests", "  def __setattr__(s, n, v):"),
+    }
+    question = "how is a frozen class's __setattr__ blocked"
+    ranked = fuse(question, [1, 2, 3], [1, 3, 2], candidates, 3)
+    assert [chunk_id for chunk_id, _ in ranked] == [1, 2, 3]
+    assert ranked[0][1] < DEFINITION_BONUS  # nothing got a bonus
+    formatted = fuse(question.replace("__setattr__", "`__setattr__`"), [1, 2, 3], [], candidates, 3)
+    assert [chunk_id for chunk_id, _ in formatted] == [2, 3, 1]
+
+
+def test_class_method_resolves_through_the_class_or_module() -> None:
+    """``Console.print``: the console's method first, then other ``print`` definitions; a
+    docstring's ``>>> print(...)`` beside the word Console defines nothing."""
+    candidates = {
+        1: Candidate(1, "print", "code", "def print(*args):", "rich/jupyter.py"),
+        2: Candidate(2, "Console > capture", "code", "  >>> print(Console().x)", "rich/c.py"),
+        3: Candidate(3, "Console > print", "code", "    def print(self, *objects):", "rich/c.py"),
+        4: Candidate(4, "", "code", "def print(*args):", "rich/__init__.py"),
+    }
+    ranked = fuse("Console.print", [1, 2, 4, 3], [1, 2, 4], candidates, 4)
+    assert [chunk_id for chunk_id, _ in ranked] == [3, 1, 4, 2]
+    scores = dict(ranked)
+    assert scores[3] > DEFINITION_BONUS > scores[1] > NAME_BONUS > scores[2]
+    # a module qualifies a name at its top level as a class does a method
+    ranked = fuse("jupyter.print", [4, 2, 1, 3], [4, 2], candidates, 4)
+    assert ranked[0][0] == 1 and ranked[1][1] < DEFINITION_BONUS
+    # with or without the leading "_" of a private module, not in another case
+    models = Candidate(5, "Response", "code", "class Response:", "httpx/_models.py")
+    other = Candidate(6, "Response", "code", "class Response:", "httpx/_api.py")
+    for query in ("models.Response", "_models.Response", "httpx._models.Response"):
+        assert fuse(query, [6, 5], [6], {5: models, 6: other}, 2)[0][0] == 5, query
+    assert fuse("Models.Response", [6, 5], [6], {5: models, 6: other}, 2)[0][0] == 6
+    # a method's class is the last qualifier, not a module of the same name
+    mine = Candidate(9, "Client > send", "code", "    def send(self):", "pkg/other.py")
+    async_ = Candidate(10, "AsyncClient > send", "code", "    def send(self):", "pkg/client.py")
+    ranked = fuse("client.send", [10, 9], [10], {9: mine, 10: async_}, 2)
+    assert ranked[0][0] == 9 and ranked[1][1] < DEFINITION_BONUS
+    # the outer qualifiers are packages or namespaces further out, in order
+    split = Candidate(7, "", "code", "StrSplit(Text text) {", "absl/strings/str_split.h")
+    copy = Candidate(8, "", "code", "StrSplit(Text text) {", "third_party/str_split.h")
+    assert fuse("absl::StrSplit", [8, 7], [8], {7: split, 8: copy}, 2)[0][0] == 7
+    assert fuse("strings::absl::StrSplit", [8, 7], [8], {7: split, 8: copy}, 2)[0][0] == 8
+    # the indexed folder's name is the outermost scope: absl/ indexed as the root
+    inner = Candidate(7, "", "code", "StrSplit(Text text) {", "strings/str_split.h")
+    method = Candidate(8, "Splitter > StrSplit", "code", "  StrSplit(Text t) {", "strings/s.h")
+    pair = {7: inner, 8: method}
+    assert fuse("absl::StrSplit", [8, 7], [8], pair, 2, root="absl")[0][0] == 7
+    assert fuse("absl::StrSplit", [8, 7], [8], pair, 2, root="abseil")[0][0] == 8
+
+
+def test_a_member_assignment_defines_a_qualified_name() -> None:
+    """``res.sendFile = function ...`` is res's sendFile; ``function sendfile`` elsewhere
+    is another name (case matters), not a definition of it."""
+    member = "res.sendFile = function sendFile(path, options) {\n  send(this, path);\n"
+    candidates = {
+        1: Candidate(1, "sendfile", "code", "function sendfile(res, file) {", "lib/r.js"),
+        2: Candidate(2, "", "code", member, "lib/response.js", 371),
+        3: Candidate(3, "", "code", "Res.prototype.sendFile = sendFile;", "lib/res.js"),
+        4: Candidate(4, "", "code", "  return res.sendFile(path);", "lib/app.js"),
+    }
+    ranked = fuse("static file serving with res.sendFile", [1, 4, 3, 2], [1, 4], candidates, 4)
+    assert ranked[0][0] == 2 and ranked[0][1] > DEFINITION_BONUS
+    assert dict(ranked)[1] < NAME_BONUS and dict(ranked)[4] < NAME_BONUS
+    assert fuse("Res.sendFile", [1, 4, 3, 2], [], candidates, 1)[0][0] == 3
+
+
+def test_a_long_definitions_first_chunk_takes_the_hit() -> None:
+    """An identifier lands on the chunk holding the ``def`` line, not on a later chunk of the
+    same definition that the searches ranked higher, even when they did not propose it."""
+    tail = Candidate(2, "Client > send", "code", "        return response\n", "c.py", 30)
+    first = Candidate(1, "Client > send", "code", "    def send(self, request):\n", "c.py", 10)
+    between = Candidate(3, "Client > send", "code", "        auth = self._auth\n", "c.py", 20)
+    runs = {2: [tail, between, first], 3: [between, first]}
+
+    def run(of: Candidate) -> list[Candidate]:
+        return runs.get(of.id, [of])
+
+    ranked = fuse("Client.send", [2], [2], {2: tail}, 2, run)
+    assert [chunk_id for chunk_id, _ in ranked] == [1, 2]
+    assert ranked[0][1] > DEFINITION_BONUS > ranked[1][1]
+    both = fuse("Client.send", [2, 9, 1], [2, 9], {1: first, 2: tail}, 3, run)
+    assert both[0][0] == 1
+    # a signature the pattern does not know: the run's first chunk of that symbol
+    cpp = Candidate(5, "Tokenizer::split", "code", "void Tokenizer::split(", "t.cpp", 1)
+    later = Candidate(6, "Tokenizer::split", "code", "  return out;\n}", "t.cpp", 9)
+    assert head(later, ["split"], [later, cpp]) == cpp
+    assert head(cpp, ["split"], [cpp]) == cpp
+
+
+def test_stubs_generated_files_and_demo_blocks_rank_below_the_source() -> None:
+    source = Candidate(1, "Converter", "code", "class Converter:", "src/attr/_make.py")
+    stub = Candidate(2, "Converter", "code", "class Converter:", "src/attr/__init__.pyi")
+    dts = Candidate(3, "", "code", "export declare class Converter {}", "types/index.d.ts")
+    generated = Candidate(4, "", "code", "TABLE = [", "u.py", head="# Auto generated by x.py\n")
+    protobuf = Candidate(5, "", "code", "Converter = _reflection", "api/convert_pb2.py")
+    demo = Candidate(6, "__main__ > show", "code", "def show():", "src/attr/_make.py")
+    assert [role(c) for c in (source, stub, dts, generated, protobuf, demo)] == [
+        None,
+        "stub",
+        "stub",
+        "generated",
+        "generated",
+        "demo",
+    ]
+    go = "// Code generated by protoc-gen-go. DO NOT EDIT.\n"
+    assert role(Candidate(7, "", "code", "x = 1", "a.go", head=go)) == "generated"
+    late = "\n" * 6 + "# generated by\n"  # not in the file's first lines
+    assert role(Candidate(8, "", "code", "x = 1", "a.py", head=late)) is None
+    muted = "// <auto-generated /> // keep as is: shared with other repos\n"  # analyzers off
+    assert role(Candidate(9, "", "code", "x = 1", "a.cs", head=muted)) is None
+    others = [2, 3, 4, 5, 6, 1]
+    candidates = {c.id: c for c in (source, stub, dts, generated, protobuf, demo)}
+    ranked = fuse("which class wraps a converter", others, others, candidates, 6)
+    assert ranked[0][0] == 1
+    assert dict(ranked)[2] == ROLE_WEIGHTS["stub"] * 2 / (RRF_K + 1)
+    # asked for, they keep their weight
+    assert fuse("the type stub of the converter", [2, 1], [2, 1], candidates, 2)[0][0] == 2
+    assert fuse("an example of converters", [6, 1], [6, 1], candidates, 2)[0][0] == 6
+    # a named stub is still a definition: below the source's, above everything else
+    ranked = fuse("Converter", [2, 9, 1], [2, 9], {**candidates, 9: Candidate(9, "", "code")}, 3)
+    assert [chunk_id for chunk_id, _ in ranked] == [1, 2, 9]
+
+
+def test_a_test_named_by_the_query_ranks_below_the_source_definition() -> None:
+    candidates = {
+        1: Candidate(1, "TestClient > send", "tests", "    def send(self):", "tests/t.py"),
+        2: Candidate(2, "Client > send", "code", "    def send(self):", "c.py"),
+        3: Candidate(3, "", "code", "client.send(request)", "d.py"),
+    }
+    ranked = fuse("send", [1, 3, 2], [1, 3, 2], candidates, 3)
+    assert [chunk_id for chunk_id, _ in ranked] == [2, 1, 3]
+
+
 def test_docs_that_name_a_definition_are_not_it() -> None:
     """A README example or a docstring's prose that shows ``def send(`` is not the
     definition: no bonus, so the code defining it (ranked lower) goes first."""
@@ -97,3 +297,35 @@ def test_one_file_does_not_fill_the_first_hits() -> None:
     assert ranked[2] == SAME_FILE_DECAY / (RRF_K + 2)  # a.py's second hit
     assert ranked[3] == 1 / (RRF_K + 3)
     assert ranked[3] > ranked[2]
+
+
+def test_the_store_gives_a_definitions_chunks_back_to_its_first(tmp_path: Path) -> None:
+    """What Index.search hands to fuse: a long definition's run of chunks (nested ones
+    inside it, not the definition before it), and each file's first chunk."""
+    rows = [
+        (1, "import os\n", ""),
+        (2, "    def send(self):  # another Client's, in a branch\n", "Client > send"),
+        (3, "def before():\n", "before"),
+        (10, "class Client:\n", "Client"),
+        (12, "    def send(self):\n", "Client > send"),
+        (20, "        def inner():\n", "Client > send > inner"),
+        (25, "        return r\n", "Client > send"),
+    ]
+    records = [
+        ChunkRecord(line, line, text, symbol, "code", hashlib.sha256(text.encode()).hexdigest())
+        for line, text, symbol in rows
+    ]
+    identity = StoreIdentity(model="m", variant="fp32", chunker="x", max_length=8, dimension=2)
+    with Store(store_dir(tmp_path)) as store:
+        store.ensure_identity(identity)
+        with store.write():
+            store.put_file(
+                FileRecord("c.py", 1, 1, "0" * 64, "python"),
+                records,
+                np.ones((len(records), 2), np.float32),
+            )
+        run = store.definition_run("c.py", 25, "Client > send")
+        assert [chunk.start_line for chunk in run] == [25, 20, 12]
+        assert [chunk.start_line for chunk in store.definition_run("c.py", 10, "Client")] == [10]
+        assert store.definition_run("gone.py", 25, "Client > send") == []
+        assert store.first_chunks(["c.py", "gone.py"]) == {"c.py": "import os\n"}

@@ -856,3 +856,16 @@ def test_replaced_tells_a_reader_its_store_was_made_anew(tmp_path: Path) -> None
         put(second, "new.py", ["fresh"])
     assert reader.replaced()
     reader.close()
+
+
+def test_a_budget_stops_a_statement_that_runs_past_it(store: Store) -> None:
+    put(store, "a.py", ["alpha"])
+    slow = (
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000000) "
+        "SELECT count(*) FROM n"
+    )
+    with pytest.raises(SearchError, match=r"ran past its 0\.05 s budget"), store.budget(0.05):
+        store._conn.execute(slow).fetchone()
+    with store.budget(30):  # a search inside its budget answers, and the handler goes after
+        assert store.keyword_search("alpha", 5)
+    assert store._conn.execute("SELECT count(*) FROM files").fetchone()[0] == 1

@@ -24,7 +24,9 @@ they fit. Blank lines at a chunk's edges are left out.
 A chunk's ``symbol`` is the path of the definition it holds ("Session > request"), or of
 the enclosing one when it holds several or lines between them ("" at top level). Go methods
 are named by receiver ("Session > Request"), Rust impl blocks "impl Foo" or "impl Trait for
-Foo", C++ out-of-class methods "Session::request".
+Foo", C++ out-of-class methods "Session::request". A Python module's
+``if __name__ == "__main__":`` block is a definition named ``__main__`` (what it defines is
+"__main__ > name"), so that search can rank such demo code below the module's own.
 
 Lines are split at "\\n" only ("\\r\\n" stays a line ending), as git, grep, editors and
 tree-sitter count them, so line numbers are exact and a chunk's ``text`` is exactly the
@@ -63,8 +65,9 @@ __all__ = [
 ]
 
 #: Bumped when boundaries, kinds or model text change (2: PKG-INFO and METADATA are docs;
-#: 3: chunks of code files holding only comments and docstrings are docs).
-CHUNKER_VERSION = "3"
+#: 3: chunks of code files holding only comments and docstrings are docs; 4: a Python
+#: module's ``__main__`` block is a definition).
+CHUNKER_VERSION = "4"
 MAX_CHARS = 800
 OVERLAP_LINES = 2
 SMALL_CHARS = 200  # definitions up to this size may share a chunk with their neighbours
@@ -88,6 +91,8 @@ _DECLARED_NAMES = frozenset(
     {"identifier", "type_identifier", "field_identifier", "qualified_identifier"}
     | {"destructor_name", "operator_name"}
 )
+# Python's guard of a script's own code: if __name__ == "__main__":
+_MAIN_GUARD = re.compile(r"""__name__ ?== ?(['"])__main__\1|(['"])__main__\2 ?== ?__name__""")
 _HEADING_MARKER = re.compile(r"atx_h(\d)_marker|setext_h([12])_underline")
 _NAME_MAX = 100
 _HEADER_SYMBOL_MAX = 160
@@ -355,6 +360,9 @@ class _Code:
             receiver = _text(src, field("receiver")).strip("()").split()
             owner = re.sub(r"\[.*", "", receiver[-1].lstrip("*")) if receiver else ""
             return tuple(part for part in (owner, _text(src, field("name"))) if part)
+        if kind == "if_statement":  # Python: only the module's own `if __name__ == "__main__":`
+            guard = _MAIN_GUARD.fullmatch(_text(src, field("condition")))
+            return ("__main__",) if guard and node.parent == self.root else ()
         if kind == "impl_item":
             trait, target = _text(src, field("trait")), _text(src, field("type"))
             return (f"impl {trait} for {target}" if trait else f"impl {target}",)

@@ -371,6 +371,7 @@ class Index:
         """The ``k`` best chunks for ``query`` by ``mode`` (``hybrid``: both fused, ``vector`` or
         ``keyword``), among those that pass ``paths``, ``exts``, ``langs`` (Store.filter_ids)."""
         from anekit.search.rank import Candidate, fuse
+        from anekit.search.store import StoredChunk
 
         if mode not in MODES:
             raise SearchError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -402,12 +403,31 @@ class Index:
         # gone here, and each hit comes from this one read, so each file is seen whole.
         vector = [chunk_id for chunk_id in vector if chunk_id in chunks]
         keyword = [chunk_id for chunk_id in keyword if chunk_id in chunks]
-        candidates = {
-            chunk_id: Candidate(chunk_id, chunk.symbol, chunk.kind, chunk.text, chunk.relpath)
-            for chunk_id, chunk in chunks.items()
-        }
+        # Each file's first lines, where a generated file says so (rank.role).
+        heads = store.first_chunks([chunk.relpath for chunk in chunks.values()])
+
+        def candidate(chunk: StoredChunk) -> Candidate:
+            return Candidate(
+                chunk.id,
+                chunk.symbol,
+                chunk.kind,
+                chunk.text,
+                chunk.relpath,
+                chunk.start_line,
+                heads.get(chunk.relpath, ""),
+            )
+
+        def run(of: Candidate) -> list[Candidate]:
+            """The chunks of a long definition from ``of`` back to its first (rank.fuse)."""
+            found = store.definition_run(of.path, of.start_line, of.symbol)
+            if of.id not in {chunk.id for chunk in found}:
+                return []  # the file changed since the search read it
+            chunks.update((chunk.id, chunk) for chunk in found)
+            return [candidate(chunk) for chunk in found]
+
+        candidates = {chunk_id: candidate(chunk) for chunk_id, chunk in chunks.items()}
         hits = []
-        for chunk_id, score in fuse(query, vector, keyword, candidates, k):
+        for chunk_id, score in fuse(query, vector, keyword, candidates, k, run, self.root.name):
             chunk = chunks[chunk_id]
             hits.append(
                 SearchHit(

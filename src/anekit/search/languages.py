@@ -75,7 +75,10 @@ LANGUAGES: tuple[LanguageSpec, ...] = (
         "python",
         (".py", ".pyi", ".pyw"),
         grammar="python",
-        definitions=_f("function_definition class_definition"),
+        definitions=_f(
+            "function_definition class_definition",
+            "if_statement",  # only a module's own `if __name__ == "__main__":`
+        ),
         wrappers=_f("decorated_definition"),
     ),
     LanguageSpec(

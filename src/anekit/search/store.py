@@ -917,6 +917,25 @@ class Store:
         vectors = np.frombuffer(data, dtype="<f2").astype(np.float16).reshape(len(rows), dimension)
         return ids, vectors
 
+    @contextmanager
+    def budget(self, seconds: float) -> Iterator[None]:
+        """Stop any statement of this connection that runs past ``seconds`` from now with
+        a :class:`SearchError` (SQLite's progress handler, every few thousand steps):
+        a backstop so that no one request can hold a reader."""
+        deadline = time.monotonic() + seconds
+        self._conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            if "interrupted" in str(exc):
+                raise SearchError(
+                    f"the search ran past its {seconds:g} s budget; narrow it (fewer or "
+                    "rarer words, a --path filter)"
+                ) from exc
+            raise
+        finally:
+            self._conn.set_progress_handler(None, 0)
+
     def check(self) -> str:
         """``"ok"``, or what SQLite's ``PRAGMA quick_check`` finds wrong (the first
         problems, or the error it stops with): about 0.5 s a 100k-chunk store."""
@@ -934,3 +953,34 @@ class Store:
         except sqlite3.DatabaseError as exc:
             return f"fts: {exc}" if result == "ok" else f"{result}; fts: {exc}"
         return result
+
+    def definition_run(self, relpath: str, start_line: int, symbol: str) -> list[StoredChunk]:
+        """The chunks of ``relpath`` from the one starting at ``start_line`` back through the
+        unbroken run of chunks whose symbol is ``symbol`` or nested in it (``symbol > ...``),
+        latest first: a long definition's chunks up to its first (its signature's)."""
+        run: list[StoredChunk] = []
+        with self.read():
+            rows = self._conn.execute(
+                "SELECT c.id, f.relpath, c.start_line, c.end_line, c.text, c.symbol, c.kind, "
+                "f.language FROM chunks c JOIN files f ON f.id = c.file_id "
+                "WHERE f.relpath = ? AND c.start_line <= ? ORDER BY c.start_line DESC, c.id DESC",
+                (relpath, start_line),
+            )
+            for row in rows:
+                chunk = StoredChunk(*row)
+                if chunk.symbol != symbol and not chunk.symbol.startswith(symbol + " > "):
+                    break
+                run.append(chunk)
+        return run
+
+    def first_chunks(self, relpaths: Sequence[str]) -> dict[str, str]:
+        """The text of each file's first chunk (its first lines), by relative path, for the
+        files given that the store holds."""
+        with self.read():
+            rows = self._select_in(
+                "SELECT f.relpath, c.text FROM files f JOIN chunks c ON c.id = (SELECT c2.id "
+                "FROM chunks c2 WHERE c2.file_id = f.id ORDER BY c2.start_line, c2.id LIMIT 1) "
+                "WHERE f.relpath IN ({marks})",
+                sorted(set(relpaths)),
+            )
+            return dict(rows)
