@@ -224,7 +224,7 @@ def test_read_serves_only_what_the_index_would_take(tmp_path: Path) -> None:
 
 def test_search_arguments_are_refused_not_clamped(tmp_path: Path) -> None:
     from anekit.errors import SearchError
-    from anekit.search.index import MAX_QUERY_CHARS
+    from anekit.search.limits import MAX_QUERY_CHARS
     from anekit.search.server import SearchService
 
     service = SearchService([_repo(tmp_path / "repo")])

@@ -19,6 +19,7 @@ from anekit.cli._common import (
     stdout,
     with_json,
 )
+from anekit.search.limits import MAX_K
 
 store_option = click.option(
     "--store",
@@ -226,7 +227,7 @@ def _summary_line(root: Path, summary: Any, listed: bool = False) -> str:
 
 @click.command()
 @click.argument("query")
-@click.option("-k", "k", type=click.IntRange(1, 10_000), default=10, show_default=True)
+@click.option("-k", "k", type=click.IntRange(1, MAX_K), default=10, show_default=True)
 @click.option(
     "--mode",
     type=click.Choice(["hybrid", "vector", "keyword"]),
@@ -251,13 +252,12 @@ def search(
 ) -> None:
     """Search the index that holds the current folder for QUERY: a question in words
     or an identifier (getUserName, Client.send)."""
-    from anekit.search.index import check_query, visible
+    from anekit.search.limits import check_query
 
-    check_query(query)
+    check_query(query)  # before the store is opened
     with _open(store) as opened:
         started = time.monotonic()
         hits = opened.search(query, k=k, mode=mode, paths=paths, exts=exts, langs=langs)
-        hits = [hit for hit in hits if visible(opened.root, hit.path)]
         elapsed = time.monotonic() - started
     if as_json:
         emit_json(

@@ -33,6 +33,7 @@ from anekit import config
 from anekit.errors import DamagedStoreError, SearchError
 from anekit.search.cache import VectorCache, cache_key
 from anekit.search.chunk import CHUNKER_VERSION, chunk_file, language_for, model_text
+from anekit.search.limits import MAX_K, SEARCH_BUDGET_S, check_query
 from anekit.search.lock import WriterLock
 from anekit.search.store import (
     DB_FILE,
@@ -63,8 +64,6 @@ MODES = ("hybrid", "vector", "keyword")
 CANDIDATES_PER_HIT = 5
 MIN_CANDIDATES = 50
 SNIPPET_CHARS = 300
-#: The longest query taken (a longer one is refused, not cut).
-MAX_QUERY_CHARS = 1000
 
 
 @dataclass(frozen=True)
@@ -164,15 +163,6 @@ class _File:
 
     def ready(self) -> bool:
         return self.failed is None and all(vector is not None for vector in self.vectors)
-
-
-def check_query(query: str) -> None:
-    """A :class:`SearchError` for a query over :data:`MAX_QUERY_CHARS` characters."""
-    if len(query) > MAX_QUERY_CHARS:
-        raise SearchError(
-            f"the query has {len(query)} characters; the limit is {MAX_QUERY_CHARS} "
-            "(ask a question or name an identifier: the model reads about 256 tokens)"
-        )
 
 
 def visible(root: Path, relpath: str, links: dict[str, bool] | None = None) -> bool:
@@ -369,15 +359,32 @@ class Index:
         langs: Sequence[str] = (),
     ) -> list[SearchHit]:
         """The ``k`` best chunks for ``query`` by ``mode`` (``hybrid``: both fused, ``vector`` or
-        ``keyword``), among those that pass ``paths``, ``exts``, ``langs`` (Store.filter_ids)."""
+        ``keyword``), among those that pass ``paths``, ``exts``, ``langs`` (Store.filter_ids);
+        never a stored path that now runs through a link (:func:`visible`). Refuses ``k``
+        outside 1..MAX_K and a query over MAX_QUERY_CHARS; each SQLite statement has
+        SEARCH_BUDGET_S seconds."""
+        if mode not in MODES:
+            raise SearchError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if not 1 <= k <= MAX_K:
+            raise SearchError(f"k must be between 1 and {MAX_K}, got {k}")
+        check_query(query)
+        store = self.store
+        with store.budget(SEARCH_BUDGET_S):
+            return self._search(store, query, k, mode, paths, exts, langs)
+
+    def _search(
+        self,
+        store: Store,
+        query: str,
+        k: int,
+        mode: str,
+        paths: Sequence[str],
+        exts: Sequence[str],
+        langs: Sequence[str],
+    ) -> list[SearchHit]:
         from anekit.search.rank import Candidate, fuse
         from anekit.search.store import StoredChunk
 
-        if mode not in MODES:
-            raise SearchError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-        if k < 1:
-            raise SearchError(f"k must be at least 1, got {k}")
-        store = self.store
         if store.identity is None:
             raise SearchError(f"{self.directory}: the index is empty: run `anekit index` first")
         allowed = store.filter_ids(paths, exts, langs)
@@ -397,7 +404,12 @@ class Index:
             finally:
                 keyword = pending.result()
         ids = list(dict.fromkeys(vector + keyword))
-        chunks = {chunk.id: chunk for chunk in store.chunks(ids)}
+        links: dict[str, bool] = {}  # a stored path now through a link: never shown
+        chunks = {
+            chunk.id: chunk
+            for chunk in store.chunks(ids)
+            if visible(self.root, chunk.relpath, links)
+        }
         # The halves read the store at other moments (the keyword thread's connection,
         # the vector index as last refreshed): a chunk that a writer replaced since is
         # gone here, and each hit comes from this one read, so each file is seen whole.
@@ -455,7 +467,8 @@ class Index:
             self._close_keyword_store()
         if self._keyword_store is None:
             self._keyword_store = Store(self.directory, create=False)
-        return [i for i, _ in self._keyword_store.keyword_search(query, k, allowed)]
+        with self._keyword_store.budget(SEARCH_BUDGET_S):
+            return [i for i, _ in self._keyword_store.keyword_search(query, k, allowed)]
 
     def _close_keyword_store(self) -> None:
         if self._keyword_store is not None:

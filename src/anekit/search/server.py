@@ -24,14 +24,8 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from anekit.errors import AnekitError, SearchError
-from anekit.search.index import (
-    Index,
-    IndexSummary,
-    Progress,
-    SharedReading,
-    check_query,
-    visible,
-)
+from anekit.search.index import Index, IndexSummary, Progress, SharedReading, visible
+from anekit.search.limits import check_query
 from anekit.search.priority import Priority, busy
 from anekit.search.walk import FileEntry, Skipped, check, read_file, relpath_in
 
@@ -179,7 +173,7 @@ class SearchService:
             "query": query,
             "mode": mode,
             "milliseconds": round((time.perf_counter() - started) * 1000, 1),
-            "hits": [hit.as_dict() for hit in hits if visible(where, hit.path)],
+            "hits": [hit.as_dict() for hit in hits],
         }
 
     def read(self, path: str, start_line: int = 1, end_line: int | None = None) -> dict[str, Any]:
