@@ -320,7 +320,7 @@ def test_unreadable_root_raises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 def test_symlinks_are_set_aside_whatever_they_point_at(tmp_path: Path) -> None:
     root, outside = tmp_path / "root", tmp_path / "outside"
-    make(outside, {"secret.txt": "password", "lib.py": ""})
+    make(outside, {"secret.txt": "password", "lib.py": "", "home/serve/token": "ab" * 32})
     make(root, {"real.py": "abc", "z/m.py": "", ".env": "TOKEN=1"})
     links = {
         "etc": outside,  # a folder out of the root
@@ -329,6 +329,7 @@ def test_symlinks_are_set_aside_whatever_they_point_at(tmp_path: Path) -> None:
         "alias.py": Path("real.py"),  # inside: found under its own path already
         "dotenv": Path(".env"),  # inside, but hidden: never shown
         "store": Path(".anekit"),
+        "token": outside / "home" / "serve" / "token",  # the daemon's bearer token
         "a_link": Path("z"),
         "up": Path(".."),
         "self": Path("self"),  # a loop
