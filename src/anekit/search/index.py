@@ -210,6 +210,8 @@ class SharedReading:
         self.encoding = threading.Lock()
         self.vectors: Any = None
         self.embedder: Any = None
+        #: Whether the query model has embedded once (its session is loaded).
+        self.warm = False
 
 
 class Index:
@@ -481,7 +483,10 @@ class Index:
         from anekit.search.vectors import VectorIndex
 
         shared = self._shared
-        with shared.lock:
+        current = shared.vectors
+        if current is not None and current.is_current(self.store):
+            return current  # the common case, without the lock
+        with shared.lock:  # one reader builds it; the others wait for that one
             current = shared.vectors
             shared.vectors = (
                 VectorIndex.open(self.store) if current is None else current.refresh(self.store)
@@ -506,8 +511,12 @@ class Index:
                     isolated_build=True,
                 )
             embedder = shared.embedder
-        with shared.encoding:  # one query at a time through the model (about 2 ms)
+        if shared.warm:  # ONNX Runtime's run and the tokenizer are thread-safe
             return np.asarray(embedder.encode([query])[0], np.float32)
+        with shared.encoding:  # the first query loads the model's session, once
+            vector = np.asarray(embedder.encode([query])[0], np.float32)
+            shared.warm = True
+            return vector
 
     def update(
         self,

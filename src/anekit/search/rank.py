@@ -158,6 +158,11 @@ def identifiers(query: str) -> list[list[str]]:
 def _symbol_path(symbol: str) -> list[str]:
     """A symbol's names: ``impl Cache for LruCache<K> > get`` -> ``[LruCache, get]``,
     ``text > Tokenizer::split`` -> ``[text, Tokenizer, split]``, ``self.build`` -> ``[build]``."""
+    return list(_symbol_names(symbol))
+
+
+@functools.lru_cache(maxsize=8192)  # a search meets the same symbols in every rule
+def _symbol_names(symbol: str) -> tuple[str, ...]:
     names: list[str] = []
     for part in symbol.split(" > ") if symbol else []:
         part = part.strip().removeprefix("self.")
@@ -166,7 +171,7 @@ def _symbol_path(symbol: str) -> list[str]:
         words = part.split()
         if words:
             names += [name for name in _SEPARATOR.split(words[-1]) if name]
-    return names
+    return tuple(names)
 
 
 def _ends_with(path: Sequence[str], parts: Sequence[str]) -> bool:
@@ -303,14 +308,21 @@ def role(candidate: Candidate) -> str | None:
     lines), ``demo`` (a ``__main__`` block, which the chunker names so)."""
     if candidate.kind != "code":
         return None
-    name = PurePosixPath(candidate.path).name
+    found = _file_role(candidate.path, candidate.head)
+    if found is None and _symbol_names(candidate.symbol)[:1] == ("__main__",):
+        return "demo"
+    return found
+
+
+@functools.lru_cache(maxsize=4096)  # a file's chunks share its name and first lines
+def _file_role(path: str, head: str) -> str | None:
+    """``stub`` or ``generated`` by a file's name and first lines, else None."""
+    name = PurePosixPath(path).name
     if _STUB.search(name):
         return "stub"
-    head = "".join(candidate.head.splitlines(keepends=True)[:_HEADER_LINES])
-    if _GENERATED_NAME.search(name) or _GENERATED_HEADER.search(head):
+    first = "".join(head.splitlines(keepends=True)[:_HEADER_LINES])
+    if _GENERATED_NAME.search(name) or _GENERATED_HEADER.search(first):
         return "generated"
-    if _symbol_path(candidate.symbol)[:1] == ["__main__"]:
-        return "demo"
     return None
 
 

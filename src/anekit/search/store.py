@@ -297,6 +297,7 @@ class Store:
         self._cache_generation = -1
         self._counts: dict[tuple[str, ...], int] = {}
         self._filtered: dict[tuple[tuple[str, ...], ...], frozenset[int]] = {}
+        self._heads: dict[str, str | None] = {}  # first_chunks, None: no such file
         for planted in (self.path, *(self.path.with_name(DB_FILE + e) for e in ("-wal", "-shm"))):
             if planted.is_symlink():  # a repository may ship one: never written through
                 raise SearchError(f"{planted}: a symbolic link, not a search store; remove it")
@@ -794,6 +795,7 @@ class Store:
         if generation != self._cache_generation or generation < 0:
             self._counts.clear()
             self._filtered.clear()
+            self._heads.clear()
             self._cache_generation = generation
 
     def _keyword_items(self, items: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
@@ -975,12 +977,22 @@ class Store:
 
     def first_chunks(self, relpaths: Sequence[str]) -> dict[str, str]:
         """The text of each file's first chunk (its first lines), by relative path, for the
-        files given that the store holds."""
-        with self.read():
-            rows = self._select_in(
-                "SELECT f.relpath, c.text FROM files f JOIN chunks c ON c.id = (SELECT c2.id "
-                "FROM chunks c2 WHERE c2.file_id = f.id ORDER BY c2.start_line, c2.id LIMIT 1) "
-                "WHERE f.relpath IN ({marks})",
-                sorted(set(relpaths)),
-            )
-            return dict(rows)
+        files given that the store holds (kept for the store's generation: a search asks
+        for the same files again and again)."""
+        self._check_caches()
+        if len(self._heads) > 50_000:
+            self._heads.clear()
+        wanted = sorted(set(relpaths) - self._heads.keys())
+        if wanted:
+            with self.read():
+                found = dict(
+                    self._select_in(
+                        "SELECT f.relpath, c.text FROM files f JOIN chunks c ON c.id = "
+                        "(SELECT c2.id FROM chunks c2 WHERE c2.file_id = f.id "
+                        "ORDER BY c2.start_line, c2.id LIMIT 1) WHERE f.relpath IN ({marks})",
+                        wanted,
+                    )
+                )
+            self._heads.update((relpath, found.get(relpath)) for relpath in wanted)
+        heads = ((relpath, self._heads.get(relpath)) for relpath in relpaths)
+        return {relpath: head for relpath, head in heads if head is not None}
