@@ -173,3 +173,73 @@ def test_rotate_token_never_writes_through_a_planted_link(
     path.symlink_to(other)
     with pytest.raises(Exception, match="a symbolic link"):
         http.read_token()
+
+
+def test_health_answers_while_a_search_is_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search runs on a reader thread: the server's event loop answers meanwhile."""
+    import asyncio
+
+    import uvicorn
+
+    from anekit.search.index import Index
+    from anekit.search.server import SearchService, mcp_server
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "a.py").write_text("def parse_duration(text):\n    return 0\n")
+    with Index(root, lanes=["cpu"], cache=False) as index:
+        index.update()
+    entered, release = threading.Event(), threading.Event()
+
+    def held(self: Index, *args: Any, **kwargs: Any) -> list[Any]:
+        entered.set()
+        assert release.wait(30)
+        return []
+
+    monkeypatch.setattr(Index, "search", held)
+    service = SearchService([root])
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    app = http.http_app(mcp_server(service), TOKEN)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", http=http.protocol())
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+
+    async def session() -> list[float]:
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with (
+            httpx.AsyncClient(headers=headers, timeout=60) as client,
+            Client(streamable_http_client(f"{url}/mcp", http_client=client)) as mcp,
+        ):
+            search = asyncio.ensure_future(mcp.call_tool("search", {"query": "duration"}))
+            while not entered.is_set():
+                await asyncio.sleep(0.01)
+            answers = []
+            async with httpx.AsyncClient(timeout=5) as plain:
+                for _ in range(3):
+                    answers.append((await plain.get(f"{url}/health")).status_code)
+            assert not search.done()
+            release.set()
+            await search
+            return answers
+
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert asyncio.run(session()) == [200, 200, 200]
+    finally:
+        release.set()
+        server.should_exit = True
+        thread.join(10)
+        service.close()
