@@ -211,7 +211,7 @@ def test_health_answers_while_a_search_is_running(
     thread.start()
     url = f"http://127.0.0.1:{port}"
 
-    async def session() -> list[float]:
+    async def session() -> list[int]:
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
 
