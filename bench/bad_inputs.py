@@ -1155,7 +1155,10 @@ def fast_start(r: Runner) -> None:
         if not r.wanted(name):
             continue
         outcome = r.cli(args, cwd=sb.elsewhere, timeout=60)
-        check = refused(args[-1], ("no such file", "does not exist", "not found", "missing: "))
+        check = refused(
+            args[-1],
+            ("no such file", "no such python file", "does not exist", "not found", "missing: "),
+        )
 
         def timed(o: Outcome, check: Check = check) -> tuple[str, str]:
             verdict, got = check(o)
@@ -3380,8 +3383,13 @@ class Served:
                     f"not found over MCP after {seconds:.0f} s "
                     f"({last.note[:150] or _brief(last.data)})"
                 )
-            if cli.rc != 0 or not text_hits(cli):
-                (wrong if cli.rc else silent).append(
+            # Another process cannot read the store until the daemon lets its unlinked WAL
+            # go (at exit): it must say so and what to do, or answer.
+            explained = "stop that process and try again" in cli.text
+            if cli.rc == 0 and not text_hits(cli):
+                silent.append(f"`anekit search {ident}` in w: exit 0 without the hit")
+            elif cli.rc != 0 and not explained:
+                wrong.append(
                     f"`anekit search {ident} --mode keyword` in w: exit {cli.rc}: {first_line(cli)}"
                 )
             if re.search(r"delete (the )?\.anekit|rm -rf|remove \.anekit", o.text, re.I):
@@ -3397,7 +3405,8 @@ class Served:
         self.r.record(
             name,
             "daemon:store",
-            "the save searchable (MCP and CLI), no 'delete .anekit' advice",
+            "the save searchable over MCP; the CLI answers or explains (stop the daemon), "
+            "no 'delete .anekit' advice",
             f"rm w/.anekit/store.db-wal under serve; write w/src/after_wal.py ({ident})",
             outcome,
             check,

@@ -869,3 +869,39 @@ def test_a_budget_stops_a_statement_that_runs_past_it(store: Store) -> None:
     with store.budget(30):  # a search inside its budget answers, and the handler goes after
         assert store.keyword_search("alpha", 5)
     assert store._conn.execute("SELECT count(*) FROM files").fetchone()[0] == 1
+
+
+def test_an_io_error_while_opening_is_an_error_not_a_retry_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening again after an I/O error must not itself retry (it recursed until Python's
+    limit), and a store left unopened tries again at its next call."""
+    directory = store_dir(tmp_path)
+    with Store(directory) as made:
+        made.ensure_identity(IDENTITY)
+        put(made, "a.py", ["alpha"])
+    store = Store(directory, create=False)
+    failing = {"left": 1000}
+    real_execute = sqlite3.Connection.execute
+
+    class Flaky(sqlite3.Connection):
+        def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+            if failing["left"] > 0:
+                failing["left"] -= 1
+                error = sqlite3.OperationalError("disk I/O error")
+                error.sqlite_errorcode = 10  # type: ignore[attr-defined]
+                raise error
+            return real_execute(self, sql, *args)
+
+    real_connect = sqlite3.connect
+    monkeypatch.setattr(
+        sqlite3, "connect", lambda *a, **k: real_connect(*a, **{**k, "factory": Flaky})
+    )
+    store._conn.close()
+    store._conn = real_connect(directory / DB_FILE, isolation_level=None, factory=Flaky)
+    with pytest.raises(SearchError, match="stop that process and try again"):
+        store.files()
+    assert failing["left"] > 990  # a few tries, not a loop
+    failing["left"] = 0  # the holder went away
+    assert sorted(store.files()) == ["a.py"]
+    store.close()

@@ -248,11 +248,13 @@ def _damage_checked(method: _F) -> _F:
 
     @functools.wraps(method)
     def checked(self: Store, *args: Any, **kwargs: Any) -> Any:
+        if self._broken and not self._opening:  # the last try to open it again failed
+            self._reopen()
         try:
             try:
                 return method(self, *args, **kwargs)
             except sqlite3.OperationalError as error:
-                if not _is_io_error(error) or self._in_write or self._in_read:
+                if not _is_io_error(error) or self._in_write or self._in_read or self._opening:
                     raise
                 log.info("%s: %s: opening the store again", self.path, error)
                 self._reopen()
@@ -316,6 +318,7 @@ class Store:
         elif not self.path.is_file():
             raise SearchError(f"{self.directory}: no search store here; index the root first")
         self._timeout = timeout
+        self._opening = self._broken = False
         self._connect(create)
 
     def _connect(self, create: bool) -> None:
@@ -327,13 +330,32 @@ class Store:
             )
         except sqlite3.Error as exc:
             raise SearchError(f"{self.path}: cannot open the search store: {exc}") from exc
+        self._opening = True  # no retry inside: an I/O error here is the answer
         try:
             self._setup(create, self._timeout)
             st = os.stat(self.path)
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise self._open_error(exc) from exc
         except BaseException:
             self._conn.close()
             raise
+        finally:
+            self._opening = False
         self._file = (st.st_dev, st.st_ino)
+
+    def _open_error(self, exc: sqlite3.DatabaseError) -> SearchError:
+        """What an error while opening the store means, for the user."""
+        if is_damage(exc):
+            return damaged(self.path, exc)
+        if _is_io_error(exc):
+            return SearchError(
+                f"{self.path}: cannot open the search store ({exc}): another process "
+                "(anekit serve, mcp or watch) may hold it while its -wal file was deleted "
+                "under it; stop that process and try again (nothing needs deleting: it "
+                "writes its changes back as it exits)"
+            )
+        return SearchError(f"{self.path}: cannot read the search store ({exc})")
 
     def replaced(self) -> bool:
         """Whether ``store.db`` is no longer the file this connection opened (deleted, or
@@ -349,7 +371,9 @@ class Store:
         with suppress(sqlite3.Error):
             self._conn.close()
         self._cache_generation = -1
+        self._broken = True  # until a connection is made
         self._connect(create=False)
+        self._broken = False
 
     def _setup(self, create: bool, timeout: float) -> None:
         conn = self._conn
@@ -360,16 +384,7 @@ class Store:
             conn.execute("PRAGMA foreign_keys = ON")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
         except sqlite3.DatabaseError as exc:
-            if is_damage(exc):
-                raise damaged(self.path, exc) from exc
-            if _is_io_error(exc):
-                raise SearchError(
-                    f"{self.path}: cannot open the search store ({exc}): another process "
-                    "(anekit serve, mcp or watch) may hold it while its -wal file was deleted "
-                    "under it; stop that process and try again (nothing needs deleting: it "
-                    "writes its changes back as it exits)"
-                ) from exc
-            raise SearchError(f"{self.path}: cannot read the search store ({exc})") from exc
+            raise self._open_error(exc) from exc
         if str(mode).lower() != "wal":
             raise SearchError(f"{self.path}: cannot switch the store to WAL mode ({mode})")
         if version > SCHEMA_VERSION:
