@@ -889,7 +889,7 @@ def test_an_io_error_while_opening_is_an_error_not_a_retry_loop(
             if failing["left"] > 0:
                 failing["left"] -= 1
                 error = sqlite3.OperationalError("disk I/O error")
-                error.sqlite_errorcode = 10  # type: ignore[attr-defined]
+                error.sqlite_errorcode = 10
                 raise error
             return real_execute(self, sql, *args)
 
