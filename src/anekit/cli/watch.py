@@ -58,14 +58,18 @@ def watch(
         stderr.print(esc(round_line(done)))
 
     with Index(root, store, lanes=names, model=model, wait=None) as index:
+        index.identity()  # a lane or model that does not exist: refused before anything
         priority = Priority()  # in the background between rounds
-        priority.background()
         watcher = Watcher(
             index, list(paths) or None, quiet_ms=quiet_ms, on_round=report, priority=priority
         )
         if not as_json:
             stderr.print(f"watching {esc_path(root)} (Ctrl-C stops)")
-        watcher.run()
+        priority.background()
+        try:
+            watcher.run()
+        finally:
+            priority.restore()
 
 
 def round_line(done: Any) -> str:
