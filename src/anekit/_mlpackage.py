@@ -22,6 +22,7 @@ from typing import Any
 from coremltools.converters.mil.frontend.milproto.load import load as milproto_load
 
 from anekit._coremltools import ct
+from anekit._package_path import checked_package_path
 from anekit.errors import ProgramError
 
 #: Where a package's manifest keeps the model spec and the weights (coremltools' names).
@@ -94,11 +95,7 @@ def read_function(
 
 
 def _read_ml_program(path: str | os.PathLike[str]) -> tuple[Path, Any, Path | None]:
-    location = Path(path)
-    if not location.exists():
-        raise ProgramError(f"{location}: no such file or directory")
-    if location.suffix not in (".mlpackage", ".mlmodel"):
-        raise ProgramError(f"{location}: expected an .mlpackage directory or an .mlmodel file")
+    location = checked_package_path(path)
     spec, weights = read_spec(location)
     kind = spec.WhichOneof("Type")
     if kind != "mlProgram":

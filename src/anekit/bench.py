@@ -36,20 +36,12 @@ from typing import Any
 import numpy as np
 
 import anekit
+from anekit._bench_columns import COLUMNS as COLUMNS
+from anekit._bench_columns import DEFAULT_COLUMNS as DEFAULT_COLUMNS
 from anekit.analysis import compute_plan
 from anekit.demo import make_ffn
 
 #: Columns, in table order: key -> label.
-COLUMNS = {
-    "ane": "ANE (Core ML, CPU_AND_NE)",
-    "gpu": "GPU (Core ML, CPU_AND_GPU)",
-    "numpy": "NumPy fp32",
-    "onnxruntime": "ONNX Runtime CPU fp32",
-    "simulator": "simulator (fp16, simulated)",
-    "direct": "ANE (direct, private API; experimental)",
-}
-#: The columns run unless others are named: the direct path is opt-in everywhere.
-DEFAULT_COLUMNS = tuple(key for key in COLUMNS if key != "direct")
 #: How each column runs a traced program: (backend, its mode); None: plain NumPy.
 _RUNS: dict[str, tuple[str, str] | None] = {
     "ane": ("coreml", "CPU_AND_NE"),

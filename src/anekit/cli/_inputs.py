@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from anekit import errors
+from anekit._package_path import checked_package_path
 
 inputs_option = click.option(
     "--inputs",
@@ -22,12 +23,8 @@ seed_option = click.option(
 
 
 def check_package(path: Path) -> None:
-    """The checks of :func:`anekit.load` that need no import: a ProgramError unless
-    ``path`` exists and is an .mlpackage or .mlmodel (the same messages as its own)."""
-    if not path.exists():
-        raise errors.ProgramError(f"{path}: no such file or directory")
-    if path.suffix not in (".mlpackage", ".mlmodel"):
-        raise errors.ProgramError(f"{path}: expected an .mlpackage directory or an .mlmodel file")
+    """The checks of :func:`anekit.load` that need no import (a ProgramError)."""
+    checked_package_path(path)
 
 
 def check_inputs(inputs: Path | None) -> None:

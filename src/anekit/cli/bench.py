@@ -10,12 +10,13 @@ from typing import Any, TypeVar
 
 import click
 
+from anekit._bench_columns import COLUMNS, DEFAULT_COLUMNS
 from anekit.cli._common import emit_json, esc, stderr, with_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: ``anekit.bench.COLUMNS``' keys, checked here without importing it (it imports coremltools).
-COLUMN_KEYS = ("ane", "gpu", "numpy", "onnxruntime", "simulator", "direct")
+#: ``anekit.bench.COLUMNS``' keys, from the light module that states them.
+COLUMN_KEYS = tuple(COLUMNS)
 
 
 def _known_columns(
@@ -136,7 +137,7 @@ def bench(
         return
     from anekit import bench as bench_module
 
-    chosen = columns or bench_module.DEFAULT_COLUMNS
+    chosen = columns or DEFAULT_COLUMNS
     try:
         if latency_mode:
             rows = bench_module.latency(
@@ -202,7 +203,7 @@ def sweep(
     rows = bench_module.sweep_workloads(*grid)
     try:
         result = bench_module.run(
-            columns=columns or bench_module.DEFAULT_COLUMNS,
+            columns=columns or DEFAULT_COLUMNS,
             repeat=repeat,
             passes=passes,
             warmup=warmup,

@@ -254,7 +254,7 @@ def search(
     or an identifier (getUserName, Client.send)."""
     from anekit.search.limits import check_query
 
-    check_query(query)  # before the store is opened
+    check_query(query)  # before the store is opened (Index.search checks it too)
     with _open(store) as opened:
         started = time.monotonic()
         hits = opened.search(query, k=k, mode=mode, paths=paths, exts=exts, langs=langs)
@@ -352,14 +352,13 @@ def forget(
 ) -> None:
     """Drop PATH (a file or folder) from the index; it comes back on the next index
     unless it is ignored (.anekitignore). The whole index needs --all."""
-    import os
-
     from anekit.errors import SearchError
+    from anekit.search.walk import relpath_in
 
     if everything == (path is not None):
         raise click.UsageError("give PATH or --all (not both)")
     with _open(store, wait=wait) as opened:
-        if path is not None and (not path.strip() or os.path.abspath(path) == str(opened.root)):
+        if path is not None and (not path.strip() or relpath_in(opened.root, Path(path)) == ""):
             raise SearchError(
                 f"{path!r} is the whole index at {opened.root}: to drop every file, "
                 "run `anekit forget --all`"

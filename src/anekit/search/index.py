@@ -48,6 +48,7 @@ from anekit.search.walk import (
     FileEntry,
     Skipped,
     is_walked_name,
+    minified_line,
     read_file,
     relpath_in,
     walk,
@@ -558,6 +559,7 @@ class Index:
         ]
         touched: list[tuple[str, int, int]] = []
         files: list[_File] = []
+        max_line = minified_line()  # ANEKIT_MINIFIED_LINE, read once
         for entry in walked.files:
             old = known.get(entry.relpath)
             if entry.relpath in stand_ins:
@@ -565,7 +567,7 @@ class Index:
             elif old is not None and (old.size, old.mtime_ns) == (entry.size, entry.mtime_ns):
                 summary.unchanged += 1
                 continue
-            item = self._prepare(entry, old, summary, touched)
+            item = self._prepare(entry, old, summary, touched, max_line)
             if isinstance(item, _File):
                 files.append(item)
             elif isinstance(item, Skipped) and entry.relpath in known:
@@ -610,9 +612,11 @@ class Index:
         old: FileRecord | None,
         summary: IndexSummary,
         touched: list[tuple[str, int, int]],
+        max_line: int,
     ) -> _File | Skipped | None:
-        """Read and chunk a new or changed file (None: the same content as before)."""
-        read = read_file(entry)
+        """Read and chunk a new or changed file (None: the same content as before);
+        ``max_line``: :func:`~anekit.search.walk.minified_line`, read once a run."""
+        read = read_file(entry, max_line)
         if isinstance(read, Skipped):
             summary.skipped.append(read)
             return read

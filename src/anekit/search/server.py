@@ -14,6 +14,7 @@ serves it over stdio.
 from __future__ import annotations
 
 import asyncio
+import os
 import posixpath
 import threading
 import time
@@ -162,7 +163,7 @@ class SearchService:
     ) -> dict[str, Any]:
         """The search tool: refuses what the CLI refuses (``k`` outside 1..SEARCH_MAX_K, a
         query over MAX_QUERY_CHARS, a bad filter), never clamps."""
-        check_query(query)
+        check_query(query)  # before anything is opened (Index.search checks it too)
         if not 1 <= k <= SEARCH_MAX_K:
             raise SearchError(f"k must be between 1 and {SEARCH_MAX_K}, got {k}")
         where = self._root(root)
@@ -203,6 +204,7 @@ class SearchService:
 
     def _readable(self, path: str) -> tuple[Path, FileEntry]:
         """The served root and walk entry of ``path``; a SearchError saying why not."""
+        outside = f"{path}: outside the served roots; read only reads indexed code"
         if Path(path).is_absolute():
             choices = []
             for root in self.roots:
@@ -210,23 +212,18 @@ class SearchService:
                     choices.append((root, relpath_in(root, Path(path))))
                 except SearchError:
                     continue
-            if not choices:
-                raise SearchError(f"{path}: outside the served roots; read only reads indexed code")
         else:  # "./src/x.py", "src//x.py", "src/../x.py": the walk's form, "src/x.py"
             normal = posixpath.normpath(path)
-            choices = [(root, normal) for root in self.roots]
-        missing = False
+            escapes = normal == ".." or normal.startswith("../")
+            choices = [] if escapes else [(root, normal) for root in self.roots]
+        if not choices:
+            raise SearchError(outside)
         for root, relpath in choices:
+            if not os.path.lexists(root / relpath):
+                continue  # perhaps in the next root
             try:
                 found = check(root, relpath)
-            except SearchError as error:
-                if "no such file" in str(error):
-                    missing = True
-                    continue
-                if "not a path inside" in str(error):
-                    raise SearchError(
-                        f"{path}: outside the served roots; read only reads indexed code"
-                    ) from None
+            except SearchError as error:  # a folder, or a file where a folder should be
                 raise SearchError(f"{path}: {error}") from None
             if isinstance(found, FileEntry):
                 return root, found
@@ -236,7 +233,6 @@ class SearchService:
                 f"{path}: not served: the index leaves it out (hidden, a store, or ignored "
                 "by .gitignore/.anekitignore)"
             )
-        assert missing
         raise SearchError(f"{path}: no such file in the served roots")
 
     def files(self, prefix: str = "", root: str | None = None) -> dict[str, Any]:

@@ -1,0 +1,17 @@
+"""The columns of ``anekit bench`` (light: the CLI checks ``--column`` with them before it
+imports :mod:`anekit.bench`, which imports coremltools)."""
+
+from __future__ import annotations
+
+__all__ = ["COLUMNS", "DEFAULT_COLUMNS"]
+
+COLUMNS = {
+    "ane": "ANE (Core ML, CPU_AND_NE)",
+    "gpu": "GPU (Core ML, CPU_AND_GPU)",
+    "numpy": "NumPy fp32",
+    "onnxruntime": "ONNX Runtime CPU fp32",
+    "simulator": "simulator (fp16, simulated)",
+    "direct": "ANE (direct, private API; experimental)",
+}
+#: The columns run unless others are named: the direct path is opt-in everywhere.
+DEFAULT_COLUMNS = tuple(key for key in COLUMNS if key != "direct")

@@ -1,0 +1,22 @@
+"""The checks of a package path that need no import (``anekit.load``'s and the CLI's):
+light, so that a command can refuse a bad path before it imports coremltools."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from anekit.errors import ProgramError
+
+__all__ = ["checked_package_path"]
+
+
+def checked_package_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a Path; a ProgramError unless it exists and is an ``.mlpackage``
+    directory or an ``.mlmodel`` file."""
+    location = Path(path)
+    if not location.exists():
+        raise ProgramError(f"{location}: no such file or directory")
+    if location.suffix not in (".mlpackage", ".mlmodel"):
+        raise ProgramError(f"{location}: expected an .mlpackage directory or an .mlmodel file")
+    return location
