@@ -276,3 +276,13 @@ def test_a_ray_address_where_nothing_listens_is_refused_with_nothing_to_embed(
     monkeypatch.chdir(repo)  # indexed and unchanged: nothing to embed
     message = _error(_run("index", "--ray", "127.0.0.1:1"))
     assert "cannot reach the Ray cluster at 127.0.0.1:1" in message
+
+
+def test_the_whole_index_named_through_a_link_still_needs_all(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alias = tmp_path / "alias"
+    alias.symlink_to(repo.parent)  # the root's folder reached through a link
+    monkeypatch.chdir(repo)
+    assert "anekit forget --all" in _error(_run("forget", str(alias / repo.name)))
+    assert json.loads(_run("status", "--json").output)["files"] == 3
