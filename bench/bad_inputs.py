@@ -96,6 +96,12 @@ NOT_OK = ("LEAK", "DOWN", "HANG", "TRACEBACK", "SILENT-WRONG", "WRONG")
 PROTOCOL = "2025-06-18"
 
 Check = Callable[["Outcome"], tuple[str, str]]
+#: One CLI case of a table (``Runner.run_table``): name, surface, expected, arguments, check,
+#: and, where this case's differ from the table's, keyword arguments of ``Runner.run``.
+Row = (
+    tuple[str, str, str, Sequence[str], Check]
+    | tuple[str, str, str, Sequence[str], Check, dict[str, Any]]
+)
 
 
 def say(message: str) -> None:
@@ -764,6 +770,12 @@ class Runner:
         )
         return outcome
 
+    def run_table(self, rows: Iterable[Row], **shared: Any) -> None:
+        """The CLI cases of ``rows``, one after the other: each with the keyword arguments
+        ``shared`` (``cwd``, ``timeout`` ...), those of its own row over them."""
+        for name, surface, expected, args, check, *own in rows:
+            self.run(name, surface, expected, args, check, **{**shared, **(own[0] if own else {})})
+
 
 # --------------------------------------------------------------------------- MCP clients
 
@@ -1361,36 +1373,21 @@ def index_cases(r: Runner) -> dict[str, Any]:
 
 def more_index_cases(r: Runner) -> None:
     sb = r.sb
-    r.run(
-        "index-nonexistent",
-        "cli:index",
-        "exit 2 naming the path",
-        ["index", "/nonexistent/x"],
-        refused("/nonexistent/x"),
-    )
-    r.run("index-empty-string", "cli:index", "exit 2", ["index", ""], refused())
-    r.run(
-        "index-file-in-root",
-        "cli:index",
-        "exit 0 (updates that file)",
-        ["index", "src/ledger.py"],
-        succeeded(),
-    )
-    r.run(
-        "index-file-unindexed",
-        "cli:index",
-        "exit 2: no index holds it",
-        ["index", str(sb.elsewhere / "loose.py")],
-        refused(("no index", "index a folder")),
-        cwd=sb.n,
-    )
-    r.run(
-        "index-dev-null",
-        "cli:index",
-        "exit 2 (a device, no index holds it)",
-        ["index", "/dev/null"],
-        refused(),
-    )
+    X = "cli:index"
+    r.run_table(
+        [
+            ("index-nonexistent", X, "exit 2 naming the path", ["index", "/nonexistent/x"],
+             refused("/nonexistent/x")),
+            ("index-empty-string", X, "exit 2", ["index", ""], refused()),
+            ("index-file-in-root", X, "exit 0 (updates that file)", ["index", "src/ledger.py"],
+             succeeded()),
+            ("index-file-unindexed", X, "exit 2: no index holds it",
+             ["index", str(sb.elsewhere / "loose.py")], refused(("no index", "index a folder")),
+             {"cwd": sb.n}),
+            ("index-dev-null", X, "exit 2 (a device, no index holds it)", ["index", "/dev/null"],
+             refused()),
+        ]
+    )  # fmt: skip
 
     if r.wanted("index-link-arg"):
         o = r.cli(["index", "etclink"], cwd=sb.n, timeout=120)
@@ -1457,45 +1454,24 @@ def more_index_cases(r: Runner) -> None:
             model_typo,
         )
         r.cli(["index"], cwd=sb.s, timeout=240)
-    r.run(
-        "index-wait-negative",
-        "cli:index",
-        "exit 2 (usage)",
-        ["index", "--wait", "-1"],
-        refused("--wait"),
-    )
-    r.run(
-        "index-wait-text",
-        "cli:index",
-        "exit 2 (usage)",
-        ["index", "--wait", "soon"],
-        refused("--wait"),
-    )
-    r.run(
-        "index-store-is-file",
-        "cli:index",
-        "exit 2: the store is a file",
-        ["index", "--store", "src/ledger.py"],
-        refused("src/ledger.py"),
-    )
-    r.run(
-        "index-store-under-file",
-        "cli:index",
-        "exit 2, one line naming the store",
-        ["index", "--store", str(sb.n / "src" / "ledger.py" / "store")],
-        refused("ledger.py", one_line=True),
-        cwd=sb.s,
-    )
-    r.run(
-        "index-ray-nowhere-unchanged",
-        "cli:index",
-        "exit 2: nothing listens there, even with nothing to embed "
-        "(as an unknown --lane is refused)",
-        ["index", "--ray", "127.0.0.1:1"],
-        refused(("ray", "Ray")),
-        cwd=sb.s,
-        timeout=120,
-    )
+    r.run_table(
+        [
+            ("index-wait-negative", X, "exit 2 (usage)", ["index", "--wait", "-1"],
+             refused("--wait")),
+            ("index-wait-text", X, "exit 2 (usage)", ["index", "--wait", "soon"],
+             refused("--wait")),
+            ("index-store-is-file", X, "exit 2: the store is a file",
+             ["index", "--store", "src/ledger.py"], refused("src/ledger.py")),
+            ("index-store-under-file", X, "exit 2, one line naming the store",
+             ["index", "--store", str(sb.n / "src" / "ledger.py" / "store")],
+             refused("ledger.py", one_line=True), {"cwd": sb.s}),
+            ("index-ray-nowhere-unchanged", X,
+             "exit 2: nothing listens there, even with nothing to embed "
+             "(as an unknown --lane is refused)",
+             ["index", "--ray", "127.0.0.1:1"], refused(("ray", "Ray")),
+             {"cwd": sb.s, "timeout": 120}),
+        ]
+    )  # fmt: skip
     if r.wanted("index-ray-nowhere-changed"):
         (sb.s / "src" / "ledger.py").write_text(LEDGER + "\n# changed for the --ray case\n")
         r.run(
@@ -1509,20 +1485,14 @@ def more_index_cases(r: Runner) -> None:
         )
         (sb.s / "src" / "ledger.py").write_text(LEDGER)
         r.cli(["index"], cwd=sb.s, timeout=240)
-    r.run(
-        "index-json-nonexistent",
-        "cli:index",
-        "--json: a JSON error object, exit 2",
-        ["index", "--json", "/nonexistent/x"],
-        refused(json_error=True),
-    )
-    r.run(
-        "index-option-typo",
-        "cli:index",
-        "exit 2 (no such option)",
-        ["index", "--verbse"],
-        refused("--verbse"),
-    )
+    r.run_table(
+        [
+            ("index-json-nonexistent", X, "--json: a JSON error object, exit 2",
+             ["index", "--json", "/nonexistent/x"], refused(json_error=True)),
+            ("index-option-typo", X, "exit 2 (no such option)", ["index", "--verbse"],
+             refused("--verbse")),
+        ]
+    )  # fmt: skip
 
 
 def late_index_cases(r: Runner) -> None:
@@ -1552,25 +1522,6 @@ def search_cases(r: Runner) -> None:
     sb = r.sb
     run = r.run
     S = "cli:search"
-    run(
-        "search-ok",
-        S,
-        "exit 0, src/ledger.py first",
-        ["search", "reconcile ledger entries"],
-        succeeded(
-            lambda o: (
-                bool(text_hits(o)) and text_hits(o)[0].startswith("src/ledger.py"),
-                (text_hits(o) or ["no hits"])[0][:120],
-            )
-        ),
-    )
-    run(
-        "search-json-ok",
-        S,
-        "exit 0, valid JSON with hits",
-        ["search", "retry with backoff", "--json"],
-        succeeded(lambda o: (bool(hits_of(o)), f"{len(hits_of(o))} hit(s)")),
-    )
 
     def empty_query(o: Outcome) -> tuple[str, str]:
         if o.rc == 0:
@@ -1582,111 +1533,59 @@ def search_cases(r: Runner) -> None:
             )
         return refused()(o)
 
-    run("search-empty-query", S, "exit 2 (empty query) or no hits", ["search", ""], empty_query)
-    run("search-blank-query", S, "exit 2 (blank query) or no hits", ["search", "   "], empty_query)
-    run("search-k0", S, "exit 2 (usage)", ["search", "x", "-k", "0"], refused("-k"))
-    run("search-k-negative", S, "exit 2 (usage)", ["search", "x", "-k", "-5"], refused("-k"))
-    run("search-k-text", S, "exit 2 (usage)", ["search", "x", "-k", "ten"], refused("ten"))
-    run(
-        "search-k-huge",
-        S,
-        "exit 0 (every chunk at most) or a refusal",
-        ["search", "ledger", "-k", "100000"],
-        either(succeeded(), refused()),
-    )
-    run(
-        "search-k-overflow",
-        S,
-        "exit 0 or a refusal, no traceback",
-        ["search", "ledger", "-k", "99999999999999999999999"],
-        either(succeeded(), refused()),
-    )
-    run(
-        "search-mode-typo",
-        S,
-        "exit 2 (usage)",
-        ["search", "x", "--mode", "fuzzy"],
-        refused("fuzzy"),
-    )
-    run(
-        "search-lang-typo",
-        S,
-        "exit 2 listing the languages",
-        ["search", "ledger", "--lang", "pyhton"],
-        refused("pyhton", "python"),
-    )
-    run("search-lang-empty", S, "exit 2", ["search", "ledger", "--lang", ""], refused())
-    run("search-lang-bang", S, "exit 2", ["search", "ledger", "--lang", "!"], refused())
-    run(
-        "search-lang-case",
-        S,
-        "hits (case ignored) or a refusal naming 'python'",
-        ["search", "ledger", "--lang", "Python"],
-        results_or_refused,
-    )
-    run(
-        "search-lang-comma",
-        S,
-        "hits for both, or a refusal",
-        ["search", "ledger", "--lang", "python,go"],
-        results_or_refused,
-    )
-    run(
-        "search-lang-contradiction",
-        S,
-        "no hits or a refusal",
-        ["search", "ledger", "--lang", "python", "--lang", "!python"],
-        no_hits_or_refused,
-    )
-    run(
-        "search-path-bracket",
-        S,
-        "exit 2: an invalid glob",
-        ["search", "ledger", "--path", "["],
-        refused("["),
-    )
-    run(
-        "search-path-empty",
-        S,
-        "exit 2, or the filter ignored (hits)",
-        ["search", "ledger", "--path", ""],
-        results_or_refused,
-    )
-    run(
-        "search-path-bang",
-        S,
-        "exit 2, or the filter ignored (hits)",
-        ["search", "ledger", "--path", "!"],
-        results_or_refused,
-    )
-    run(
-        "search-path-nomatch",
-        S,
-        "exit 0 no hits, or a refusal",
-        ["search", "ledger", "--path", "nosuchdir/"],
-        no_hits_or_refused,
-    )
-    run(
-        "search-path-absolute",
-        S,
-        "no hits or a refusal",
-        ["search", "shadow root", "--path", "/etc/**"],
-        no_hits_or_refused,
-    )
-    run(
-        "search-path-dotdot",
-        S,
-        "no hits or a refusal",
-        ["search", "shadow root", "--path", "../**"],
-        no_hits_or_refused,
-    )
-    run(
-        "search-path-through-link",
-        S,
-        "no hits or a refusal",
-        ["search", "shadow", "--path", "etclink/**"],
-        no_hits_or_refused,
-    )
+    r.run_table(
+        [
+            ("search-ok", S, "exit 0, src/ledger.py first", ["search", "reconcile ledger entries"],
+             succeeded(
+                 lambda o: (
+                     bool(text_hits(o)) and text_hits(o)[0].startswith("src/ledger.py"),
+                     (text_hits(o) or ["no hits"])[0][:120],
+                 )
+             )),
+            ("search-json-ok", S, "exit 0, valid JSON with hits",
+             ["search", "retry with backoff", "--json"],
+             succeeded(lambda o: (bool(hits_of(o)), f"{len(hits_of(o))} hit(s)"))),
+            ("search-empty-query", S, "exit 2 (empty query) or no hits", ["search", ""],
+             empty_query),
+            ("search-blank-query", S, "exit 2 (blank query) or no hits", ["search", "   "],
+             empty_query),
+            ("search-k0", S, "exit 2 (usage)", ["search", "x", "-k", "0"], refused("-k")),
+            ("search-k-negative", S, "exit 2 (usage)", ["search", "x", "-k", "-5"],
+             refused("-k")),
+            ("search-k-text", S, "exit 2 (usage)", ["search", "x", "-k", "ten"], refused("ten")),
+            ("search-k-huge", S, "exit 0 (every chunk at most) or a refusal",
+             ["search", "ledger", "-k", "100000"], either(succeeded(), refused())),
+            ("search-k-overflow", S, "exit 0 or a refusal, no traceback",
+             ["search", "ledger", "-k", "99999999999999999999999"],
+             either(succeeded(), refused())),
+            ("search-mode-typo", S, "exit 2 (usage)", ["search", "x", "--mode", "fuzzy"],
+             refused("fuzzy")),
+            ("search-lang-typo", S, "exit 2 listing the languages",
+             ["search", "ledger", "--lang", "pyhton"], refused("pyhton", "python")),
+            ("search-lang-empty", S, "exit 2", ["search", "ledger", "--lang", ""], refused()),
+            ("search-lang-bang", S, "exit 2", ["search", "ledger", "--lang", "!"], refused()),
+            ("search-lang-case", S, "hits (case ignored) or a refusal naming 'python'",
+             ["search", "ledger", "--lang", "Python"], results_or_refused),
+            ("search-lang-comma", S, "hits for both, or a refusal",
+             ["search", "ledger", "--lang", "python,go"], results_or_refused),
+            ("search-lang-contradiction", S, "no hits or a refusal",
+             ["search", "ledger", "--lang", "python", "--lang", "!python"], no_hits_or_refused),
+            ("search-path-bracket", S, "exit 2: an invalid glob",
+             ["search", "ledger", "--path", "["], refused("[")),
+            ("search-path-empty", S, "exit 2, or the filter ignored (hits)",
+             ["search", "ledger", "--path", ""], results_or_refused),
+            ("search-path-bang", S, "exit 2, or the filter ignored (hits)",
+             ["search", "ledger", "--path", "!"], results_or_refused),
+            ("search-path-nomatch", S, "exit 0 no hits, or a refusal",
+             ["search", "ledger", "--path", "nosuchdir/"], no_hits_or_refused),
+            ("search-path-absolute", S, "no hits or a refusal",
+             ["search", "shadow root", "--path", "/etc/**"], no_hits_or_refused),
+            ("search-path-dotdot", S, "no hits or a refusal",
+             ["search", "shadow root", "--path", "../**"], no_hits_or_refused),
+            ("search-path-through-link", S, "no hits or a refusal",
+             ["search", "shadow", "--path", "etclink/**"], no_hits_or_refused),
+        ]
+    )  # fmt: skip
     for label, glob in (("12-stars", "**/************x"), ("50-stars", "**/" + "*" * 50)):
         run(
             f"search-path-glob-{label}",
@@ -1696,107 +1595,6 @@ def search_cases(r: Runner) -> None:
             completes_within(8, either(succeeded(), refused())),
             timeout=120,
         )
-    run(
-        "search-ext-glob",
-        S,
-        "exit 2 (a glob, not an extension) or only .py hits",
-        ["search", "ledger", "--ext", "*.py"],
-        results_or_refused,
-    )
-    run(
-        "search-ext-empty",
-        S,
-        "exit 2 or the filter ignored",
-        ["search", "ledger", "--ext", ""],
-        results_or_refused,
-    )
-    run(
-        "search-ext-upper",
-        S,
-        "hits (case ignored) or a refusal",
-        ["search", "ledger", "--ext", "PY"],
-        results_or_refused,
-    )
-    run(
-        "search-ext-comma",
-        S,
-        "hits for both or a refusal",
-        ["search", "ledger", "--ext", "py,js"],
-        results_or_refused,
-    )
-    run(
-        "search-ext-nomatch",
-        S,
-        "no hits or a refusal",
-        ["search", "ledger", "--ext", "zzz"],
-        no_hits_or_refused,
-    )
-    run(
-        "search-store-typo",
-        S,
-        "exit 2 naming TYPO",
-        ["search", "ledger", "--store", "TYPO"],
-        refused("TYPO"),
-    )
-    run(
-        "search-store-root-folder",
-        S,
-        "hits (the root's store) or exit 2 saying what to name",
-        ["search", "ledger", "--store", str(sb.n)],
-        results_or_refused,
-        cwd=sb.elsewhere,
-    )
-    run(
-        "search-store-file",
-        S,
-        "exit 2",
-        ["search", "ledger", "--store", "src/ledger.py"],
-        refused(),
-    )
-    run(
-        "search-store-other-root",
-        S,
-        "exit 0, hits of w",
-        ["search", "ledger", "--store", str(sb.w / ".anekit")],
-        succeeded(nonempty),
-    )
-    run(
-        "search-no-index",
-        S,
-        "exit 2: no index",
-        ["search", "ledger"],
-        refused("anekit index"),
-        cwd=sb.elsewhere,
-    )
-    run(
-        "search-no-index-json",
-        S,
-        "a JSON error object, exit 2",
-        ["search", "ledger", "--json"],
-        refused(json_error=True),
-        cwd=sb.elsewhere,
-    )
-    run(
-        "search-lang-typo-json",
-        S,
-        "a JSON error object, exit 2",
-        ["search", "ledger", "--lang", "pyhton", "--json"],
-        refused(json_error=True),
-    )
-    run(
-        "search-k0-json",
-        S,
-        "a JSON error object, exit 2",
-        ["search", "ledger", "-k", "0", "--json"],
-        refused(json_error=True),
-    )
-    run(
-        "search-mode-typo-json",
-        S,
-        "a JSON error object, exit 2",
-        ["search", "ledger", "--mode", "fuzzy", "--json"],
-        refused(json_error=True),
-    )
     big = "retry " * (100 * 1024 // 6)
 
     def not_echoed(inner: Check) -> Check:
@@ -1808,44 +1606,57 @@ def search_cases(r: Runner) -> None:
 
         return check
 
-    run(
-        "search-query-100kb",
-        S,
-        "exit 2, the query not echoed",
-        ["search", big],
-        not_echoed(refused("1000")),
-    )
-    run(
-        "search-query-100kb-json",
-        S,
-        "a JSON error object, the query not echoed",
-        ["search", big, "--json"],
-        not_echoed(refused(json_error=True)),
-    )
-    run(
-        "search-query-1001",
-        S,
-        "exit 2 (over 1,000 characters)",
-        ["search", "x" * 1001],
-        refused("1000", ("1001", "1,001")),
-    )
-    run(
-        "search-query-1000",
-        S,
-        "exit 0 (at the limit)",
-        ["search", "ledger " + "y" * 993],
-        succeeded(),
-    )
-    run("search-unicode", S, "exit 0", ["search", "日本語のクエリ 😀 naïve ledger"], succeeded())
-    run(
-        "search-control-chars",
-        S,
-        "exit 0, no raw escape in the output",
-        ["search", "\x1b[31mledger\x07"],
-        succeeded(
-            lambda o: ("\x1b" not in o.text, "raw ESC printed" if "\x1b" in o.text else "clean")
-        ),
-    )
+    r.run_table(
+        [
+            ("search-ext-glob", S, "exit 2 (a glob, not an extension) or only .py hits",
+             ["search", "ledger", "--ext", "*.py"], results_or_refused),
+            ("search-ext-empty", S, "exit 2 or the filter ignored",
+             ["search", "ledger", "--ext", ""], results_or_refused),
+            ("search-ext-upper", S, "hits (case ignored) or a refusal",
+             ["search", "ledger", "--ext", "PY"], results_or_refused),
+            ("search-ext-comma", S, "hits for both or a refusal",
+             ["search", "ledger", "--ext", "py,js"], results_or_refused),
+            ("search-ext-nomatch", S, "no hits or a refusal",
+             ["search", "ledger", "--ext", "zzz"], no_hits_or_refused),
+            ("search-store-typo", S, "exit 2 naming TYPO",
+             ["search", "ledger", "--store", "TYPO"], refused("TYPO")),
+            ("search-store-root-folder", S,
+             "hits (the root's store) or exit 2 saying what to name",
+             ["search", "ledger", "--store", str(sb.n)], results_or_refused,
+             {"cwd": sb.elsewhere}),
+            ("search-store-file", S, "exit 2", ["search", "ledger", "--store", "src/ledger.py"],
+             refused()),
+            ("search-store-other-root", S, "exit 0, hits of w",
+             ["search", "ledger", "--store", str(sb.w / ".anekit")], succeeded(nonempty)),
+            ("search-no-index", S, "exit 2: no index", ["search", "ledger"],
+             refused("anekit index"), {"cwd": sb.elsewhere}),
+            ("search-no-index-json", S, "a JSON error object, exit 2",
+             ["search", "ledger", "--json"], refused(json_error=True), {"cwd": sb.elsewhere}),
+            ("search-lang-typo-json", S, "a JSON error object, exit 2",
+             ["search", "ledger", "--lang", "pyhton", "--json"], refused(json_error=True)),
+            ("search-k0-json", S, "a JSON error object, exit 2",
+             ["search", "ledger", "-k", "0", "--json"], refused(json_error=True)),
+            ("search-mode-typo-json", S, "a JSON error object, exit 2",
+             ["search", "ledger", "--mode", "fuzzy", "--json"], refused(json_error=True)),
+            ("search-query-100kb", S, "exit 2, the query not echoed", ["search", big],
+             not_echoed(refused("1000"))),
+            ("search-query-100kb-json", S, "a JSON error object, the query not echoed",
+             ["search", big, "--json"], not_echoed(refused(json_error=True))),
+            ("search-query-1001", S, "exit 2 (over 1,000 characters)", ["search", "x" * 1001],
+             refused("1000", ("1001", "1,001"))),
+            ("search-query-1000", S, "exit 0 (at the limit)", ["search", "ledger " + "y" * 993],
+             succeeded()),
+            ("search-unicode", S, "exit 0", ["search", "日本語のクエリ 😀 naïve ledger"],
+             succeeded()),
+            ("search-control-chars", S, "exit 0, no raw escape in the output",
+             ["search", "\x1b[31mledger\x07"],
+             succeeded(
+                 lambda o: (
+                     "\x1b" not in o.text, "raw ESC printed" if "\x1b" in o.text else "clean"
+                 )
+             )),
+        ]
+    )  # fmt: skip
     fts = [
         '"unbalanced',
         "AND OR NOT",
@@ -1916,140 +1727,61 @@ def search_cases(r: Runner) -> None:
             either(succeeded(), refused()),
         )
     env_store = {"ANEKIT_STORE": str(sb.n / ".anekit")}
-    run(
-        "search-env-store",
-        S,
-        "ANEKIT_STORE from another folder: hits of n",
-        ["search", "reconcile ledger"],
-        succeeded(nonempty),
-        cwd=sb.elsewhere,
-        env=env_store,
-    )
-    run(
-        "search-env-store-typo",
-        S,
-        "exit 2 naming the store",
-        ["search", "ledger"],
-        refused("nope"),
-        cwd=sb.elsewhere,
-        env={"ANEKIT_STORE": str(sb.base / "nope")},
-    )
-    run(
-        "search-env-store-empty",
-        S,
-        "empty ANEKIT_STORE taken as unset (exit 0) or exit 2",
-        ["search", "ledger"],
-        either(succeeded(nonempty), refused()),
-        env={"ANEKIT_STORE": ""},
-    )
-    run(
-        "search-option-typo",
-        S,
-        "exit 2 (no such option)",
-        ["search", "x", "--langg", "python"],
-        refused("--langg"),
-    )
-    run("search-no-query", S, "exit 2 (usage)", ["search"], refused("QUERY"))
-
     T = "cli:status"
-    run(
-        "status-ok",
-        T,
-        "exit 0, health ok",
-        ["status"],
-        succeeded(lambda o: ("health: ok" in o.out, first_line(o))),
-    )
-    run(
-        "status-json",
-        T,
-        "valid JSON, health ok",
-        ["status", "--json"],
-        succeeded(
-            lambda o: ((o.json() or {}).get("health") == "ok", str((o.json() or {}).get("health")))
-        ),
-    )
-    run("status-no-index", T, "exit 2", ["status"], refused("anekit index"), cwd=sb.elsewhere)
-    run(
-        "status-no-index-json",
-        T,
-        "a JSON error object",
-        ["status", "--json"],
-        refused(json_error=True),
-        cwd=sb.elsewhere,
-    )
-    run(
-        "status-store-typo", T, "exit 2 naming TYPO", ["status", "--store", "TYPO"], refused("TYPO")
-    )
-    run("status-extra-arg", T, "exit 2 (usage)", ["status", "foo"], refused("foo"))
-    run(
-        "status-store-from-elsewhere",
-        T,
-        "exit 0, the root is n",
-        ["status", "--json", "--store", str(sb.n / ".anekit")],
-        succeeded(
-            lambda o: (
-                (o.json() or {}).get("root") == str(sb.n),
-                f"root {(o.json() or {}).get('root')}",
-            )
-        ),
-        cwd=sb.elsewhere,
-    )
-    run(
-        "status-env-store",
-        T,
-        "ANEKIT_STORE from another folder: the root is n",
-        ["status", "--json"],
-        succeeded(
-            lambda o: (
-                (o.json() or {}).get("root") == str(sb.n),
-                f"root {(o.json() or {}).get('root')}",
-            )
-        ),
-        cwd=sb.elsewhere,
-        env=env_store,
-    )
+    r.run_table(
+        [
+            ("search-env-store", S, "ANEKIT_STORE from another folder: hits of n",
+             ["search", "reconcile ledger"], succeeded(nonempty),
+             {"cwd": sb.elsewhere, "env": env_store}),
+            ("search-env-store-typo", S, "exit 2 naming the store", ["search", "ledger"],
+             refused("nope"),
+             {"cwd": sb.elsewhere, "env": {"ANEKIT_STORE": str(sb.base / "nope")}}),
+            ("search-env-store-empty", S, "empty ANEKIT_STORE taken as unset (exit 0) or exit 2",
+             ["search", "ledger"], either(succeeded(nonempty), refused()),
+             {"env": {"ANEKIT_STORE": ""}}),
+            ("search-option-typo", S, "exit 2 (no such option)",
+             ["search", "x", "--langg", "python"], refused("--langg")),
+            ("search-no-query", S, "exit 2 (usage)", ["search"], refused("QUERY")),
+            ("status-ok", T, "exit 0, health ok", ["status"],
+             succeeded(lambda o: ("health: ok" in o.out, first_line(o)))),
+            ("status-json", T, "valid JSON, health ok", ["status", "--json"],
+             succeeded(
+                 lambda o: (
+                     (o.json() or {}).get("health") == "ok", str((o.json() or {}).get("health"))
+                 )
+             )),
+            ("status-no-index", T, "exit 2", ["status"], refused("anekit index"),
+             {"cwd": sb.elsewhere}),
+            ("status-no-index-json", T, "a JSON error object", ["status", "--json"],
+             refused(json_error=True), {"cwd": sb.elsewhere}),
+            ("status-store-typo", T, "exit 2 naming TYPO", ["status", "--store", "TYPO"],
+             refused("TYPO")),
+            ("status-extra-arg", T, "exit 2 (usage)", ["status", "foo"], refused("foo")),
+            ("status-store-from-elsewhere", T, "exit 0, the root is n",
+             ["status", "--json", "--store", str(sb.n / ".anekit")],
+             succeeded(
+                 lambda o: (
+                     (o.json() or {}).get("root") == str(sb.n),
+                     f"root {(o.json() or {}).get('root')}",
+                 )
+             ),
+             {"cwd": sb.elsewhere}),
+            ("status-env-store", T, "ANEKIT_STORE from another folder: the root is n",
+             ["status", "--json"],
+             succeeded(
+                 lambda o: (
+                     (o.json() or {}).get("root") == str(sb.n),
+                     f"root {(o.json() or {}).get('root')}",
+                 )
+             ),
+             {"cwd": sb.elsewhere, "env": env_store}),
+        ]
+    )  # fmt: skip
 
 
 def forget_cases(r: Runner) -> None:
     sb = r.sb
     F = "cli:forget"
-    r.run("forget-empty", F, "exit 2 naming --all", ["forget", ""], refused("--all"), cwd=sb.s)
-    r.run(
-        "forget-dot-at-root", F, "exit 2 naming --all", ["forget", "."], refused("--all"), cwd=sb.s
-    )
-    r.run(
-        "forget-root-absolute",
-        F,
-        "exit 2 naming --all",
-        ["forget", str(sb.s)],
-        refused("--all"),
-        cwd=sb.s,
-    )
-    r.run("forget-no-args", F, "exit 2 (usage)", ["forget"], refused("--all"), cwd=sb.s)
-    r.run(
-        "forget-all-and-path",
-        F,
-        "exit 2 (usage)",
-        ["forget", "--all", "x"],
-        refused("--all"),
-        cwd=sb.s,
-    )
-    r.run(
-        "forget-json-empty",
-        F,
-        "a JSON error object",
-        ["forget", "", "--json"],
-        refused(json_error=True),
-        cwd=sb.s,
-    )
-    r.run(
-        "forget-wait-negative",
-        F,
-        "exit 2 (usage)",
-        ["forget", "x", "--wait", "-1"],
-        refused("--wait"),
-        cwd=sb.s,
-    )
 
     def zero_or_refused(o: Outcome) -> tuple[str, str]:
         if o.rc == 0:
@@ -2060,30 +1792,28 @@ def forget_cases(r: Runner) -> None:
             )
         return refused()(o)
 
-    r.run(
-        "forget-missing",
-        F,
-        "says nothing was there (0 files) or exit 2",
-        ["forget", "nosuch.py"],
-        zero_or_refused,
+    r.run_table(
+        [
+            ("forget-empty", F, "exit 2 naming --all", ["forget", ""], refused("--all")),
+            ("forget-dot-at-root", F, "exit 2 naming --all", ["forget", "."], refused("--all")),
+            ("forget-root-absolute", F, "exit 2 naming --all", ["forget", str(sb.s)],
+             refused("--all")),
+            ("forget-no-args", F, "exit 2 (usage)", ["forget"], refused("--all")),
+            ("forget-all-and-path", F, "exit 2 (usage)", ["forget", "--all", "x"],
+             refused("--all")),
+            ("forget-json-empty", F, "a JSON error object", ["forget", "", "--json"],
+             refused(json_error=True)),
+            ("forget-wait-negative", F, "exit 2 (usage)", ["forget", "x", "--wait", "-1"],
+             refused("--wait")),
+            ("forget-missing", F, "says nothing was there (0 files) or exit 2",
+             ["forget", "nosuch.py"], zero_or_refused),
+            ("forget-outside-root", F, "exit 2: outside the index's root",
+             ["forget", "../n/src/ledger.py"], refused()),
+            ("forget-absolute-outside", F, "exit 2: outside the index's root",
+             ["forget", "/etc"], refused()),
+        ],
         cwd=sb.s,
-    )
-    r.run(
-        "forget-outside-root",
-        F,
-        "exit 2: outside the index's root",
-        ["forget", "../n/src/ledger.py"],
-        refused(),
-        cwd=sb.s,
-    )
-    r.run(
-        "forget-absolute-outside",
-        F,
-        "exit 2: outside the index's root",
-        ["forget", "/etc"],
-        refused(),
-        cwd=sb.s,
-    )
+    )  # fmt: skip
 
     def removed(expected: list[str]) -> Check:
         def predicate(o: Outcome) -> tuple[bool, str]:
@@ -2147,22 +1877,6 @@ def forget_cases(r: Runner) -> None:
 def watch_embed_cli_cases(r: Runner) -> None:
     sb = r.sb
     W = "cli:watch"
-    r.run(
-        "watch-nonexistent",
-        W,
-        "exit 2",
-        ["watch", "/nonexistent/x"],
-        refused("/nonexistent/x"),
-        timeout=30,
-    )
-    r.run(
-        "watch-quiet-zero",
-        W,
-        "exit 2 (usage)",
-        ["watch", "--quiet", "0"],
-        refused("--quiet"),
-        timeout=30,
-    )
 
     def still_running_is_wrong(o: Outcome) -> tuple[str, str]:
         if o.timed_out:
@@ -2178,42 +1892,28 @@ def watch_embed_cli_cases(r: Runner) -> None:
             )
         return refused()(o)
 
-    r.run(
-        "watch-lane-typo",
-        W,
-        "exit 2 naming the lanes",
-        ["watch", "--lane", "cpuu"],
-        still_running_is_wrong,
-        cwd=sb.w,
-        timeout=25,
-        hang_ok=True,
-    )
-    r.run(
-        "watch-model-typo",
-        W,
-        "exit 2 naming the model",
-        ["watch", "--model", "no-such-model-xyz"],
-        still_running_is_wrong,
-        cwd=sb.w,
-        timeout=40,
-        hang_ok=True,
-    )
-
     def keeps_watching(o: Outcome) -> tuple[str, str]:
         if o.timed_out:
             return "ok", f"still watching after {o.limit:.0f} s (then killed): {first_line(o)}"
         return "WRONG", f"exit {o.rc} before {o.limit:.0f} s: {first_line(o)}"
 
-    r.run(
-        "watch-tree-with-root-link",
-        W,
-        "keeps watching (no link followed, / not walked), no traceback",
-        ["watch"],
-        keeps_watching,
-        cwd=sb.n,
+    r.run_table(
+        [
+            ("watch-nonexistent", W, "exit 2", ["watch", "/nonexistent/x"],
+             refused("/nonexistent/x")),
+            ("watch-quiet-zero", W, "exit 2 (usage)", ["watch", "--quiet", "0"],
+             refused("--quiet")),
+            ("watch-lane-typo", W, "exit 2 naming the lanes", ["watch", "--lane", "cpuu"],
+             still_running_is_wrong, {"cwd": sb.w, "timeout": 25, "hang_ok": True}),
+            ("watch-model-typo", W, "exit 2 naming the model",
+             ["watch", "--model", "no-such-model-xyz"], still_running_is_wrong,
+             {"cwd": sb.w, "timeout": 40, "hang_ok": True}),
+            ("watch-tree-with-root-link", W,
+             "keeps watching (no link followed, / not walked), no traceback", ["watch"],
+             keeps_watching, {"cwd": sb.n, "hang_ok": True}),
+        ],
         timeout=30,
-        hang_ok=True,
-    )
+    )  # fmt: skip
     if r.wanted("watch-tree-with-loop-and-out-links"):
         wl = sb.small_root(sb.base / "wl")
         (wl / "loop").symlink_to(".")
@@ -2230,55 +1930,24 @@ def watch_embed_cli_cases(r: Runner) -> None:
             hang_ok=True,
         )
     M = "cli:mcp"
-    r.run(
-        "mcp-nonexistent",
-        M,
-        "exit 2",
-        ["mcp", "/nonexistent/x"],
-        refused("/nonexistent/x"),
-        timeout=30,
-    )
-    r.run(
-        "mcp-file-root",
-        M,
-        "exit 2 (a file, not a folder)",
-        ["mcp", str(sb.n / "src" / "ledger.py")],
-        refused("ledger.py"),
-        timeout=30,
-    )
     V = "cli:serve"
-    r.run(
-        "serve-port-zero",
-        V,
-        "exit 2 (usage)",
-        ["serve", "--port", "0"],
-        refused("--port"),
+    r.run_table(
+        [
+            ("mcp-nonexistent", M, "exit 2", ["mcp", "/nonexistent/x"],
+             refused("/nonexistent/x")),
+            ("mcp-file-root", M, "exit 2 (a file, not a folder)",
+             ["mcp", str(sb.n / "src" / "ledger.py")], refused("ledger.py")),
+            ("serve-port-zero", V, "exit 2 (usage)", ["serve", "--port", "0"],
+             refused("--port")),
+            ("serve-port-huge", V, "exit 2 (usage)", ["serve", "--port", "70000"],
+             refused("--port")),
+            ("serve-nonexistent", V, "exit 2", ["serve", "/nonexistent/x"],
+             refused("/nonexistent/x")),
+            ("serve-file-root", V, "exit 2", ["serve", str(sb.n / "src" / "ledger.py")],
+             refused("ledger.py")),
+        ],
         timeout=30,
-    )
-    r.run(
-        "serve-port-huge",
-        V,
-        "exit 2 (usage)",
-        ["serve", "--port", "70000"],
-        refused("--port"),
-        timeout=30,
-    )
-    r.run(
-        "serve-nonexistent",
-        V,
-        "exit 2",
-        ["serve", "/nonexistent/x"],
-        refused("/nonexistent/x"),
-        timeout=30,
-    )
-    r.run(
-        "serve-file-root",
-        V,
-        "exit 2",
-        ["serve", str(sb.n / "src" / "ledger.py")],
-        refused("ledger.py"),
-        timeout=30,
-    )
+    )  # fmt: skip
 
 
 def embed_and_lane_cases(r: Runner) -> None:
@@ -2341,150 +2010,47 @@ def embed_and_lane_cases(r: Runner) -> None:
             env={"ANEKIT_FAULT": f"cpu:{fault}"},
             timeout=180,
         )
-    r.run(
-        "embed-invalid-utf8",
-        E,
-        "exit 0, the bad line null, the others vectors",
-        ["embed", str(bad_utf8)],
-        vectors(5, [3]),
+    r.run_table(
+        [
+            ("embed-invalid-utf8", E, "exit 0, the bad line null, the others vectors",
+             ["embed", str(bad_utf8)], vectors(5, [3])),
+            ("embed-invalid-utf8-strict", E, "exit 2 naming line 3, nothing embedded",
+             ["embed", str(bad_utf8), "--strict"], refused("3")),
+            ("embed-jsonl-bad-lines", E, "exit 0, the four bad lines null", ["embed", str(jsonl)],
+             vectors(5, [1, 2, 3, 4])),
+            ("embed-stdin", E, "exit 0, 2 vectors", ["embed", "-"], vectors(2),
+             {"stdin": b"alpha\nbeta\n"}),
+            ("embed-empty-file", E, "exit 0, no output", ["embed", str(empty)],
+             either(vectors(0), refused())),
+            ("embed-dev-null", E, "exit 0 no output, or exit 2", ["embed", "/dev/null"],
+             either(vectors(0), refused())),
+            ("embed-nonexistent", E, "exit 2 naming the file", ["embed", "/nonexistent/x.txt"],
+             refused("x.txt"), {"timeout": 60}),
+            ("embed-folder", E, "exit 2", ["embed", str(sb.n / "src")], refused("src"),
+             {"timeout": 60}),
+            ("embed-max-length-zero", E, "exit 2", ["embed", str(bad_utf8), "--max-length", "0"],
+             refused("max")),
+            ("embed-max-length-negative", E, "exit 2",
+             ["embed", str(bad_utf8), "--max-length", "-1"], refused("max")),
+            ("embed-max-length-huge", E, "exit 2 (max 512)",
+             ["embed", str(bad_utf8), "--max-length", "100000"], refused("512")),
+            ("embed-deadline-zero", E, "exit 2", ["embed", str(bad_utf8), "--deadline", "0"],
+             refused("deadline")),
+            ("embed-deadline-negative", E, "exit 2", ["embed", str(bad_utf8), "--deadline", "-1"],
+             refused("deadline")),
+            ("embed-deadline-nan", E, "exit 2", ["embed", str(bad_utf8), "--deadline", "nan"],
+             refused("deadline")),
+            ("embed-lane-typo", E, "exit 2 naming the lanes",
+             ["embed", str(bad_utf8), "--lane", "cpuu"], refused("cpu")),
+            ("embed-model-typo", E, "exit 2 naming the model",
+             ["embed", str(bad_utf8), "--model", "no-such-model-xyz"],
+             refused("no-such-model-xyz")),
+            ("embed-format-typo", E, "exit 2 (usage)", ["embed", str(bad_utf8), "--format", "xml"],
+             refused("xml"), {"timeout": 60}),
+        ],
         cwd=work,
         timeout=120,
-    )
-    r.run(
-        "embed-invalid-utf8-strict",
-        E,
-        "exit 2 naming line 3, nothing embedded",
-        ["embed", str(bad_utf8), "--strict"],
-        refused("3"),
-        cwd=work,
-        timeout=120,
-    )
-    r.run(
-        "embed-jsonl-bad-lines",
-        E,
-        "exit 0, the four bad lines null",
-        ["embed", str(jsonl)],
-        vectors(5, [1, 2, 3, 4]),
-        cwd=work,
-        timeout=120,
-    )
-    r.run(
-        "embed-stdin",
-        E,
-        "exit 0, 2 vectors",
-        ["embed", "-"],
-        vectors(2),
-        cwd=work,
-        stdin=b"alpha\nbeta\n",
-        timeout=120,
-    )
-    r.run(
-        "embed-empty-file",
-        E,
-        "exit 0, no output",
-        ["embed", str(empty)],
-        either(vectors(0), refused()),
-        cwd=work,
-        timeout=120,
-    )
-    r.run(
-        "embed-dev-null",
-        E,
-        "exit 0 no output, or exit 2",
-        ["embed", "/dev/null"],
-        either(vectors(0), refused()),
-        cwd=work,
-        timeout=120,
-    )
-    r.run(
-        "embed-nonexistent",
-        E,
-        "exit 2 naming the file",
-        ["embed", "/nonexistent/x.txt"],
-        refused("x.txt"),
-        cwd=work,
-    )
-    r.run("embed-folder", E, "exit 2", ["embed", str(sb.n / "src")], refused("src"), cwd=work)
-    r.run(
-        "embed-max-length-zero",
-        E,
-        "exit 2",
-        ["embed", str(bad_utf8), "--max-length", "0"],
-        refused("max"),
-        cwd=work,
-        timeout=120,
-    )
-    r.run(
-        "embed-max-length-negative",
-        E,
-        "exit 2",
-        ["embed", str(bad_utf8), "--max-length", "-1"],
-        refused("max"),
-        cwd=work,
-        timeout=120,
-    )
-    r.run(
-        "embed-max-length-huge",
-        E,
-        "exit 2 (max 512)",
-        ["embed", str(bad_utf8), "--max-length", "100000"],
-        refused("512"),
-        cwd=work,
-        timeout=120,
-    )
-    r.run(
-        "embed-deadline-zero",
-        E,
-        "exit 2",
-        ["embed", str(bad_utf8), "--deadline", "0"],
-        refused("deadline"),
-        cwd=work,
-        timeout=120,
-    )
-    r.run(
-        "embed-deadline-negative",
-        E,
-        "exit 2",
-        ["embed", str(bad_utf8), "--deadline", "-1"],
-        refused("deadline"),
-        cwd=work,
-        timeout=120,
-    )
-    r.run(
-        "embed-deadline-nan",
-        E,
-        "exit 2",
-        ["embed", str(bad_utf8), "--deadline", "nan"],
-        refused("deadline"),
-        cwd=work,
-        timeout=120,
-    )
-    r.run(
-        "embed-lane-typo",
-        E,
-        "exit 2 naming the lanes",
-        ["embed", str(bad_utf8), "--lane", "cpuu"],
-        refused("cpu"),
-        cwd=work,
-        timeout=120,
-    )
-    r.run(
-        "embed-model-typo",
-        E,
-        "exit 2 naming the model",
-        ["embed", str(bad_utf8), "--model", "no-such-model-xyz"],
-        refused("no-such-model-xyz"),
-        cwd=work,
-        timeout=120,
-    )
-    r.run(
-        "embed-format-typo",
-        E,
-        "exit 2 (usage)",
-        ["embed", str(bad_utf8), "--format", "xml"],
-        refused("xml"),
-        cwd=work,
-    )
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- the daemon's cases
@@ -3834,63 +3400,35 @@ def readonly_cases(r: Runner) -> None:
             )
             return
         immutable.append(ro1)
-        r.run(
-            "readonly-root-index",
-            D,
-            "exit 2, one line naming --store",
-            ["index"],
-            refused("--store", one_line=True),
-            cwd=ro1,
-            timeout=120,
-        )
         elsewhere_store = sb.base / "ro1-store"
-        r.run(
-            "readonly-root-index-with-store",
-            D,
-            "exit 0 with --store elsewhere",
-            ["index", "--store", str(elsewhere_store)],
-            succeeded(),
+        r.run_table(
+            [
+                ("readonly-root-index", D, "exit 2, one line naming --store", ["index"],
+                 refused("--store", one_line=True), {"timeout": 120}),
+                ("readonly-root-index-with-store", D, "exit 0 with --store elsewhere",
+                 ["index", "--store", str(elsewhere_store)], succeeded(), {"timeout": 240}),
+            ],
             cwd=ro1,
-            timeout=240,
-        )
+        )  # fmt: skip
         (ro2 / "src" / "ledger.py").write_text(LEDGER + "\n# changed\n")
         store = ro2 / ".anekit"
         for path in [*store.iterdir(), store]:
             if chattr(path, "+i"):
                 immutable.append(path)
-        r.run(
-            "readonly-store-index",
-            D,
-            "exit 2, one line naming --store",
-            ["index"],
-            refused("--store", one_line=True),
+        r.run_table(
+            [
+                ("readonly-store-index", D, "exit 2, one line naming --store", ["index"],
+                 refused("--store", one_line=True), {"timeout": 120}),
+                ("readonly-store-search", D, "exit 0 (a reader), or one line",
+                 ["search", "reconcile ledger"],
+                 either(succeeded(nonempty), refused(one_line=True))),
+                ("readonly-store-status", D, "exit 0 (a reader), or one line", ["status"],
+                 either(succeeded(), refused(one_line=True))),
+                ("readonly-store-forget", D, "exit 2, one line", ["forget", "src/ledger.py"],
+                 refused(one_line=True)),
+            ],
             cwd=ro2,
-            timeout=120,
-        )
-        r.run(
-            "readonly-store-search",
-            D,
-            "exit 0 (a reader), or one line",
-            ["search", "reconcile ledger"],
-            either(succeeded(nonempty), refused(one_line=True)),
-            cwd=ro2,
-        )
-        r.run(
-            "readonly-store-status",
-            D,
-            "exit 0 (a reader), or one line",
-            ["status"],
-            either(succeeded(), refused(one_line=True)),
-            cwd=ro2,
-        )
-        r.run(
-            "readonly-store-forget",
-            D,
-            "exit 2, one line",
-            ["forget", "src/ledger.py"],
-            refused(one_line=True),
-            cwd=ro2,
-        )
+        )  # fmt: skip
     finally:
         for path in reversed(immutable):
             chattr(path, "-i")
