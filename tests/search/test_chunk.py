@@ -172,6 +172,149 @@ CASES = [
         ("Shop > Inventory > remove", "    # Removes +count+", "    def remove("),
     ),
     (
+        "Pipeline.kt",
+        [
+            (1, 5, ""),
+            (7, 16, ""),
+            (18, 25, "Pipeline"),
+            (27, 43, "Pipeline > run"),
+            (45, 50, "Pipeline"),
+            (52, 62, ""),
+        ],
+        ("Pipeline", "/**", "@OptIn(ExperimentalCoroutinesApi::class)\n"),
+    ),
+    (
+        "Parser.scala",
+        [
+            (1, 3, ""),
+            (5, 10, ""),
+            (12, 26, "Parser"),
+            (28, 34, "Parser"),
+            (36, 43, "Parser > token"),
+            (45, 50, "Parser"),
+        ],
+        ("Parser > token", "  /** Accepts one token", "  def token(kind: String)"),
+    ),
+    (
+        "Router.swift",
+        [
+            (1, 1, ""),
+            (3, 19, ""),
+            (21, 30, "Router"),
+            (32, 37, "Router > add"),
+            (39, 57, "Router > dispatch"),
+            (59, 64, "Router"),
+        ],
+        ("Router > add", "    @discardableResult\n", "func add("),
+    ),
+    (
+        "Cache.cs",
+        [
+            (1, 6, ""),
+            (7, 21, ""),
+            (23, 41, "LruCache"),
+            (43, 56, "LruCache > TryGet"),
+            (58, 63, "LruCache > Put"),
+            (65, 71, "LruCache > Evict"),
+            (73, 80, "LruCache > Node"),
+        ],
+        ("LruCache", "    /// <summary>", '    [DebuggerDisplay("Count = {Count}")]\n'),
+    ),
+    (
+        "Logger.php",
+        [
+            (1, 8, ""),
+            (10, 33, ""),
+            (35, 45, "Logger"),
+            (47, 51, "Logger > __construct"),
+            (53, 68, "Logger > log"),
+            (70, 74, "Logger > handle"),
+            (76, 80, "format_context"),
+        ],
+        ("Logger", "/**", "final class Logger implements HandlerInterface\n"),
+    ),
+    (
+        "router.ex",
+        [
+            (1, 12, "MyApp.Router"),
+            (14, 26, "MyApp.Router > match"),
+            (28, 36, "MyApp.Router"),
+            (38, 52, "MyApp.Router > find_route"),
+            (54, 58, "MyApp.Router > bind"),
+            (60, 67, "MyApp.Router.Route"),
+            (69, 76, "MyApp.Describe"),
+        ],
+        ("MyApp.Router > match", '  @doc """', "  @spec match(String.t(), String.t())"),
+    ),
+    (
+        "Shapes.hs",
+        [
+            (1, 12, ""),
+            (14, 30, ""),
+            (32, 38, "instance HasArea Shape"),
+            (40, 45, "describe"),
+            (47, 48, "totalArea"),
+            (50, 57, "shoelace"),
+            (59, 72, "centroid"),
+            (74, 78, "dist"),
+        ],
+        (
+            "centroid",
+            "-- | The centre of mass",
+            "centroid :: [Point] -> Point\ncentroid [] = (0, 0)\n",
+        ),
+    ),
+    (
+        "config.lua",
+        [
+            (1, 16, ""),
+            (18, 24, "merge"),
+            (26, 45, "M.setup"),
+            (47, 51, "M:reload"),
+            (53, 58, "M.on_attach"),
+            (60, 60, ""),
+        ],
+        ("merge", "---Deep-merges", "---@param b table|nil\n"),
+    ),
+    (
+        "args.zig",
+        [
+            (1, 2, ""),
+            (4, 11, ""),
+            (13, 23, "Parser"),
+            (25, 42, "Parser > next"),
+            (44, 48, "parseInt"),
+            (50, 52, "isFlag"),
+            (54, 59, 'test "splits options and flags"'),
+            (61, 63, 'test "parses hex"'),
+        ],
+        ("Parser", "/// Splits command-line arguments", "pub const Parser = struct {\n"),
+    ),
+    (
+        "deploy.sh",
+        [
+            (1, 8, ""),
+            (10, 13, "log"),
+            (15, 34, "deploy"),
+            (36, 47, ""),
+        ],
+        ("deploy", "# Picks the host", "function deploy {\n"),
+    ),
+    (
+        "format.h",
+        [
+            (1, 11, ""),
+            (13, 13, "fmt"),
+            (14, 30, "fmt > detail"),
+            (32, 37, "fmt > format_error"),
+            (39, 39, "fmt > append"),
+            (41, 45, "fmt > append"),
+            (47, 65, "fmt > format"),
+            (67, 67, ""),
+        ],
+        ("fmt > format", "/// Replaces each `{}`", "template <typename... Args>\n"),
+    ),
+    (
         "guide.md",
         [
             (1, 5, ""),
@@ -399,16 +542,40 @@ def test_empty_and_blank_files_give_no_chunks() -> None:
         assert chunk_file("x", text) == []
 
 
-def test_parse_failure_falls_back_to_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_parse_failure_falls_back_to_windows(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     def broken(grammar: str) -> object:
         raise RuntimeError("no parser")
 
     monkeypatch.setattr(chunk_module, "_parser", broken)
     text = read("session.py")
-    chunks = chunk_file("pkg/session.py", text)
+    with caplog.at_level("WARNING", logger="anekit.search.chunk"):
+        chunks = chunk_file("pkg/session.py", text)
     check(text, chunks)
     assert {c.symbol for c in chunks} == {""}
     assert chunks[0].start_line == 1 and len(chunks) == 3
+    assert [r.getMessage() for r in caplog.records] == [
+        "pkg/session.py: chunked by line windows: its parse failed (no parser)"
+    ]
+
+
+def test_a_cpp_header_named_h_is_parsed_as_cpp_and_a_c_header_as_c() -> None:
+    cpp = read("format.h")
+    assert spans(chunk_file("include/fmt/format.h", cpp)) == spans(
+        chunk_file("include/fmt/format.hpp", cpp)
+    )
+    c_header = read("ring.c")  # C: the same cuts as a .h as in a .c file
+    assert spans(chunk_file("include/ring.h", c_header)) == spans(
+        chunk_file("src/ring.c", c_header)
+    )
+    # and C++ that the C grammar reads differently (namespaces) is cut where C++ cuts
+    as_c = chunk_module._structured(
+        chunk_module.spec_for("c"), "c", cpp, chunk_module.split_lines(cpp)
+    )
+    assert [(s.start, s.end, s.symbol) for s in as_c[0]] != spans(
+        chunk_file("include/fmt/format.h", cpp)
+    )
 
 
 def test_junk_text_never_raises() -> None:
@@ -428,6 +595,8 @@ def test_junk_text_never_raises() -> None:
         samples.append(data.decode("latin-1"))
         samples.append(data.decode("utf-8", "surrogateescape"))
     paths = ["a.py", "a.js", "a.ts", "a.tsx", "a.go", "a.rs", "a.java", "a.c", "a.cpp", "a.rb"]
+    paths += ["a.kt", "a.scala", "a.swift", "a.cs", "a.php", "a.ex", "a.hs", "a.lua", "a.zig"]
+    paths += ["a.sh", "a.h"]
     paths += ["a.md", "a.rst", "a.toml", "a.bin", "Makefile"]
     for text in samples:
         for path in paths:
@@ -453,6 +622,20 @@ def test_junk_text_never_raises() -> None:
         ("src/parse.hpp", "cpp"),
         ("lib/shop.rb", "ruby"),
         ("Rakefile", "ruby"),
+        ("src/Pipeline.kt", "kotlin"),
+        ("build.gradle.kts", "kotlin"),
+        ("core/Parser.scala", "scala"),
+        ("Sources/Router.swift", "swift"),
+        ("src/Cache.cs", "csharp"),
+        ("src/Logger.php", "php"),
+        ("lib/router.ex", "elixir"),
+        ("test/router_test.exs", "elixir"),
+        ("src/Shapes.hs", "haskell"),
+        ("lua/plugin/config.lua", "lua"),
+        ("src/args.zig", "zig"),
+        ("bin/deploy.sh", "shell"),
+        ("test/run.bats", "shell"),
+        ("conf.d/env.fish", "fish"),
         ("README.md", "markdown"),
         ("docs/index.rst", "rst"),
         ("pyproject.toml", "toml"),

@@ -24,7 +24,10 @@ they fit. Blank lines at a chunk's edges are left out.
 A chunk's ``symbol`` is the path of the definition it holds ("Session > request"), or of
 the enclosing one when it holds several or lines between them ("" at top level). Go methods
 are named by receiver ("Session > Request"), Rust impl blocks "impl Foo" or "impl Trait for
-Foo", C++ out-of-class methods "Session::request". A Python module's
+Foo", C++ out-of-class methods "Session::request", Haskell instances "instance Show Shape",
+Zig tests 'test "name"'. Consecutive clauses of one Elixir function or equations of one
+Haskell function (with the signature above) are one definition. A ``.h`` file that reads
+as C++ (``namespace``, ``template <``, ``std::``, ...) is parsed as C++. A Python module's
 ``if __name__ == "__main__":`` block is a definition named ``__main__`` (what it defines is
 "__main__ > name"), so that search can rank such demo code below the module's own.
 
@@ -66,8 +69,9 @@ __all__ = [
 
 #: Bumped when boundaries, kinds or model text change (2: PKG-INFO and METADATA are docs;
 #: 3: chunks of code files holding only comments and docstrings are docs; 4: a Python
-#: module's ``__main__`` block is a definition).
-CHUNKER_VERSION = "4"
+#: module's ``__main__`` block is a definition; 5: definitions in Kotlin, Scala, Swift, C#,
+#: PHP, Elixir, Haskell, Lua, Zig and shell, and C++ headers named ``.h``).
+CHUNKER_VERSION = "5"
 MAX_CHARS = 800
 OVERLAP_LINES = 2
 SMALL_CHARS = 200  # definitions up to this size may share a chunk with their neighbours
@@ -90,6 +94,19 @@ _CLOSER = re.compile(  # a line that only closes something, maybe with a comment
 _DECLARED_NAMES = frozenset(
     {"identifier", "type_identifier", "field_identifier", "qualified_identifier"}
     | {"destructor_name", "operator_name"}
+)
+# Elixir's macros that define something named by their first argument.
+_ELIXIR_DEFINERS = frozenset(
+    {"defmodule", "def", "defp", "defmacro", "defmacrop", "defguard", "defguardp"}
+    | {"defdelegate", "defprotocol", "defimpl", "defn", "defnp"}
+)
+# A Zig constant that is a type: const Parser = struct { ... }
+_ZIG_TYPE = re.compile(r"=\s*(?:extern\s+|packed\s+)?(?:struct|enum|union|opaque)\b")
+# A C++ header in a .h file (fmt, nlohmann/json, abseil): parsed with the C++ grammar.
+_CPP_HINT = re.compile(
+    r"^[ \t]*(?:namespace\b|template\s*<|class\s+\w+[^;]*$|(?:public|private|protected)\s*:)"
+    r"|\bstd::|\bconstexpr\b",
+    re.M,
 )
 # Python's guard of a script's own code: if __name__ == "__main__":
 _MAIN_GUARD = re.compile(r"""__name__ ?== ?(['"])__main__\1|(['"])__main__\2 ?== ?__name__""")
@@ -130,13 +147,16 @@ def chunk_file(relpath: str, text: str) -> list[Chunk]:
     if all(not line.strip() for line in lines):
         return []
     spec = spec_for(language)
+    if language == "c" and relpath.lower().endswith(".h") and _CPP_HINT.search(text):
+        spec = spec_for("cpp")
     spans: list[_Span] | None = None
     prose: Callable[[_Span], bool] | None = None
     if spec is not None and spec.grammar is not None:
         try:
             spans, prose = _structured(spec, spec.grammar, text, lines)
-        except Exception:  # a grammar surprise must not stop indexing; windows always work
-            _log.debug("chunking %s by line windows: parse failed", relpath, exc_info=True)
+        except Exception as error:  # a grammar surprise must not stop indexing
+            _log.warning("%s: chunked by line windows: its parse failed (%s)", relpath, error)
+            _log.debug("the parse failure of %s", relpath, exc_info=True)
     if spans is None:
         cutter = _Cutter(lines, lambda d: [])
         cutter.windows(1, len(lines), "")
@@ -234,6 +254,10 @@ def _structured(
     return cutter.out, prose
 
 
+def _is_comment(node_type: str) -> bool:
+    return "comment" in node_type or node_type == "haddock"  # Haskell's -- | docs
+
+
 def _text(src: bytes, node: Node | None) -> str:
     if node is None:
         return ""
@@ -295,7 +319,7 @@ class _Code:
         for r in range(len(self.lines)):
             node = self._first_node(r)
             while node is not None and node != self.root:
-                if "comment" in node.type:
+                if _is_comment(node.type):
                     found.add(r + 1)
                     break
                 parent = node.parent
@@ -316,7 +340,9 @@ class _Code:
         if not stripped.strip():
             return None
         col = len(line[: len(line) - len(stripped)].encode("utf-8", "surrogatepass"))
-        return self.root.named_descendant_for_point_range((r, col), (r, col))
+        # A one-byte range: an empty one where a node ending with its newline (Haskell's
+        # haddock) meets the next would find their parent.
+        return self.root.named_descendant_for_point_range((r, col), (r, col + 1))
 
     def kids(self, d: _Def) -> list[_Def]:
         return self.level(d.node, d.path, d.head) if d.node is not None else []
@@ -332,6 +358,10 @@ class _Code:
             if out and first <= out[-1].end:  # shares a line with the one before: one piece
                 prev = out[-1]
                 out[-1] = _Def(prev.start, max(prev.end, end), prev.head, path)
+                continue
+            if out and self.spec.clauses and out[-1].path == (*path, *name):
+                prev = out[-1]  # another clause of the definition before
+                out[-1] = _Def(prev.start, end, prev.head, prev.path, prev.node)
                 continue
             start = self._attached_start(first - 1, out[-1].end if out else floor) + 1
             out.append(_Def(start, end, inner.start_point.row + 1, (*path, *name), inner))
@@ -366,11 +396,22 @@ class _Code:
         if kind == "impl_item":
             trait, target = _text(src, field("trait")), _text(src, field("type"))
             return (f"impl {trait} for {target}" if trait else f"impl {target}",)
+        if self.spec.name in ("elixir", "zig", "lua"):
+            return self._macro_name(node)
+        if kind == "instance":  # Haskell: instance Show Shape
+            patterns = _text(src, field("patterns"))
+            return (f"instance {_text(src, field('name'))} {patterns}".strip(),)
         if kind == "singleton_method":
             return (f"{_text(src, field('object'))}.{_text(src, field('name'))}",)
         if kind == "singleton_class":
             return (f"class << {_text(src, field('value'))}",)
+        if kind in ("secondary_constructor", "deinit_declaration"):  # Kotlin, Swift
+            return ("constructor" if kind == "secondary_constructor" else "deinit",)
         name = field("name")
+        if name is None and self.spec.names:  # Kotlin: no name fields
+            name = next((c for c in node.named_children if c.type in self.spec.names), None)
+            if name is None and kind == "companion_object":
+                return ("companion object",)
         if name is None:  # C/C++ functions and typedefs: the name is inside the declarator
             name = field("declarator")
             while name is not None and name.type not in _DECLARED_NAMES:
@@ -379,6 +420,45 @@ class _Code:
                 )
         text = _text(src, name)
         return (text,) if text else ()
+
+    def _macro_name(self, node: Node) -> tuple[str, ...]:
+        """The name of an Elixir ``def``-like call, a Zig declaration or a Lua assignment
+        of a function; () when ``node`` defines nothing."""
+        src, kind = self.src, node.type
+        if kind == "call":  # Elixir: def name(args) when guard do ... end
+            if _text(src, node.child_by_field_name("target")) not in _ELIXIR_DEFINERS:
+                return ()
+            args = next((c for c in node.named_children if c.type == "arguments"), None)
+            head = args.named_children[0] if args is not None and args.named_children else None
+            while head is not None and head.type == "binary_operator":  # when, ::, \\
+                head = head.child_by_field_name("left")
+            if head is not None and head.type == "call":
+                head = head.child_by_field_name("target")
+            name = _text(src, head)
+        elif kind == "TestDecl":  # Zig: test "name" { ... }
+            label = next((c for c in node.named_children if c.type != "Block"), None)
+            name = f"test {_text(src, label)}".strip()
+        elif kind == "Decl":  # Zig: a function, or a constant holding a type
+            fn = next((c for c in node.named_children if c.type == "FnProto"), None)
+            var = next((c for c in node.named_children if c.type == "VarDecl"), None)
+            if fn is not None:
+                name = _text(src, fn.child_by_field_name("function"))
+            elif var is not None and _ZIG_TYPE.search(_text(src, var)):
+                name = _text(src, var.child_by_field_name("variable_type_function"))
+            else:
+                return ()
+        elif kind == "assignment_statement":  # Lua: M.name = function(...) ... end
+            names = next((c for c in node.named_children if c.type == "variable_list"), None)
+            values = next((c for c in node.named_children if c.type == "expression_list"), None)
+            value = values.named_children[0] if values and values.named_children else None
+            if names is None or names.named_child_count != 1 or value is None:
+                return ()
+            if value.type != "function_definition":
+                return ()
+            name = _text(src, names)
+        else:  # Lua's function_declaration: function M.name(...) or M:name(...)
+            name = _text(src, node.child_by_field_name("name"))
+        return (name,) if name else ()
 
     def _attached_start(self, row: int, floor: int) -> int:
         """The 0-based row where a definition on ``row`` starts with what sits directly above.
@@ -400,7 +480,7 @@ class _Code:
         while node is not None and node != self.root:
             if _last_row(node) >= def_row:
                 return None  # it encloses the definition: not something above it
-            if "comment" in node.type or node.type in self.spec.attached:
+            if _is_comment(node.type) or node.type in self.spec.attached:
                 break
             node = node.parent
         if node is None or node == self.root:

@@ -39,6 +39,11 @@ class LanguageSpec:
     # takes its place (its span becomes the definition's).
     wrappers: frozenset[str] = frozenset()
     attached: frozenset[str] = frozenset()  # kept with the definition below (besides comments)
+    # For grammars without a ``name`` field (Kotlin): a definition's name is its first
+    # direct child of one of these types.
+    names: frozenset[str] = frozenset()
+    # Consecutive definitions of one name are one (Haskell's equations, Elixir's clauses).
+    clauses: bool = False
     kind: str = "code"  # "code", "docs" or "config" (tests are decided by path)
 
 
@@ -135,6 +140,102 @@ LANGUAGES: tuple[LanguageSpec, ...] = (
         grammar="ruby",
         definitions=_f("method singleton_method class module singleton_class"),
     ),
+    LanguageSpec(
+        "kotlin",
+        (".kt", ".kts"),
+        grammar="kotlin",
+        definitions=_f(
+            "class_declaration object_declaration companion_object function_declaration",
+            "secondary_constructor type_alias",
+        ),
+        names=_f("type_identifier simple_identifier"),
+    ),
+    LanguageSpec(
+        "scala",
+        (".scala", ".sc"),
+        grammar="scala",
+        definitions=_f(
+            "class_definition object_definition trait_definition enum_definition",
+            "function_definition function_declaration given_definition package_object",
+            "type_definition",
+        ),
+        attached=_f("annotation"),
+    ),
+    LanguageSpec(
+        "swift",
+        (".swift",),
+        grammar="swift",
+        definitions=_f(
+            "class_declaration protocol_declaration function_declaration init_declaration",
+            "deinit_declaration protocol_function_declaration subscript_declaration",
+            "typealias_declaration",
+        ),
+    ),
+    LanguageSpec(
+        "csharp",
+        (".cs",),
+        grammar="csharp",
+        definitions=_f(
+            "class_declaration struct_declaration interface_declaration enum_declaration",
+            "record_declaration method_declaration constructor_declaration",
+            "destructor_declaration operator_declaration property_declaration",
+            "delegate_declaration local_function_statement",
+        ),
+        attached=_f("attribute_list"),
+    ),
+    LanguageSpec(
+        "php",
+        (".php", ".phtml"),
+        grammar="php",
+        definitions=_f(
+            "class_declaration interface_declaration trait_declaration enum_declaration",
+            "function_definition method_declaration",
+        ),
+        attached=_f("attribute_list"),
+    ),
+    LanguageSpec(
+        "elixir",
+        (".ex", ".exs"),
+        grammar="elixir",
+        definitions=_f("call"),  # only def, defp, defmodule, ... (see chunk.py)
+        attached=_f("unary_operator"),  # @doc, @spec and other module attributes
+        clauses=True,
+    ),
+    LanguageSpec(
+        "haskell",
+        (".hs", ".lhs"),
+        grammar="haskell",
+        definitions=_f(
+            "function bind data_type newtype type_synomym type_family data_family",
+            "class instance",
+        ),
+        attached=_f("signature haddock pragma"),
+        clauses=True,
+    ),
+    LanguageSpec(
+        "lua",
+        (".lua",),
+        grammar="lua",
+        definitions=_f(
+            "function_declaration",
+            "assignment_statement",  # only when its value is a function (see chunk.py)
+        ),
+        wrappers=_f("variable_declaration"),
+    ),
+    LanguageSpec(
+        "zig",
+        (".zig",),
+        grammar="zig",
+        # Decl: only a function or a struct/enum/union/opaque constant (see chunk.py)
+        definitions=_f("Decl TestDecl"),
+        attached=_f("doc_comment"),
+    ),
+    LanguageSpec(
+        "shell",
+        (".sh", ".bash", ".zsh", ".bats", ".ksh"),
+        grammar="bash",
+        definitions=_f("function_definition"),
+    ),
     # Prose: Markdown and reStructuredText are cut at headings.
     LanguageSpec(
         "markdown", (".md", ".markdown", ".mdown", ".mkd"), grammar="markdown", kind="docs"
@@ -165,16 +266,10 @@ LANGUAGES: tuple[LanguageSpec, ...] = (
         kind="config",
     ),
     # Other code: line windows.
-    LanguageSpec("shell", (".sh", ".bash", ".zsh", ".fish")),
+    LanguageSpec("fish", (".fish",)),
     LanguageSpec("sql", (".sql",)),
     LanguageSpec("html", (".html", ".htm")),
     LanguageSpec("css", (".css", ".scss", ".sass", ".less")),
-    LanguageSpec("kotlin", (".kt", ".kts")),
-    LanguageSpec("csharp", (".cs",)),
-    LanguageSpec("swift", (".swift",)),
-    LanguageSpec("php", (".php",)),
-    LanguageSpec("scala", (".scala",)),
-    LanguageSpec("lua", (".lua",)),
     LanguageSpec("objc", (".m", ".mm")),
     LanguageSpec("cuda", (".cu", ".cuh")),
     LanguageSpec("proto", (".proto",)),
