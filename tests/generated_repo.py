@@ -96,13 +96,19 @@ class Snapshot:
     #: The store identity's key (the machine cache's namespace); "" before any.
     namespace: str
 
+    @property
+    def waiting(self) -> set[Span]:
+        """The chunks still waiting for their vector."""
+        return set(self.chunks) - set(self.vectors)
+
     def file_chunks(self, relpath: str) -> dict[Span, str]:
         return {span: digest for span, digest in self.chunks.items() if span[0] == relpath}
 
 
 def checked_store(db_path: Path) -> Snapshot:
     """The store's contents, after asserting that it is whole: integrity, no duplicate
-    chunk, every chunk with its file, its one vector and its FTS row, and nothing else."""
+    chunk, every chunk with its file and its FTS row, at most one vector per chunk (a
+    chunk may still wait for its vector), and nothing else."""
     db = sqlite3.connect(db_path)
     try:
         assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
@@ -120,12 +126,13 @@ def checked_store(db_path: Path) -> Snapshot:
         chunk_ids = {row[0] for row in db.execute("SELECT id FROM chunks")}
         vector_ids = [row[0] for row in db.execute("SELECT chunk_id FROM vectors")]
         fts_ids = {row[0] for row in db.execute("SELECT id FROM chunks_fts_docsize")}
-        assert set(vector_ids) == chunk_ids == fts_ids
-        assert len(vector_ids) == len(chunk_ids)
+        assert set(vector_ids) <= chunk_ids == fts_ids
+        assert len(vector_ids) == len(set(vector_ids))
         files = dict(db.execute("SELECT relpath, sha256 FROM files").fetchall())
         rows = db.execute(
             "SELECT f.relpath, c.start_line, c.end_line, c.text_hash, v.vector "
-            "FROM chunks c JOIN files f ON f.id = c.file_id JOIN vectors v ON v.chunk_id = c.id"
+            "FROM chunks c JOIN files f ON f.id = c.file_id "
+            "LEFT JOIN vectors v ON v.chunk_id = c.id"
         ).fetchall()
         identity = db.execute("SELECT value FROM meta WHERE key = 'identity'").fetchone()
     finally:
@@ -133,9 +140,11 @@ def checked_store(db_path: Path) -> Snapshot:
     chunks: dict[Span, str] = {}
     vectors: dict[Span, np.ndarray] = {}
     for relpath, start, end, text_hash, blob in rows:
+        chunks[(relpath, start, end)] = text_hash
+        if blob is None:
+            continue  # waiting for its vector
         vector = np.frombuffer(blob, "<f2").astype(np.float32)
         assert vector.shape == (DIMENSION,) and np.isfinite(vector).all(), relpath
-        chunks[(relpath, start, end)] = text_hash
         vectors[(relpath, start, end)] = vector
     return Snapshot(files, chunks, vectors, "" if identity is None else str(identity[0]))
 

@@ -6,10 +6,12 @@ copies, sharing one machine-wide vector cache so that only new texts are embedde
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -256,6 +258,48 @@ def test_a_new_chunker_version_re_embeds_the_store(
     copy.close()
 
 
+def test_files_are_searchable_by_their_words_before_any_vector_is_written(
+    tmp_path: Path,
+) -> None:
+    """Searchable at once: by the first vector, every file is in the store and keyword
+    search (and hybrid, from its keyword half) finds it, while status says how much is
+    embedded; at the end every chunk has its vector."""
+    from click.testing import CliRunner
+
+    from anekit.cli import cli
+
+    root = tmp_path / "repo"
+    _write_repo(root)
+    seen: list[tuple[list[str], list[str], tuple[int, int], dict[str, Any]]] = []
+
+    def first_vector(step: index_module.Progress) -> None:
+        if seen:
+            return
+        with Index(root, lanes=["cpu"], cache=False) as reader:
+            keyword = reader.search("parse_duration", k=3, mode="keyword")
+            hybrid = reader.search("parse_duration", k=3)
+            counts = reader.store.embedded_counts()
+        status = CliRunner().invoke(cli, ["status", "--store", str(root / ".anekit"), "--json"])
+        seen.append(
+            (
+                [hit.path for hit in keyword],
+                [hit.path for hit in hybrid],
+                counts,
+                json.loads(status.output),
+            )
+        )
+
+    with Index(root, lanes=["cpu"], cache=False) as index:
+        summary = index.update(progress=first_vector)
+        final = index.store.embedded_counts()
+    (keyword, hybrid, (embedded, chunks), status) = seen[0]
+    assert keyword[0] == hybrid[0] == "app/parse.py"
+    assert embedded < chunks == summary.chunks  # the vectors come at the checkpoint after
+    assert (status["embedded"], status["chunks"]) == (embedded, chunks)
+    assert status["embedded_fraction"] == round(embedded / chunks, 4) < 1
+    assert final == (chunks, chunks) and summary.embedded > 0
+
+
 def test_the_store_is_found_from_inside_the_tree(indexed: tuple[Index, object]) -> None:
     built, _ = indexed
     assert find_root(built.root / "app") == built.root
@@ -279,7 +323,8 @@ def test_the_cli_prints_the_documented_json(
     result = CliRunner().invoke(cli, ["search", "parse_duration", "-k", "2", "--json"])
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)
-    assert set(payload) == {"query", "mode", "k", "milliseconds", "hits"}
+    assert set(payload) == {"query", "mode", "k", "milliseconds", "embedded_fraction", "hits"}
+    assert payload["embedded_fraction"] == 1.0
     (first, *_) = payload["hits"]
     assert set(first) == {
         "path", "start_line", "end_line", "symbol", "kind", "language", "score", "snippet",
@@ -291,6 +336,7 @@ def test_the_cli_prints_the_documented_json(
     )
     status = json.loads(CliRunner().invoke(cli, ["status", "--json"]).output)
     assert (status["files"], status["identity"]["variant"]) == (4, "int8")
+    assert status["embedded"] == status["chunks"] > 0 and status["embedded_fraction"] == 1.0
     monkeypatch.chdir(built.root.parent)
     missing = CliRunner().invoke(cli, ["search", "x", "--json"])
     assert missing.exit_code == 2 and json.loads(missing.output)["error"] == "SearchError"

@@ -1,13 +1,13 @@
 """Crash safety of indexing: a real ``Index.update`` process (with its CPU lane workers)
-killed with SIGKILL before the first checkpoint, right after a checkpoint, in the middle of
-one and after the last write, then resumed.
+killed with SIGKILL while it chunks (nothing written), right after a checkpoint of
+vectors, in the middle of one and after the last write, then resumed.
 
 After each kill the store passes SQLite's and FTS5's integrity checks, holds no duplicate
-chunk and no chunk without a vector, and each file in it is exactly as a clean index has
-it (never half written); no worker is left running. The next run indexes only the files
-that were missing, embeds only what neither the store nor the machine cache holds, and
-ends equal to a clean index of the same files (the same chunks, vectors within int8
-batch noise, the same top search hits).
+chunk, and each file in it is exactly as a clean index has it (never half written), its
+vectors those of a clean index where it has them (a chunk may wait for its vector); no
+worker is left running. The next run indexes only the files that were missing, embeds
+only what neither the store nor the machine cache holds, and ends equal to a clean index
+of the same files (the same chunks, vectors within int8 batch noise, the same top hits).
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ from generated_repo import (
 
 #: The killed runs' checkpoint interval (the default, 30 s, would give one checkpoint).
 CHECKPOINT_SECONDS = 0.4
-#: The killed runs wait this long as each file is finished (so files finish at most ~30 a
-#: second and each run has several checkpoints, however fast the machine embeds).
+#: The killed runs wait this long as each file is chunked, and a tenth of it as each
+#: vector is made (so each run chunks for ~2 s and has several checkpoints, however fast
+#: the machine embeds).
 PACE_SECONDS = 0.03
 QUERIES = (
     "audit_raven_parcel_17_2",
@@ -50,10 +51,9 @@ QUERIES = (
 
 # The indexing process: argv is root, hook, cache (on/off), checkpoint seconds, report file.
 # The hook "in-checkpoint" kills the process group (this process and its lane workers) in the
-# first checkpoint after one was committed, when its second file (else its only one) has its
-# first chunk row inserted and not its vector, after writing the checkpoint's files to the
-# report file. "hold" waits once the update is done, for the poller to kill it. Every run is
-# paced (PACE_SECONDS).
+# first checkpoint of vectors after one was committed, once half its vectors are inserted,
+# after writing the text hashes of the checkpoint's vectors to the report file. "hold" waits
+# once the update is done, for the poller to kill it. Every run is paced (PACE_SECONDS).
 RUNNER = """
 import json, os, signal, sys, time
 from anekit.search import index
@@ -62,45 +62,38 @@ from anekit.search.store import Store
 root, hook, cache, report = sys.argv[1], sys.argv[2], sys.argv[3] == "on", sys.argv[5]
 index.CHECKPOINT_SECONDS = float(sys.argv[4])
 PACE = float(sys.argv[6])
-dying, puts, last = None, 0, 0
+flushes, dying = 0, False
 
-def die(pending):
-    with open(report, "w") as out:
-        json.dump([item.record.relpath for item in pending], out)
-    os.killpg(0, signal.SIGKILL)
-
-class Dying:
-    def __init__(self, conn):
-        self.conn = conn
-    def execute(self, sql, *args):
-        if sql.startswith("INSERT INTO vectors"):
-            die(dying)
-        return self.conn.execute(sql, *args)
-    def __getattr__(self, name):
-        return getattr(self.conn, name)
-
-finished = index._Writer.finished
-def paced_finished(self, item):
+prepare = index.Index._prepare
+def paced_prepare(self, *args):
     time.sleep(PACE)
-    finished(self, item)
-index._Writer.finished = paced_finished
+    return prepare(self, *args)
+index.Index._prepare = paced_prepare
+
+add = index._Writer.add
+def paced_add(self, *args):
+    time.sleep(PACE / 10)
+    return add(self, *args)
+index._Writer.add = paced_add
 
 flush = index._Writer.flush
 def hooked_flush(self):
-    global dying, puts, last
-    if hook == "in-checkpoint" and self.written and self.pending:
-        dying, puts, last = list(self.pending), 0, min(2, len(self.pending))
+    global flushes, dying
+    if hook == "in-checkpoint" and flushes and self.pending:
+        with open(report, "w") as out:
+            json.dump([text_hash for text_hash, _, _ in self.pending], out)
+        dying = True
     flush(self)
+    flushes += 1
 index._Writer.flush = hooked_flush
 
-put_file = Store.put_file
-def hooked_put_file(self, *args, **kwargs):
-    global puts
-    puts += 1
-    if dying is not None and puts == last:
-        self._conn = Dying(self._conn)
-    put_file(self, *args, **kwargs)
-Store.put_file = hooked_put_file
+put_vectors = Store.put_vectors
+def hooked_put_vectors(self, items):
+    if dying:
+        put_vectors(self, items[: max(1, len(items) // 2)])
+        os.killpg(0, signal.SIGKILL)
+    return put_vectors(self, items)
+Store.put_vectors = hooked_put_vectors
 
 index.Index(root, lanes=["cpu"], cache=cache).update()
 if hook == "hold":
@@ -153,25 +146,40 @@ def clean(tmp_path_factory: pytest.TempPathFactory) -> Clean:
 
 @dataclass
 class Watch:
-    """What the poller saw of a running indexer: the store's file count as it changed
-    (time, count; -1 before the store has its tables) and the processes under it."""
+    """What the poller saw of a running indexer: the store's counts as they changed (time,
+    counts; -1s before the store has its tables) and the processes under it."""
 
     started: float
-    counts: list[tuple[float, int]]
+    counts: list[tuple[float, Counts]]
     workers: set[int]
 
 
-def _file_count(db_path: Path) -> int:
+@dataclass(frozen=True)
+class Counts:
+    files: int
+    chunks: int
+    vectors: int
+
+
+def _counts(db_path: Path) -> Counts:
     try:
         db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=1)
     except sqlite3.Error:
-        return -1
+        return Counts(-1, -1, -1)
     try:
-        return int(db.execute("SELECT count(*) FROM files").fetchone()[0])
+        files, chunks, vectors = (
+            int(db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+            for table in ("files", "chunks", "vectors")
+        )
+        return Counts(files, chunks, vectors)
     except sqlite3.Error:
-        return -1
+        return Counts(-1, -1, -1)
     finally:
         db.close()
+
+
+def _file_count(db_path: Path) -> int:
+    return _counts(db_path).files
 
 
 def _descendants(pid: int) -> set[int]:
@@ -198,20 +206,21 @@ def _running(pid: int) -> bool:
 Killer = Callable[[Watch, float], bool]
 
 
-def _before_any_write(watch: Watch, now: float) -> bool:
+def _while_chunking(watch: Watch, now: float) -> bool:
     """Walking and chunking: the store is made, no file in it yet."""
-    when, count = watch.counts[-1]
-    return count == 0 and now - when >= 0.3
+    when, counts = watch.counts[-1]
+    return counts.files == 0 and now - when >= 0.3
 
 
 def _after_checkpoints(watch: Watch, now: float) -> bool:
-    """Right after a checkpoint that took the store past a third of the files."""
-    count = watch.counts[-1][1]
-    return FILES // 3 <= count < FILES
+    """Right after a checkpoint that gave a third of the chunks their vectors."""
+    counts = watch.counts[-1][1]
+    return counts.chunks // 3 <= counts.vectors < counts.chunks
 
 
 def _after_the_last_write(watch: Watch, now: float) -> bool:
-    return watch.counts[-1][1] == FILES
+    counts = watch.counts[-1][1]
+    return counts.files == FILES and counts.vectors == counts.chunks
 
 
 def _index_and_kill(
@@ -219,7 +228,7 @@ def _index_and_kill(
 ) -> tuple[Watch, list[str] | None]:
     """Run the indexer on ``root`` until it is killed (by ``killer``, or by its hook);
     assert it died by SIGKILL and left no worker running. Returns what the poller saw and
-    the files the hook found waiting for their checkpoint."""
+    the text hashes whose vectors the hook found waiting for their checkpoint."""
     report = home / "pending.json"
     log = home / "indexer.log"
     env = {
@@ -240,9 +249,9 @@ def _index_and_kill(
             deadline = time.monotonic() + 180
             while process.poll() is None and time.monotonic() < deadline:
                 watch.workers |= _descendants(process.pid)
-                count, now = _file_count(db_path), time.monotonic()
-                if not watch.counts or watch.counts[-1][1] != count:
-                    watch.counts.append((now, count))
+                counts, now = _counts(db_path), time.monotonic()
+                if not watch.counts or watch.counts[-1][1] != counts:
+                    watch.counts.append((now, counts))
                 if killer is not None and killer(watch, now):
                     os.killpg(process.pid, signal.SIGKILL)
                     break
@@ -273,6 +282,22 @@ def _cached_hashes(path: Path, namespace: str, hashes: set[str]) -> set[str]:
     return {text_hash for text_hash in hashes if cache_key(namespace, text_hash) in keys}
 
 
+def _a_waiting_definition(db_path: Path) -> tuple[str, str]:
+    """The path and symbol of a definition's chunk still waiting for its vector."""
+    db = sqlite3.connect(db_path)
+    try:
+        row = db.execute(
+            "SELECT f.relpath, c.symbol FROM chunks c JOIN files f ON f.id = c.file_id "
+            "LEFT JOIN vectors v ON v.chunk_id = c.id "
+            "WHERE v.chunk_id IS NULL AND c.symbol NOT IN ('', '__main__') "
+            "ORDER BY c.id DESC LIMIT 1"
+        ).fetchone()
+    finally:
+        db.close()
+    assert row is not None
+    return str(row[0]), str(row[1]).split(" > ")[-1]
+
+
 @dataclass(frozen=True)
 class Case:
     """A kill point: the poller's ``killer`` or the runner's ``hook``, with or without the
@@ -281,12 +306,13 @@ class Case:
     hook: str
     killer: Killer | None
     cache: bool
-    #: How many files the killed run leaves in the store: "none", "some" or "all".
+    #: What the killed run leaves in the store: "none" (no file), "some" (every file,
+    #: some vectors) or "all" (every vector).
     leaves: str
 
 
 CASES = {
-    "before-the-first-checkpoint": Case("", _before_any_write, cache=True, leaves="none"),
+    "while-chunking": Case("", _while_chunking, cache=True, leaves="none"),
     "after-a-checkpoint": Case("", _after_checkpoints, cache=True, leaves="some"),
     "in-a-checkpoint": Case("in-checkpoint", None, cache=False, leaves="some"),
     "after-the-last-write": Case("hold", _after_the_last_write, cache=False, leaves="all"),
@@ -315,22 +341,29 @@ def test_a_killed_index_run_leaves_a_whole_store_that_the_next_run_completes(
     present = set(killed.files)
     if case.leaves == "none":
         assert present == set(), watch.counts
-    elif case.leaves == "all":
+    else:  # every file is written (searchable) before the first vector is made
         assert len(present) == FILES, watch.counts
-    else:
-        assert 0 < len(present) < FILES, watch.counts
-    if case.leaves != "none":
         assert watch.workers  # the lanes were up: the kill took them down too (checked)
+    if case.leaves == "all":
+        assert killed.waiting == set(), watch.counts
+    elif case.leaves == "some":
+        assert 0 < len(killed.vectors) < len(killed.chunks), watch.counts
     if case.hook == "in-checkpoint":
         assert pending, "the hook did not fire"
-        assert not present & set(pending)  # uncommitted: no file of the checkpoint
+        stored = {killed.chunks[span] for span in killed.vectors}
+        assert not stored & set(pending)  # uncommitted: no vector of the checkpoint
     if present:  # searching the killed store finds only what it holds (and stamps its
         # derived vector index with this generation, which the resumed run must outdate)
         with Index(root, lanes=["cpu"], cache=False) as index:
             hits = [hit for query in QUERIES for hit in index.search(query, k=5)]
+            if killed.waiting:  # a chunk waiting for its vector is found by its words
+                relpath, symbol = _a_waiting_definition(_store_path(root))
+                found = index.search(symbol, k=10, mode="keyword")
+                assert relpath in {hit.path for hit in found}, (symbol, found)
         assert hits and {hit.path for hit in hits} <= present
+    # What the resumed run must embed: every chunk without a vector (one per model text).
     chunks = clean.snapshot.chunks.items()
-    missing = {span: digest for span, digest in chunks if span[0] not in present}
+    missing = {span: digest for span, digest in chunks if span not in killed.vectors}
     cache_path = home / "search" / "vectors.db"
     cached = _cached_hashes(cache_path, killed.namespace, set(missing.values()))
     assert case.cache or not cached
@@ -342,7 +375,8 @@ def test_a_killed_index_run_leaves_a_whole_store_that_the_next_run_completes(
     # Only the missing files are indexed, and only what no cache holds is embedded.
     assert (summary.indexed, summary.unchanged) == (FILES - len(present), len(present))
     assert (summary.removed, summary.failed) == (0, {})
-    assert (summary.cached, summary.embedded) == (len(cached), len(missing) - len(cached))
+    from_cache = sum(1 for digest in missing.values() if digest in cached)
+    assert (summary.cached, summary.embedded) == (from_cache, len(set(missing.values()) - cached))
     resumed = checked_store(_store_path(root))
     assert_like_clean(resumed, clean.snapshot)
     assert resumed.files == clean.snapshot.files
@@ -361,15 +395,15 @@ def test_files_waiting_for_a_checkpoint_have_their_vectors_in_the_machine_cache(
     shutil.copytree(clean.source / "pkg0", root / "pkg0")
     path = tmp_path / "vectors.db"
     uncached: list[str] = []
+    flushed: list[int] = []
     flush = index_module._Writer.flush
 
     def checked_flush(writer: index_module._Writer) -> None:
         identity = writer.store.identity
         assert identity is not None
-        for item in writer.pending:
-            hashes = {chunk.text_hash for chunk in item.chunks}
-            if _cached_hashes(path, identity.key(), hashes) != hashes:
-                uncached.append(item.record.relpath)
+        hashes = {text_hash for text_hash, _, _ in writer.pending}
+        uncached.extend(hashes - _cached_hashes(path, identity.key(), hashes))
+        flushed.append(len(writer.pending))
         flush(writer)
 
     monkeypatch.setattr(index_module, "CHECKPOINT_SECONDS", 0.0)
@@ -377,7 +411,7 @@ def test_files_waiting_for_a_checkpoint_have_their_vectors_in_the_machine_cache(
     with Index(root, lanes=["cpu"], cache=VectorCache(path)) as index:
         summary = index.update()
     assert summary.indexed == len(list((root / "pkg0").iterdir())) > 1
-    assert uncached == []
+    assert sum(flushed) == summary.embedded > 1 and uncached == []
 
 
 def _cached_count(path: Path) -> int:
@@ -430,8 +464,10 @@ def test_a_daemon_killed_mid_index_resumes_when_restarted(clean: Clean, tmp_path
     workers: set[int] = set()
     try:
         deadline = time.monotonic() + 180
-        # Mid-index: vectors are reaching the machine cache, the round is not written.
-        while _cached_count(cache_path) < 40 or _file_count(_store_path(root)) >= FILES:
+        # Mid-index: vectors are reaching the machine cache, not all are in the store.
+        while _cached_count(cache_path) < 40 or (
+            (counts := _counts(_store_path(root))).vectors >= counts.chunks
+        ):
             assert daemon.poll() is None, log.read_text()[-3000:]
             assert time.monotonic() < deadline, log.read_text()[-3000:]
             workers |= _descendants(daemon.pid)
@@ -450,8 +486,8 @@ def test_a_daemon_killed_mid_index_resumes_when_restarted(clean: Clean, tmp_path
         assert not _running(pid), f"worker {pid} outlived the killed daemon"
     killed = checked_store(_store_path(root))
     assert_like_clean(killed, clean.snapshot)
-    assert len(killed.files) < FILES
-    missing = {d for span, d in clean.snapshot.chunks.items() if span[0] not in killed.files}
+    assert len(killed.vectors) < len(clean.snapshot.chunks)
+    missing = {d for span, d in clean.snapshot.chunks.items() if span not in killed.vectors}
     cached = _cached_hashes(cache_path, killed.namespace, missing)
     assert cached and len(cached) < len(missing)
 

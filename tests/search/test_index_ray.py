@@ -134,10 +134,11 @@ def test_an_actor_refused_at_admission_fails_its_chunks_not_the_store(
     root = _copy(repo, tmp_path)
     with Index(root, lanes=["cpu"], cache=False, ray="local") as index:
         summary = index.update()
-    assert summary.indexed == 0 and len(summary.failed) == FILES
+    assert summary.indexed == len(summary.failed) == FILES and summary.embedded == 0
     reason = next(iter(summary.failed.values()))
     assert "the Ray run failed" in reason and "refused at admission" in reason, reason
-    assert checked_store(root / ".anekit" / "store.db").files == {}
+    stored = checked_store(root / ".anekit" / "store.db")  # kept for keyword search
+    assert len(stored.files) == FILES and stored.vectors == {} and stored.chunks
 
 
 def test_the_cli_sends_only_what_changed_and_names_each_nodes_rate(

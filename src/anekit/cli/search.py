@@ -259,6 +259,7 @@ def search(
         started = time.monotonic()
         hits = opened.search(query, k=k, mode=mode, paths=paths, exts=exts, langs=langs)
         elapsed = time.monotonic() - started
+        embedded, chunks = opened.store.embedded_counts()
     if as_json:
         emit_json(
             {
@@ -266,10 +267,16 @@ def search(
                 "mode": mode,
                 "k": k,
                 "milliseconds": round(elapsed * 1000, 1),
+                "embedded_fraction": round(embedded / chunks, 4) if chunks else 1.0,
                 "hits": [hit.as_dict() for hit in hits],
             }
         )
         return
+    if embedded < chunks and mode != "keyword":
+        stderr.print(
+            f"note: {embedded:,} of {chunks:,} chunks embedded so far: the vector half "
+            "sees only those (an index run is filling in the rest, or `anekit index` will)"
+        )
     if not hits:
         stderr.print("no hits")
         return
@@ -320,6 +327,12 @@ def status(store: Path | None, as_json: bool) -> None:
     stdout.print(f"index:  {esc_path(report['store'])}")
     stdout.print(f"health: {esc(health)} (SQLite quick_check)")
     stdout.print(f"files:  {stats.get('files')}   chunks: {stats.get('chunks')}")
+    if stats.get("embedded", 0) < stats.get("chunks", 0):
+        stdout.print(
+            f"embedded: {stats['embedded']} of {stats['chunks']} chunks "
+            f"({stats['embedded_fraction']:.0%}): keyword search finds every chunk, vector "
+            "search only these until `anekit index` finishes"
+        )
     languages = stats.get("languages") or {}
     if languages:
         listed = ", ".join(f"{esc(name)} {count}" for name, count in languages.items())

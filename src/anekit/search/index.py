@@ -5,10 +5,15 @@ read; one whose content hash is unchanged is not chunked; a changed file's chunk
 model text is already known (in this store, or in the machine-wide
 :class:`~anekit.search.cache.VectorCache`) are not embedded again; a deleted file is
 dropped. The lanes (:class:`~anekit.lanes.Scheduler`) start only when some chunk needs a
-vector. Each embedded vector goes to the machine-wide cache at once, and finished files
-are written to the store at least every :data:`CHECKPOINT_SECONDS` (a file's row, chunks
-and vectors in one transaction), so a run killed at any point loses at most its last
-checkpoint's files, which the next run finds in the cache.
+vector.
+
+Searchable at once: files are written as they are chunked (their rows, chunks, FTS rows
+and the vectors the caches know; a transaction every :data:`WRITE_CHUNKS` chunks), so
+keyword search finds them before any is embedded; then the chunks waiting for a vector
+(this run's, and any an earlier run left) are embedded, each vector going to the
+machine-wide cache at once and to the store at least every :data:`CHECKPOINT_SECONDS`.
+A run killed at any point leaves each file wholly old or wholly new, and the next run
+embeds what is still waiting, from the cache where it can.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import numpy as np
 from anekit import config
 from anekit.errors import DamagedStoreError, SearchError
 from anekit.search.cache import VectorCache, cache_key
-from anekit.search.chunk import CHUNKER_VERSION, chunk_file, language_for, model_text
+from anekit.search.chunk import CHUNKER_VERSION, Chunk, chunk_file, language_for, model_text
 from anekit.search.limits import MAX_K, SEARCH_BUDGET_S, check_query
 from anekit.search.lock import WriterLock
 from anekit.search.store import (
@@ -58,6 +63,10 @@ log = logging.getLogger(__name__)
 
 #: Finished files are written to the store at least this often while embedding.
 CHECKPOINT_SECONDS = 30.0
+#: Chunks written per transaction while files are chunked (the first are searchable then).
+WRITE_CHUNKS = 2000
+#: Vectors put in the machine-wide cache at a time (what a kill can cost to embed again).
+CACHE_BATCH = 32
 #: Chunks tokenized and sent to the lanes at a time (bounds the run's memory).
 ROUND_CHUNKS = 4096
 MODES = ("hybrid", "vector", "keyword")
@@ -104,7 +113,8 @@ class IndexSummary:
     unchanged: int = 0
     removed: int = 0
     skipped: list[Skipped] = field(default_factory=list)
-    #: Files left as they were because a chunk could not be embedded: path -> why.
+    #: Files with a chunk that could not be embedded (kept for keyword search, tried again
+    #: by the next update): path -> why.
     failed: dict[str, str] = field(default_factory=dict)
     #: Chunks given vectors in this run: by the lanes, and from the caches.
     embedded: int = 0
@@ -155,15 +165,8 @@ class _File:
 
     record: FileRecord
     chunks: list[ChunkRecord]
-    #: What the model is given for each chunk (:func:`~anekit.search.chunk.model_text`).
-    texts: list[str]
+    #: Per chunk: its vector when a cache knows it, else None (embedded after the write).
     vectors: list[np.ndarray | None]
-    #: Per chunk: None, or the variant of the lane that stood in for the store's.
-    variants: list[str | None] = field(default_factory=list)
-    failed: str | None = None
-
-    def ready(self) -> bool:
-        return self.failed is None and all(vector is not None for vector in self.vectors)
 
 
 def visible(root: Path, relpath: str, links: dict[str, bool] | None = None) -> bool:
@@ -558,7 +561,7 @@ class Index:
             relpath for relpath in known if relpath not in present and _in_scope(relpath, prefixes)
         ]
         touched: list[tuple[str, int, int]] = []
-        files: list[_File] = []
+        batch: list[_File] = []
         max_line = minified_line()  # ANEKIT_MINIFIED_LINE, read once
         for entry in walked.files:
             old = known.get(entry.relpath)
@@ -569,16 +572,19 @@ class Index:
                 continue
             item = self._prepare(entry, old, summary, touched, max_line)
             if isinstance(item, _File):
-                files.append(item)
+                batch.append(item)
+                if sum(len(f.chunks) for f in batch) >= WRITE_CHUNKS:
+                    self._write(batch, identity, summary)
+                    batch = []
             elif isinstance(item, Skipped) and entry.relpath in known:
                 gone.append(entry.relpath)  # it became binary, too large, unreadable
+        self._write(batch, identity, summary)
         with store.write():
             for relpath in gone:
                 summary.removed += store.remove_file(relpath)
             for relpath, size, mtime_ns in touched:
                 store.touch_file(relpath, size, mtime_ns)
-        self._fill_from_caches(files, identity, summary)
-        self._embed(files, identity, summary, progress)
+        self._embed(identity, summary, progress)
         summary.chunks = store.chunk_count()
         summary.seconds = time.monotonic() - started
         return summary
@@ -626,7 +632,7 @@ class Index:
             summary.unchanged += 1
             return None
         chunks = chunk_file(entry.relpath, read.text)
-        texts = [model_text(entry.relpath, chunk) for chunk in chunks]
+        texts = [model_text(entry.relpath, chunk) for chunk in chunks]  # what the model reads
         records = [
             ChunkRecord(
                 start_line=chunk.start_line,
@@ -645,13 +651,23 @@ class Index:
             sha256=digest,
             language=language_for(entry.relpath),
         )
-        return _File(record, records, texts, [None] * len(records), [None] * len(records))
+        return _File(record, records, [None] * len(records))
+
+    def _write(self, files: list[_File], identity: StoreIdentity, summary: IndexSummary) -> None:
+        """Write chunked files, with the vectors the caches know, in one transaction."""
+        if not files:
+            return
+        self._fill_from_caches(files, identity, summary)
+        with self.store.write():
+            for item in files:
+                self.store.put_file(item.record, item.chunks, item.vectors)
+        summary.indexed += len(files)
 
     def _fill_from_caches(
         self, files: list[_File], identity: StoreIdentity, summary: IndexSummary
     ) -> None:
-        """Vectors known to this store (an edited file's unchanged chunks, a renamed
-        file) or to the machine-wide cache need no embedding."""
+        """Vectors known to this store (an edited file's unchanged chunks) or to the
+        machine-wide cache need no embedding."""
         hashes = [chunk.text_hash for item in files for chunk in item.chunks]
         if not hashes:
             return
@@ -673,66 +689,84 @@ class Index:
 
     def _embed(
         self,
-        files: list[_File],
         identity: StoreIdentity,
         summary: IndexSummary,
         progress: Callable[[Progress], None] | None,
     ) -> None:
-        """Embed the chunks that still lack vectors, writing files as they finish."""
-        wanted = [(item, i) for item in files for i, v in enumerate(item.vectors) if v is None]
-        writer = _Writer(self.store)
-        for item in files:
-            if item.ready():
-                writer.finished(item)
-        if not wanted:
-            writer.flush()
-            summary.indexed = writer.written
+        """Embed the stored chunks waiting for a vector (one embedding per distinct model
+        text), writing vectors to the store at least every :data:`CHECKPOINT_SECONDS`."""
+        pending = self.store.unembedded()
+        if pending and self.cache is not None:  # an earlier run's, embedded before a kill
+            namespace = identity.key()
+            keys = {cache_key(namespace, text_hash): text_hash for _, text_hash in pending}
+            cached = self.cache.get(list(keys), identity.dimension)
+            if cached:
+                with self.store.write():
+                    summary.cached += self.store.put_vectors(
+                        [(keys[key], vector, identity.variant) for key, vector in cached.items()]
+                    )
+                pending = [
+                    (chunk, h) for chunk, h in pending if cache_key(namespace, h) not in cached
+                ]
+        if not pending:
             return
         from anekit.lanes.engines import lane_variant
 
+        texts: dict[str, str] = {}  # text hash -> model text
+        where: dict[str, tuple[str, int]] = {}  # text hash -> the first chunk's path, line
+        left: Counter[str] = Counter()  # chunks waiting, per file
+        for chunk, text_hash in pending:
+            left[chunk.relpath] += 1
+            if text_hash not in texts:
+                texts[text_hash] = model_text(
+                    chunk.relpath,
+                    Chunk(chunk.start_line, chunk.end_line, chunk.text, chunk.symbol, chunk.kind),
+                )
+                where[text_hash] = (chunk.relpath, chunk.start_line)
+        files_of: dict[str, list[str]] = {}  # text hash -> the files its chunks are in
+        for chunk, text_hash in pending:
+            files_of.setdefault(text_hash, []).append(chunk.relpath)
+        hashes = list(texts)
         embedder = self._lanes()
         namespaces = {identity.variant: identity.key()}
-        total = len(wanted)
-        lane = ""
-        done = 0
-        for start in range(0, total, ROUND_CHUNKS):
-            part = wanted[start : start + ROUND_CHUNKS]
-            token_ids = embedder.tokenize([item.texts[index] for item, index in part])
+        writer = _Writer(self.store)
+        files_total, files_done, done, lane = len(left), 0, 0, ""
+        for start in range(0, len(hashes), ROUND_CHUNKS):
+            part = hashes[start : start + ROUND_CHUNKS]
+            token_ids = embedder.tokenize([texts[text_hash] for text_hash in part])
             fresh: list[tuple[bytes, np.ndarray]] = []
             for position, vector, why, made_by in embedder.scheduler.stream(token_ids):
-                item, index = part[position]
+                text_hash = part[position]
                 done += 1
                 if why is not None or vector is None:
-                    line = item.chunks[index].start_line
-                    item.failed = item.failed or f"the chunk at line {line}: {why}"
+                    relpath, line = where[text_hash]
+                    summary.failed.setdefault(relpath, f"the chunk at line {line}: {why}")
                     continue
                 vector16 = np.asarray(vector, np.float16)
-                item.vectors[index] = vector16
                 variant = lane_variant(made_by)
                 if variant != identity.variant:
-                    item.variants[index] = variant
                     summary.stand_ins += 1
                 if variant not in namespaces:  # cached as what it is, not as the store's
                     namespaces[variant] = replace(identity, variant=variant).key()
-                key = cache_key(namespaces[variant], item.chunks[index].text_hash)
-                fresh.append((key, vector16))
-                summary.embedded += 1
-                if item.ready() or len(fresh) >= 256:
-                    self._cache_put(fresh)  # before the file can reach a checkpoint
+                fresh.append((cache_key(namespaces[variant], text_hash), vector16))
+                if len(fresh) >= CACHE_BATCH:
+                    self._cache_put(fresh)  # before the vector can reach a checkpoint
                     fresh = []
-                if item.ready():
-                    writer.finished(item)
+                summary.embedded += 1
+                for relpath in files_of[text_hash]:
+                    left[relpath] -= 1
+                    files_done += left[relpath] == 0
+                if writer.add(text_hash, vector16, variant):
+                    self._cache_put(fresh)
+                    fresh = []
+                    writer.flush()
                 if progress is not None:
                     lane = lane or _lanes_in_use(embedder)
-                    progress(Progress(writer.files_done, len(files), done, total, lane))
+                    progress(Progress(files_done, files_total, done, len(hashes), lane))
             self._cache_put(fresh)
         writer.flush()
-        summary.indexed = writer.written
         summary.lane = _lanes_in_use(embedder)
         summary.nodes = embedder.scheduler.node_rates()  # per machine, on a Ray cluster
-        for item in files:
-            if item.failed is not None:
-                summary.failed[item.record.relpath] = item.failed
 
     def _cache_put(self, items: list[tuple[bytes, np.ndarray]]) -> None:
         if self.cache is not None and items:
@@ -748,30 +782,23 @@ class Index:
 
 
 class _Writer:
-    """Writes finished files to the store, a checkpoint at least every
+    """Writes vectors to the store, a checkpoint at least every
     :data:`CHECKPOINT_SECONDS` (one transaction per checkpoint)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.pending: list[_File] = []
-        self.written = 0
-        self.files_done = 0
+        self.pending: list[tuple[str, np.ndarray, str | None]] = []
         self.last = time.monotonic()
 
-    def finished(self, item: _File) -> None:
-        self.pending.append(item)
-        self.files_done += 1
-        if time.monotonic() - self.last >= CHECKPOINT_SECONDS:
-            self.flush()
+    def add(self, text_hash: str, vector: np.ndarray, variant: str) -> bool:
+        """Queue a vector; whether a checkpoint is due."""
+        self.pending.append((text_hash, vector, variant))
+        return time.monotonic() - self.last >= CHECKPOINT_SECONDS
 
     def flush(self) -> None:
         if self.pending:
             with self.store.write():
-                for item in self.pending:
-                    # ready: no vector is None; put_file takes an empty array for no chunks
-                    vectors = np.array(item.vectors, np.float16)
-                    self.store.put_file(item.record, item.chunks, vectors, item.variants)
-            self.written += len(self.pending)
+                self.store.put_vectors(self.pending)
             self.pending = []
         self.last = time.monotonic()
 

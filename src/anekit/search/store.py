@@ -7,9 +7,11 @@ made by one :class:`StoreIdentity`: a store made by another is emptied and re-em
 (:meth:`Store.ensure_identity`), never mixed.
 
 Writes happen in :meth:`Store.write` transactions. :meth:`Store.put_file` replaces a file's
-row, chunks, vectors and FTS rows in the transaction it runs in, so a ``kill -9`` at any point
-leaves each file wholly old or wholly new, and no chunk without its vector; readers (other
-connections, other processes) see the last committed state. Every committed write that
+row, chunks, FTS rows and the vectors known so far in the transaction it runs in, so a
+``kill -9`` at any point leaves each file wholly old or wholly new; readers (other
+connections, other processes) see the last committed state. A chunk may wait for its vector
+(keyword search finds it at once): :meth:`Store.unembedded` lists those, and
+:meth:`Store.put_vectors` fills them in. Every committed write that
 changes chunks or vectors bumps :attr:`Store.generation`, which stamps whatever is derived
 from the store (:mod:`anekit.search.vectors`).
 
@@ -560,38 +562,33 @@ class Store:
         self,
         file: FileRecord,
         chunks: Sequence[ChunkRecord],
-        vectors: np.ndarray,
+        vectors: np.ndarray | Sequence[np.ndarray | None],
         variants: Sequence[str | None] | None = None,
     ) -> None:
-        """Store ``file`` with ``chunks`` and their ``vectors`` (``(len(chunks), dimension)``,
-        kept as fp16), replacing its old chunks, vectors and FTS rows in the current
-        :meth:`write` transaction. ``variants``: per chunk, ``None`` for a vector of the store
-        identity's variant, else the variant of the lane that made it instead."""
+        """Store ``file`` with ``chunks`` and their ``vectors``, replacing its old chunks,
+        vectors and FTS rows in the current :meth:`write` transaction. ``vectors``: an array
+        ``(len(chunks), dimension)`` (kept as fp16), or per chunk a vector or ``None`` for
+        one still to come (:meth:`put_vectors`). ``variants``: per chunk, ``None`` for a
+        vector of the store identity's variant, else the variant of the lane that made it
+        instead."""
         self._require_write("put_file")
-        identity = self.identity
+        identity = self._require_identity()
         marks = list(variants) if variants is not None else [None] * len(chunks)
         if len(marks) != len(chunks):
             raise ValueError(f"{file.relpath}: {len(marks)} variants for {len(chunks)} chunk(s)")
-        if identity is None:
-            raise SearchError(f"{self.path}: no store identity; call ensure_identity() first")
         marks = [None if m == identity.variant else m for m in marks]
-        dimension = identity.dimension
-        array = np.asarray(vectors)
-        if array.size == 0 and not chunks:
-            array = array.reshape(0, dimension)
-        if array.ndim != 2 or array.shape != (len(chunks), dimension):
-            raise ValueError(
-                f"{file.relpath}: vectors of shape {array.shape} for {len(chunks)} chunk(s) "
-                f"of dimension {dimension}"
+        if isinstance(vectors, np.ndarray) or not any(v is None for v in vectors):
+            rows: list[np.ndarray | None] = list(
+                self._half(file.relpath, vectors, len(chunks), identity.dimension)
             )
-        if not np.issubdtype(array.dtype, np.floating):
-            raise ValueError(f"{file.relpath}: vectors must be floats, not {array.dtype}")
-        with np.errstate(over="ignore"):
-            half = array.astype("<f2")
-        if not np.isfinite(half).all():
-            raise ValueError(f"{file.relpath}: vectors with NaN or inf (in fp16)")
-        if len(chunks) and not np.any(half != 0, axis=1).all():
-            raise ValueError(f"{file.relpath}: a zero vector")
+        else:
+            if len(vectors) != len(chunks):
+                raise ValueError(
+                    f"{file.relpath}: {len(vectors)} vectors for {len(chunks)} chunk(s)"
+                )
+            present = [v for v in vectors if v is not None]
+            known = iter(self._half(file.relpath, present, len(present), identity.dimension))
+            rows = [None if v is None else next(known) for v in vectors]
         for chunk in chunks:
             if chunk.kind not in CHUNK_KINDS:
                 raise ValueError(f"{file.relpath}: chunk kind {chunk.kind!r} not in {CHUNK_KINDS}")
@@ -612,21 +609,82 @@ class Store:
             "SELECT id FROM files WHERE relpath = ?", (file.relpath,)
         ).fetchone()[0]
         self._drop_chunks(file_id, file.relpath)
-        for chunk, vector, variant in zip(chunks, half, marks, strict=True):
+        for chunk, vector, variant in zip(chunks, rows, marks, strict=True):
             chunk_id = conn.execute(
                 "INSERT INTO chunks(file_id, start_line, end_line, text, symbol, kind, text_hash)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (file_id, *astuple(chunk)),  # the columns in ChunkRecord's field order
             ).lastrowid
-            conn.execute(
-                "INSERT INTO vectors(chunk_id, vector, variant) VALUES (?, ?, ?)",
-                (chunk_id, vector.tobytes(), variant),
-            )
+            if vector is not None:
+                conn.execute(
+                    "INSERT INTO vectors(chunk_id, vector, variant) VALUES (?, ?, ?)",
+                    (chunk_id, vector.tobytes(), variant),
+                )
             conn.execute(
                 "INSERT INTO chunks_fts(rowid, text, path, symbol) VALUES (?, ?, ?, ?)",
                 (chunk_id, *_fts_values(chunk.text, file.relpath, chunk.symbol)),
             )
         self._changed = True
+
+    @_damage_checked
+    def put_vectors(self, items: Sequence[tuple[str, np.ndarray, str | None]]) -> int:
+        """Give each stored chunk waiting for a vector whose ``text_hash`` is among
+        ``items`` (text hash, vector, variant of the lane that made it) that vector, in the
+        current :meth:`write` transaction; how many chunks got one."""
+        self._require_write("put_vectors")
+        identity = self._require_identity()
+        half = self._half("put_vectors", [v for _, v, _ in items], len(items), identity.dimension)
+        added = 0
+        for (text_hash, _, variant), vector in zip(items, half, strict=True):
+            added += self._conn.execute(
+                "INSERT INTO vectors(chunk_id, vector, variant) SELECT c.id, ?, ? FROM chunks c "
+                "WHERE c.text_hash = ? AND NOT EXISTS "
+                "(SELECT 1 FROM vectors v WHERE v.chunk_id = c.id)",
+                (vector.tobytes(), None if variant == identity.variant else variant, text_hash),
+            ).rowcount
+        if added:
+            self._changed = True
+        return added
+
+    @_damage_checked
+    def unembedded(self) -> list[tuple[StoredChunk, str]]:
+        """The chunks still waiting for a vector, with their text hashes, by path and line."""
+        with self.read():
+            rows = self._conn.execute(
+                "SELECT c.id, f.relpath, c.start_line, c.end_line, c.text, c.symbol, c.kind, "
+                "f.language, c.text_hash FROM chunks c JOIN files f ON f.id = c.file_id "
+                "WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.chunk_id = c.id) "
+                "ORDER BY f.relpath, c.start_line, c.id"
+            ).fetchall()
+        return [(StoredChunk(*row[:-1]), row[-1]) for row in rows]
+
+    def _require_identity(self) -> StoreIdentity:
+        identity = self.identity
+        if identity is None:
+            raise SearchError(f"{self.path}: no store identity; call ensure_identity() first")
+        return identity
+
+    @staticmethod
+    def _half(what: str, vectors: Any, count: int, dimension: int) -> np.ndarray:
+        """``vectors`` as fp16 rows ``(count, dimension)``, refused when not floats, of
+        another shape, not finite in fp16, or zero."""
+        array = np.asarray(vectors)
+        if array.size == 0 and count == 0:
+            array = array.reshape(0, dimension)
+        if array.ndim != 2 or array.shape != (count, dimension):
+            raise ValueError(
+                f"{what}: vectors of shape {array.shape} for {count} chunk(s) "
+                f"of dimension {dimension}"
+            )
+        if not np.issubdtype(array.dtype, np.floating):
+            raise ValueError(f"{what}: vectors must be floats, not {array.dtype}")
+        with np.errstate(over="ignore"):
+            half = array.astype("<f2")
+        if not np.isfinite(half).all():
+            raise ValueError(f"{what}: vectors with NaN or inf (in fp16)")
+        if count and not np.any(half != 0, axis=1).all():
+            raise ValueError(f"{what}: a zero vector")
+        return half
 
     def _drop_chunks(self, file_id: int, relpath: str) -> None:
         """Remove a file's chunks with their vectors and FTS rows."""
@@ -698,6 +756,13 @@ class Store:
         return int(self._conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
     @_damage_checked
+    def embedded_counts(self) -> tuple[int, int]:
+        """(chunks with a vector, chunks): while an update embeds, the first lags."""
+        with self.read():
+            embedded = self._conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
+            return int(embedded), self.chunk_count()
+
+    @_damage_checked
     def stand_in_files(self) -> list[str]:
         """Files holding a vector made by a lane of another variant than the store's (a
         fallback stood in for the store's lane): the next update embeds them again."""
@@ -714,9 +779,12 @@ class Store:
         directory), identity, generation and the time of the last write (or ``None``)."""
         with self.read():
             identity = self.identity
+            embedded, chunks = self.embedded_counts()
             stats = {
                 "files": int(self._conn.execute("SELECT count(*) FROM files").fetchone()[0]),
-                "chunks": self.chunk_count(),
+                "chunks": chunks,
+                "embedded": embedded,
+                "embedded_fraction": round(embedded / chunks, 4) if chunks else 1.0,
                 "stand_ins": dict(
                     self._conn.execute(
                         "SELECT variant, count(*) FROM vectors WHERE variant IS NOT NULL "
