@@ -8,10 +8,12 @@ dropped. The lanes (:class:`~anekit.lanes.Scheduler`) start only when some chunk
 vector.
 
 Searchable at once: files are written as they are chunked (their rows, chunks, FTS rows
-and the vectors the caches know; a transaction every :data:`WRITE_CHUNKS` chunks), so
-keyword search finds them before any is embedded; then the chunks waiting for a vector
-(this run's, and any an earlier run left) are embedded, each vector going to the
-machine-wide cache at once and to the store at least every :data:`CHECKPOINT_SECONDS`.
+and the vectors the caches know; a transaction after :data:`FIRST_WRITE_CHUNKS` chunks,
+then after twice as many, up to :data:`WRITE_CHUNKS`), so keyword search finds them
+before any is embedded; then the chunks waiting for a vector (this run's, and any an
+earlier run left) are embedded, each vector going to the machine-wide cache at once and to
+the store after :data:`FIRST_CHECKPOINT_SECONDS`, then twice as late each time, up to
+every :data:`CHECKPOINT_SECONDS`.
 A run killed at any point leaves each file wholly old or wholly new, and the next run
 embeds what is still waiting, from the cache where it can.
 """
@@ -63,8 +65,13 @@ log = logging.getLogger(__name__)
 
 #: Finished files are written to the store at least this often while embedding.
 CHECKPOINT_SECONDS = 30.0
-#: Chunks written per transaction while files are chunked (the first are searchable then).
+#: The first checkpoint of vectors comes this soon; each next one twice as late, up to
+#: CHECKPOINT_SECONDS (vector search starts early, readers rebuild rarely later).
+FIRST_CHECKPOINT_SECONDS = 2.0
+#: Chunks written per transaction while files are chunked (the first are searchable then);
+#: the first transaction holds FIRST_WRITE_CHUNKS, each next twice as many up to this.
 WRITE_CHUNKS = 2000
+FIRST_WRITE_CHUNKS = 250
 #: Vectors put in the machine-wide cache at a time (what a kill can cost to embed again).
 CACHE_BATCH = 32
 #: Chunks tokenized and sent to the lanes at a time (bounds the run's memory).
@@ -562,6 +569,7 @@ class Index:
         ]
         touched: list[tuple[str, int, int]] = []
         batch: list[_File] = []
+        batch_chunks = min(FIRST_WRITE_CHUNKS, WRITE_CHUNKS)
         max_line = minified_line()  # ANEKIT_MINIFIED_LINE, read once
         for entry in walked.files:
             old = known.get(entry.relpath)
@@ -573,9 +581,9 @@ class Index:
             item = self._prepare(entry, old, summary, touched, max_line)
             if isinstance(item, _File):
                 batch.append(item)
-                if sum(len(f.chunks) for f in batch) >= WRITE_CHUNKS:
+                if sum(len(f.chunks) for f in batch) >= batch_chunks:
                     self._write(batch, identity, summary)
-                    batch = []
+                    batch, batch_chunks = [], min(2 * batch_chunks, WRITE_CHUNKS)
             elif isinstance(item, Skipped) and entry.relpath in known:
                 gone.append(entry.relpath)  # it became binary, too large, unreadable
         self._write(batch, identity, summary)
@@ -789,11 +797,12 @@ class _Writer:
         self.store = store
         self.pending: list[tuple[str, np.ndarray, str | None]] = []
         self.last = time.monotonic()
+        self.interval = min(FIRST_CHECKPOINT_SECONDS, CHECKPOINT_SECONDS)
 
     def add(self, text_hash: str, vector: np.ndarray, variant: str) -> bool:
         """Queue a vector; whether a checkpoint is due."""
         self.pending.append((text_hash, vector, variant))
-        return time.monotonic() - self.last >= CHECKPOINT_SECONDS
+        return time.monotonic() - self.last >= self.interval
 
     def flush(self) -> None:
         if self.pending:
@@ -801,6 +810,7 @@ class _Writer:
                 self.store.put_vectors(self.pending)
             self.pending = []
         self.last = time.monotonic()
+        self.interval = min(2 * self.interval, CHECKPOINT_SECONDS)
 
 
 def _lanes_in_use(embedder: Any) -> str:
