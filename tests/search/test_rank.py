@@ -11,6 +11,7 @@ import numpy as np
 
 from anekit.search.rank import (
     DEFINITION_BONUS,
+    FILE_NAME_BONUS,
     KIND_WEIGHTS,
     NAME_BONUS,
     ROLE_WEIGHTS,
@@ -329,3 +330,26 @@ def test_the_store_gives_a_definitions_chunks_back_to_its_first(tmp_path: Path) 
         assert [chunk.start_line for chunk in store.definition_run("c.py", 10, "Client")] == [10]
         assert store.definition_run("gone.py", 25, "Client > send") == []
         assert store.first_chunks(["c.py", "gone.py"]) == {"c.py": "import os\n"}
+
+
+def test_a_name_spelled_the_same_and_in_the_file_named_after_it_goes_first() -> None:
+    """``Request``: the class in Request.php, then the one in an extension's file
+    (Request+Body.swift) or another folder's, then the helper ``request``, spelled
+    otherwise; a query of another spelling than every definition ranks them as fused."""
+    candidates = {
+        1: Candidate(1, "request", "code", "function request($key = null)", "src/helpers.php"),
+        2: Candidate(2, "Request", "code", "extension Request {", "Sources/Request+Body.swift"),
+        3: Candidate(3, "Request", "code", "final class Request {", "Sources/Request.swift"),
+        4: Candidate(4, "Exception > request", "code", "  public function request()", "E.php"),
+    }
+    ranked = fuse("Request", [1, 4, 2, 3], [1, 4, 2], candidates, 4)
+    assert [chunk_id for chunk_id, _ in ranked] == [3, 2, 1, 4]
+    scores = dict(ranked)
+    assert scores[3] > DEFINITION_BONUS + FILE_NAME_BONUS > scores[2] > DEFINITION_BONUS
+    assert DEFINITION_BONUS > scores[1] > NAME_BONUS
+    # file names match in any case and without underscores: str_split.h for StrSplit
+    split = Candidate(5, "StrSplit", "code", "StrSplit(Text text) {", "absl/str_split.h")
+    other = Candidate(6, "StrSplit", "code", "StrSplit(Text text) {", "absl/strings.h")
+    assert fuse("StrSplit", [6, 5], [6], {5: split, 6: other}, 2)[0][0] == 5
+    # nothing spelled the same: each definition keeps its fused order
+    assert [i for i, _ in fuse("REQUEST", [1, 4, 2], [1], candidates, 3)] == [1, 4, 2]

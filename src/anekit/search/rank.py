@@ -12,7 +12,9 @@
 - **Definitions first**: when the query names an identifier (:func:`identifiers`: it
   writes one, ``getUserName``, ``Client.send``, or quotes one; in a plain-English question,
   :func:`is_prose`, not a dunder such as ``__repr__`` nor a constant's ``NO_PROXY``), a chunk
-  holding its definition goes above every other hit of its kind and role. ``Class.method``
+  holding its definition goes above every other hit of its kind and role (one spelled
+  otherwise, ``request`` for ``Request``, below those spelled the same; one in the file
+  named after it, ``Request.php``, above the others: :data:`FILE_NAME_BONUS`). ``Class.method``
   resolves through the class (or module): its own method gets :data:`DEFINITION_BONUS`,
   same-named definitions elsewhere :data:`NAME_BONUS`. The bonus goes to the chunk holding
   the definition's signature (:func:`head`): a later chunk of a long definition passes it
@@ -55,6 +57,10 @@ DEFINITION_BONUS = 1.0
 #: What a definition of a qualified name's last part (``send`` of ``Client.send``) gets when
 #: it is not in that class or module: below the named one, above everything else.
 NAME_BONUS = 0.5
+#: What the definition of a one-part name gets on top of its bonus in the file named after
+#: it (``Request`` in Request.php, not in Request+Body.swift nor helpers.php): the type a
+#: file is for, before its extensions, partial classes and same-named helpers.
+FILE_NAME_BONUS = 0.25
 #: A query of this many ordinary words (or one opening with :data:`QUESTION_WORDS`) is
 #: plain English: a dunder or a constant's capitals in it is not taken as a name.
 PROSE_WORDS = 8
@@ -262,8 +268,10 @@ def resolves(candidate: Candidate, parts: Sequence[str], root: str = "") -> floa
     holds = holds_signature(candidate.text, parts)
     if not (named or holds):
         return 0.0
-    if len(parts) == 1:
-        return DEFINITION_BONUS
+    if len(parts) == 1:  # spelled otherwise (request for Request): another name's
+        if not (holds or path[-1:] == [name]):
+            return NAME_BONUS
+        return DEFINITION_BONUS + (FILE_NAME_BONUS if _file_named(candidate.path, name) else 0)
     modules = _module_path(candidate.path, root)
     owners = path[:-1] if named else path  # the symbols enclosing the definition
     if (
@@ -274,6 +282,17 @@ def resolves(candidate: Candidate, parts: Sequence[str], root: str = "") -> floa
         return DEFINITION_BONUS
     # another definition of the name: spelled the same (sendfile is not sendFile)
     return NAME_BONUS if holds or path[-1:] == [name] else 0.0
+
+
+def _file_named(path: str, name: str) -> bool:
+    """Whether the file at ``path`` is named after ``name``, in any case and with or
+    without underscores and dashes (``str_split.h`` for ``StrSplit``)."""
+    stem = PurePosixPath(path).name.split(".")[0]
+
+    def norm(text: str) -> str:
+        return text.replace("_", "").replace("-", "").lower()
+
+    return bool(stem) and norm(stem) == norm(name)
 
 
 def _qualified(modules: Sequence[str], owners: Sequence[str], qualifiers: Sequence[str]) -> bool:
