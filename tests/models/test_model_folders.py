@@ -208,3 +208,35 @@ def test_the_mapped_word_table_gives_its_pages_back(tmp_path: Path) -> None:
     weights.release_pages()
     assert _resident_kb(path) == 0
     np.testing.assert_array_equal(weights.word[rows], weights.word[rows].copy())  # readable
+
+
+def test_the_weights_digest_is_remembered_by_file_and_redone_when_the_file_changes(
+    tmp_path: Path,
+) -> None:
+    """A one-shot search must not hash 90 MB of weights each time: the digest is kept in
+    $ANEKIT_HOME/digests.json by path, size, mtime and inode, and computed again when the
+    file is replaced."""
+    import os
+
+    from anekit import config as anekit_config
+    from anekit.models.weights import load_weights
+
+    source = registry.default_folder()
+    assert source is not None
+    folder = tmp_path / "model"
+    shutil.copytree(source, folder)
+    config = load_config(folder)
+    first = load_weights(folder, config).digest
+    memo_path = anekit_config.home() / "digests.json"
+    memo = json.loads(memo_path.read_text())
+    key = str((folder / "model.safetensors").resolve())
+    assert memo[key][3] == first and len(first) == 64
+    memo[key][3] = "remembered"  # a planted value: read back, so not hashed again
+    memo_path.write_text(json.dumps(memo))
+    assert load_weights(folder, config).digest == "remembered"
+    weights_file = folder / "model.safetensors"
+    info = weights_file.stat()
+    os.utime(weights_file, ns=(info.st_atime_ns, info.st_mtime_ns + 1_000_000_000))
+    assert load_weights(folder, config).digest == first  # changed stamp: hashed again
+    memo_path.write_text("{not json")  # a damaged memo is only a cache
+    assert load_weights(folder, config).digest == first

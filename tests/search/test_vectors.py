@@ -35,10 +35,26 @@ def reference(
     return [int(ids[i]) for i in order if allowed is None or int(ids[i]) in allowed][:k]
 
 
-@pytest.fixture
-def index() -> VectorIndex:
+@pytest.fixture(params=["float32", "int8"])
+def index(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> VectorIndex:
+    """2,000 rows, scanned first in float32 (a small index) or in int8 (a large one's)."""
+    if request.param == "int8":
+        monkeypatch.setattr(vectors_module, "FLOAT_SCAN_ROWS", 0)
     ids = np.arange(1, 2001, dtype=np.int64) * 3  # ids are not row numbers
     return VectorIndex(ids, unit(2000, 0).astype(np.float16), STAMP)
+
+
+def test_a_small_index_scans_in_float32_and_a_large_one_in_int8(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ids = np.arange(1, 101, dtype=np.int64)
+    small = VectorIndex(ids, unit(100, 1).astype(np.float16), STAMP)
+    small.search(unit(1, 2)[0], 3)
+    assert isinstance(small._scan, vectors_module._Float32Scan)
+    monkeypatch.setattr(vectors_module, "FLOAT_SCAN_ROWS", 99)
+    large = VectorIndex(ids, unit(100, 1).astype(np.float16), STAMP)
+    large.search(unit(1, 2)[0], 3)
+    assert isinstance(large._scan, vectors_module._Int8Scan)
 
 
 def test_unfiltered_is_exact(index: VectorIndex) -> None:
@@ -79,7 +95,7 @@ def test_allowed_far_from_the_query(index: VectorIndex) -> None:
     assert len(got) == 25
 
 
-def test_near_ties_are_ranked_in_float32() -> None:
+def test_near_ties_are_ranked_in_float32(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rows whose int8 scores tie (their cosines differ by less than int8's step) come
     out in float32 order: the first pass only chooses which rows are re-scored."""
     rng = np.random.default_rng(7)
@@ -96,6 +112,7 @@ def test_near_ties_are_ranked_in_float32() -> None:
     vecs = np.concatenate([np.stack(near), decoys]).astype(np.float16)
     ids = np.arange(1, len(vecs) + 1, dtype=np.int64)
     index = VectorIndex(ids, vecs, STAMP)
+    monkeypatch.setattr(vectors_module, "FLOAT_SCAN_ROWS", 0)  # the int8 first pass
     got = index.search(query, 5)
     assert [i for i, _ in got] == [3, 5, 2, 4, 1]  # by cosine, not by id or int8 score
     assert [c for _, c in got] == pytest.approx(sorted(cosines, reverse=True), abs=1e-3)
