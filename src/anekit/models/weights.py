@@ -246,8 +246,7 @@ class _Checkpoint:
         memo = _read_digests()
         known = memo.get(key)
         if isinstance(known, list) and len(known) == 4 and known[:3] == stamp:
-            if isinstance(known[3], str):
-                return known[3]
+            return str(known[3])
         found = self._hash()
         memo[key] = [*stamp, found]
         _write_digests(dict(list(memo.items())[-_DIGESTS_KEPT:]))

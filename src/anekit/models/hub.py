@@ -1,0 +1,262 @@
+"""Models fetched from the Hugging Face Hub by name, every file checked.
+
+``anekit models fetch granite-embedding-small-english-r2`` downloads the files a model
+folder needs (:data:`HUB_MODELS`) with ``huggingface_hub`` into ``$ANEKIT_HOME/models/NAME``
+and checks each one against what the Hub states for it at the resolved commit: the SHA-256
+of a file kept in LFS (the weights), the git blob id (SHA-1 of ``blob SIZE\\0`` and the
+content) of the others. A file that does not match is an error and the folder is not
+installed. The folder then gets ``anekit-manifest.json``: the repository, the commit, and
+each file's size and SHA-256, which :func:`verify` checks again (``anekit models fetch``
+on a model already here re-checks it and fetches again what no longer matches).
+
+At fetch time the known answers (``anekit-known-answers.json``) are computed from the
+model's NumPy fp32 path: the vectors of the known-answer texts that an accelerator lane
+must reproduce before it gets work (:mod:`anekit.lanes.worker`), stamped with the weights
+digest, so lanes need not compute the fp32 reference each time they start.
+
+The endpoint is ``$HF_ENDPOINT`` when set (a mirror), else the Hub. Models not in the table
+are used from a local folder (``--model PATH``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from anekit.errors import ModelError
+
+MANIFEST = "anekit-manifest.json"
+KNOWN_ANSWERS = "anekit-known-answers.json"
+
+
+@dataclass(frozen=True)
+class HubModel:
+    """A model anekit can fetch: its repository and the files a model folder needs."""
+
+    repo: str
+    licence: str
+    files: tuple[str, ...]
+    revision: str = "main"
+
+
+#: Models ``anekit models fetch NAME`` knows. granite-embedding-small-english-r2: IBM's
+#: ModernBERT embedder (47M parameters, 384 dimensions, CLS pooling, Apache-2.0), the one
+#: semlith ships (shared/seeds/000).
+HUB_MODELS: dict[str, HubModel] = {
+    "granite-embedding-small-english-r2": HubModel(
+        repo="ibm-granite/granite-embedding-small-english-r2",
+        licence="Apache-2.0",
+        files=(
+            "config.json",
+            "model.safetensors",
+            "tokenizer.json",
+            "tokenizer_config.json",
+            "special_tokens_map.json",
+            "modules.json",
+            "sentence_bert_config.json",
+            "1_Pooling/config.json",
+        ),
+    ),
+}
+
+
+def fetch_hub_model(
+    name: str, models_dir: Path, endpoint: str | None = None, *, quiet: bool = False
+) -> Path:
+    """Fetch ``name`` (a key of :data:`HUB_MODELS`) into ``models_dir/name``, every file
+    checked, with its manifest and known answers; a folder already here whose files still
+    match its manifest is kept as it is. ``quiet``: no download progress bars."""
+    spec = HUB_MODELS.get(name)
+    if spec is None:
+        known = ", ".join(sorted(HUB_MODELS))
+        raise ModelError(f"no model {name!r} to fetch; anekit fetches: {known}")
+    target = models_dir / name
+    if (target / MANIFEST).exists():
+        try:
+            verify(target)
+            return target
+        except ModelError:
+            pass  # damaged or changed: fetched again
+    endpoint = endpoint or os.environ.get("HF_ENDPOINT") or None
+    partial = target.with_name(name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    try:
+        commit, expected = _hub_files(spec, endpoint)
+        _download(spec, commit, partial, endpoint, quiet)
+        files = {}
+        for relpath in spec.files:
+            path = partial / relpath
+            files[relpath] = _check(path, relpath, expected.get(relpath), spec.repo, commit)
+        manifest = {
+            "repository": spec.repo,
+            "revision": commit,
+            "licence": spec.licence,
+            "endpoint": endpoint or "https://huggingface.co",
+            "fetched_at": time.time(),
+            "files": files,
+        }
+        (partial / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", "utf-8")
+        write_known_answers(partial)
+        shutil.rmtree(target, ignore_errors=True)
+        partial.replace(target)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return target
+
+
+def verify(folder: Path) -> dict[str, Any]:
+    """The folder's manifest, after checking each file's size and SHA-256 against it."""
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text("utf-8"))
+        files = dict(manifest["files"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ModelError(f"{folder}: no readable {MANIFEST}: {error}") from error
+    for relpath, recorded in files.items():
+        path = folder / relpath
+        if not path.is_file():
+            raise ModelError(f"{path}: missing (the manifest lists it)")
+        if path.stat().st_size != recorded["size"] or _sha256(path) != recorded["sha256"]:
+            raise ModelError(f"{path}: changed since it was fetched (its SHA-256 differs)")
+    return dict(manifest)
+
+
+def write_known_answers(folder: Path) -> Path:
+    """Embed the known-answer texts with the model's NumPy fp32 path and store them in the
+    folder, stamped with the weights digest and the fixture's length."""
+    from anekit.models import known_answers
+    from anekit.models.batching import load_tokenizer, tokenize
+    from anekit.models.encoders import open_encoder, unit_rows
+
+    answers = known_answers.load()
+    encoder = open_encoder("numpy", folder, max_length=answers.max_length)
+    tokenizer = load_tokenizer(encoder.folder, answers.max_length)
+    vectors = unit_rows(encoder.encode(tokenize(tokenizer, answers.texts)))
+    path = folder / KNOWN_ANSWERS
+    record = {
+        "reference": "anekit NumPy fp32 path, at fetch time",
+        "weights_digest": encoder.weights.digest,
+        "max_length": answers.max_length,
+        "texts_sha256": hashlib.sha256("\0".join(answers.texts).encode()).hexdigest(),
+        "vectors": [[float(f"{value:.8g}") for value in row] for row in vectors],
+    }
+    path.write_text(json.dumps(record) + "\n", "utf-8")
+    return path
+
+
+def stored_known_answers(folder: Path, digest: str, texts: list[str]) -> Any:
+    """The known answers stored in ``folder`` for these weights and texts (a float32
+    array, one row per text), or None when there are none or they are for others."""
+    import numpy as np
+
+    try:
+        record = json.loads((folder / KNOWN_ANSWERS).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    texts_sha256 = hashlib.sha256("\0".join(texts).encode()).hexdigest()
+    if record.get("weights_digest") != digest or record.get("texts_sha256") != texts_sha256:
+        return None
+    vectors = np.asarray(record.get("vectors"), np.float32)
+    return vectors if vectors.ndim == 2 and len(vectors) == len(texts) else None
+
+
+def _hub_files(spec: HubModel, endpoint: str | None) -> tuple[str, dict[str, dict[str, Any]]]:
+    """The commit ``spec.revision`` resolves to, and per file what the Hub states for it."""
+    from huggingface_hub import HfApi
+
+    try:
+        info = HfApi(endpoint=endpoint).model_info(
+            spec.repo, revision=spec.revision, files_metadata=True
+        )
+    except Exception as error:  # the client's HTTP and connection errors, whatever library
+        raise ModelError(
+            f"could not reach {spec.repo} on the Hub ({endpoint or 'huggingface.co'}): "
+            f"{type(error).__name__}: {error}"
+        ) from error
+    expected: dict[str, dict[str, Any]] = {}
+    for sibling in info.siblings or []:
+        lfs = sibling.lfs
+        expected[sibling.rfilename] = {
+            "size": sibling.size,
+            "blob_id": sibling.blob_id,
+            "sha256": lfs.sha256 if lfs is not None else None,
+        }
+    missing = [relpath for relpath in spec.files if relpath not in expected]
+    if missing:
+        raise ModelError(f"{spec.repo}@{info.sha}: the Hub lists no {', '.join(missing)}")
+    if not info.sha:
+        raise ModelError(f"{spec.repo}: the Hub gave no commit for {spec.revision}")
+    return str(info.sha), expected
+
+
+def _download(
+    spec: HubModel, commit: str, into: Path, endpoint: str | None, quiet: bool
+) -> None:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.utils import (
+        are_progress_bars_disabled,
+        disable_progress_bars,
+        enable_progress_bars,
+    )
+
+    was_disabled = are_progress_bars_disabled()
+    if quiet:
+        disable_progress_bars()
+    try:
+        snapshot_download(
+            spec.repo,
+            revision=commit,
+            local_dir=into,
+            allow_patterns=list(spec.files),
+            endpoint=endpoint,
+        )
+    except Exception as error:  # the client's HTTP and connection errors
+        raise ModelError(
+            f"could not download {spec.repo}@{commit[:12]}: {type(error).__name__}: {error}"
+        ) from error
+    finally:
+        if quiet and not was_disabled:
+            enable_progress_bars()
+    shutil.rmtree(into / ".cache", ignore_errors=True)  # huggingface_hub's own bookkeeping
+
+
+def _check(
+    path: Path, relpath: str, expected: dict[str, Any] | None, repo: str, commit: str
+) -> dict[str, Any]:
+    """The file's size and SHA-256, after checking it against what the Hub stated."""
+    where = f"{repo}@{commit[:12]}: {relpath}"
+    if expected is None or not path.is_file():
+        raise ModelError(f"{where}: not downloaded")
+    data_size = path.stat().st_size
+    sha256 = _sha256(path)
+    if expected.get("sha256"):
+        if sha256 != expected["sha256"]:
+            raise ModelError(f"{where}: SHA-256 {sha256[:16]}... is not the Hub's")
+    elif _git_blob_id(path) != expected.get("blob_id"):
+        raise ModelError(f"{where}: its git blob id is not the Hub's")
+    if expected.get("size") is not None and data_size != expected["size"]:
+        raise ModelError(f"{where}: {data_size} bytes, the Hub says {expected['size']}")
+    return {"size": data_size, "sha256": sha256}
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _git_blob_id(path: Path) -> str:
+    """Git's object id of the file's content (SHA-1 of ``blob SIZE\\0`` and the bytes)."""
+    digest = hashlib.sha1(f"blob {path.stat().st_size}\0".encode(), usedforsecurity=False)
+    with path.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
