@@ -9,6 +9,7 @@ child's start:
 
 * ``first_keyword_s``: the first keyword search whose hits include ``--expect``;
 * ``first_vector_s``: the first vector committed to the store;
+* ``all_files_s``: every file the walk finds is in the store (keyword-searchable);
 * ``done_s``: the child's exit (not waited for with ``--stop-after first-vector``,
   which kills the child then: for 100k-chunk corpora whose embedding takes many minutes).
 
@@ -44,6 +45,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from anekit import config  # noqa: E402
 from anekit.search.index import Index  # noqa: E402
+from anekit.search.walk import walk  # noqa: E402
 
 POLL_S = 0.05
 
@@ -100,7 +102,12 @@ def one_run(sources: list[Path], args: argparse.Namespace) -> dict[str, Any]:
         command = [sys.executable, "-m", "anekit", "index", str(root), "--store", str(store)]
         command += ["--lane", "cpu", "--json"]
         db = store / "store.db"
-        marks: dict[str, float | None] = {"first_keyword_s": None, "first_vector_s": None}
+        expected_files = len(walk(root).files)
+        marks: dict[str, float | None] = {
+            "first_keyword_s": None,
+            "first_vector_s": None,
+            "all_files_s": None,
+        }
         started = time.monotonic()
         child = subprocess.Popen(
             command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -113,6 +120,8 @@ def one_run(sources: list[Path], args: argparse.Namespace) -> dict[str, Any]:
                 counts = _counts(db)
                 if marks["first_vector_s"] is None and counts[2] > 0:
                     marks["first_vector_s"] = now
+                if marks["all_files_s"] is None and counts[0] >= expected_files:
+                    marks["all_files_s"] = now
                 waiting = marks["first_keyword_s"] is None and counts[0] > 0
                 if waiting and _found(root, store, args.query, args.expect):
                     marks["first_keyword_s"] = time.monotonic() - started
@@ -137,7 +146,13 @@ def one_run(sources: list[Path], args: argparse.Namespace) -> dict[str, Any]:
                 time.monotonic() - started if _found(root, store, args.query, args.expect) else None
             )
         final = _counts(db)
-        return {**marks, "done_s": done, "files": final[0], "chunks": final[1]}
+        return {
+            **marks,
+            "done_s": done,
+            "files": final[0],
+            "walked_files": expected_files,
+            "chunks": final[1],
+        }
 
 
 def main() -> None:
@@ -161,7 +176,7 @@ def main() -> None:
         runs.append(result)
         print(f"run {n + 1}: {json.dumps(result)}", file=sys.stderr)
     summary: dict[str, Any] = {}
-    for key in ("first_keyword_s", "first_vector_s", "done_s"):
+    for key in ("first_keyword_s", "first_vector_s", "all_files_s", "done_s"):
         values = [run[key] for run in runs if run[key] is not None]
         if values:
             summary[key] = {

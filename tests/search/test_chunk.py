@@ -753,3 +753,17 @@ def test_comment_blocks_are_prose_in_other_languages() -> None:
     values = "".join(f'    "value number {i} of the table, which is data",\n' for i in range(40))
     table = "TABLE = [\n" + values + "]\n"
     assert {c.kind for c in chunk_file("src/table.py", table)} == {"code"}
+
+
+def test_a_five_megabyte_generated_header_is_chunked_whole() -> None:
+    """A generated C++ header of 5 MB (a table of inline functions in a namespace) is cut
+    at its definitions like any other file, every line covered, nothing over budget."""
+    body = "".join(
+        f"inline int table_{n}(int x) {{ return x * {n % 97} + {n}; }}\n" for n in range(95_000)
+    )
+    text = f"// generated\n#pragma once\nnamespace gen {{\n{body}}}  // namespace gen\n"
+    assert len(text) > 5_000_000
+    chunks = chunk_file("include/gen/table.h", text)
+    check(text, chunks)
+    assert {c.symbol for c in chunks[1:-1]} == {"gen"}  # packed definitions inside gen
+    assert len(chunks) > len(text) // MAX_CHARS
