@@ -195,9 +195,7 @@ def _hub_files(spec: HubModel, endpoint: str | None) -> tuple[str, dict[str, dic
     return str(info.sha), expected
 
 
-def _download(
-    spec: HubModel, commit: str, into: Path, endpoint: str | None, quiet: bool
-) -> None:
+def _download(spec: HubModel, commit: str, into: Path, endpoint: str | None, quiet: bool) -> None:
     from huggingface_hub import snapshot_download
     from huggingface_hub.utils import (
         are_progress_bars_disabled,
