@@ -22,6 +22,7 @@ from anekit.search.chunk import (
     language_for,
     model_text,
 )
+from anekit.search.languages import spec_for
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "chunking"
 
@@ -570,9 +571,9 @@ def test_a_cpp_header_named_h_is_parsed_as_cpp_and_a_c_header_as_c() -> None:
         chunk_file("src/ring.c", c_header)
     )
     # and C++ that the C grammar reads differently (namespaces) is cut where C++ cuts
-    as_c = chunk_module._structured(
-        chunk_module.spec_for("c"), "c", cpp, chunk_module.split_lines(cpp)
-    )
+    c_spec = spec_for("c")
+    assert c_spec is not None
+    as_c = chunk_module._structured(c_spec, "c", cpp, chunk_module.split_lines(cpp))
     assert [(s.start, s.end, s.symbol) for s in as_c[0]] != spans(
         chunk_file("include/fmt/format.h", cpp)
     )

@@ -8,12 +8,16 @@ import hashlib
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from anekit.search import rank as rank_module
 from anekit.search.rank import (
     DEFINITION_BONUS,
     FILE_NAME_BONUS,
+    FILE_WEIGHT,
     KIND_WEIGHTS,
     NAME_BONUS,
+    PATH_WEIGHT,
     ROLE_WEIGHTS,
     RRF_K,
     SAME_FILE_DECAY,
@@ -232,7 +236,9 @@ def test_a_long_definitions_first_chunk_takes_the_hit() -> None:
     assert head(cpp, ["split"], [cpp]) == cpp
 
 
-def test_stubs_generated_files_and_demo_blocks_rank_below_the_source() -> None:
+def test_stubs_generated_files_and_demo_blocks_rank_below_the_source(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     source = Candidate(1, "Converter", "code", "class Converter:", "src/attr/_make.py")
     stub = Candidate(2, "Converter", "code", "class Converter:", "src/attr/__init__.pyi")
     dts = Candidate(3, "", "code", "export declare class Converter {}", "types/index.d.ts")
@@ -255,6 +261,8 @@ def test_stubs_generated_files_and_demo_blocks_rank_below_the_source() -> None:
     assert role(Candidate(9, "", "code", "x = 1", "a.cs", head=muted)) is None
     others = [2, 3, 4, 5, 6, 1]
     candidates = {c.id: c for c in (source, stub, dts, generated, protobuf, demo)}
+    monkeypatch.setattr(rank_module, "FILE_WEIGHT", 0.0)  # the role weights alone
+    monkeypatch.setattr(rank_module, "PATH_WEIGHT", 0.0)
     ranked = fuse("which class wraps a converter", others, others, candidates, 6)
     assert ranked[0][0] == 1
     assert dict(ranked)[2] == ROLE_WEIGHTS["stub"] * 2 / (RRF_K + 1)
@@ -288,7 +296,8 @@ def test_docs_that_name_a_definition_are_not_it() -> None:
     assert dict(ranked)[1] < 1.0  # no bonus
 
 
-def test_one_file_does_not_fill_the_first_hits() -> None:
+def test_one_file_does_not_fill_the_first_hits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rank_module, "FILE_WEIGHT", 0.0)  # the decay alone
     candidates = {
         1: Candidate(1, "", "code", path="a.py"),
         2: Candidate(2, "", "code", path="a.py"),
@@ -353,3 +362,33 @@ def test_a_name_spelled_the_same_and_in_the_file_named_after_it_goes_first() -> 
     assert fuse("StrSplit", [6, 5], [6], {5: split, 6: other}, 2)[0][0] == 5
     # nothing spelled the same: each definition keeps its fused order
     assert [i for i, _ in fuse("REQUEST", [1, 4, 2], [1], candidates, 3)] == [1, 4, 2]
+
+
+def test_a_path_that_names_the_words_and_a_file_with_more_evidence_go_up() -> None:
+    """Path evidence for a question in words (a folder or file name naming its words,
+    plurals and prefixes too), none for a query naming an identifier; each file's best hit
+    gains by the file's summed score (a class cut into many chunks)."""
+    store = Candidate(1, "Store > get", "code", "", "src/Illuminate/Session/Store.php")
+    other = Candidate(2, "Cache > get", "code", "", "src/Illuminate/Cache/Repository.php")
+    candidates = {1: store, 2: other}
+    assert rank_module._path_parts(store.path) == {"session", "store"}
+    ranked = fuse("session store behavior", [2, 1], [2, 1], candidates, 2)
+    assert [chunk_id for chunk_id, _ in ranked] == [1, 2]
+    best = 2 / (RRF_K + 1)  # chunk 2's fused score, the best
+    with_path = 2 / (RRF_K + 2) + PATH_WEIGHT * best * 2 / 3  # 2 of its 3 words in the path
+    # each file has one hit: each gains FILE_WEIGHT times its own score
+    assert dict(ranked) == pytest.approx(
+        {1: (1 + FILE_WEIGHT) * with_path, 2: (1 + FILE_WEIGHT) * best}
+    )
+    assert rank_module._names("sessions", "session") and not rank_module._names("se", "session")
+    # an identifier query: no path evidence, the order stays the fused one
+    assert [i for i, _ in fuse("getStore", [2, 1], [2, 1], candidates, 2)] == [2, 1]
+    # three chunks of one file outweigh one better chunk of another
+    parts = {
+        3: Candidate(3, "Factory > make", "code", "", "src/View/Factory.php"),
+        4: Candidate(4, "Factory > render", "code", "", "src/View/Factory.php"),
+        5: Candidate(5, "Factory > share", "code", "", "src/View/Factory.php"),
+        6: Candidate(6, "Engine", "code", "", "src/Engines/Engine.php"),
+    }
+    ranked = fuse("how are templates compiled", [6, 3, 4, 5], [6, 3, 4, 5], parts, 4)
+    assert [i for i, _ in ranked] == [3, 6, 4, 5]

@@ -9,6 +9,14 @@
   (:data:`ROLE_WEIGHTS`, :func:`role`), unless the query asks for that kind or role
   (``test``, ``docs``, ``stub``, ``example`` ...).
 - **Many files**: a file's further hits are weighted down (:data:`SAME_FILE_DECAY`).
+- **Path evidence**: for a query that names no identifier, a hit whose file name or folder
+  names the query's words (``session store behavior``: ``Session/Store.php``; a word and a
+  path part match when one begins the other, 3 letters at least: ``queue``, ``queues``)
+  gains up to :data:`PATH_WEIGHT` times the best fused score, by the share of the words
+  it names.
+- **Whole files**: each file's best hit gains up to :data:`FILE_WEIGHT` times the best
+  score, by the file's summed score against the best file's: a class cut into many small
+  method chunks holds its evidence together.
 - **Definitions first**: when the query names an identifier (:func:`identifiers`: it
   writes one, ``getUserName``, ``Client.send``, or quotes one; in a plain-English question,
   :func:`is_prose`, not a dunder such as ``__repr__`` nor a constant's ``NO_PROXY``), a chunk
@@ -29,6 +37,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+
+from anekit.search.terms import identifier_parts
 
 #: The constant of reciprocal rank fusion (the usual 60).
 RRF_K = 60
@@ -69,6 +79,19 @@ QUESTION_WORDS = frozenset(
     {"how", "what", "where", "which", "why", "when", "who", "whose", "whom", "can", "could"}
     | {"does", "do", "did", "is", "are", "was", "were", "should", "would", "will", "has"}
     | {"have", "find", "show", "explain", "describe", "tell"}
+)
+#: What a hit whose path names all of a word query's words gains, in best scores.
+PATH_WEIGHT = 0.3
+#: What the best hit of the file with the most evidence gains, in best scores.
+FILE_WEIGHT = 0.2
+#: Words a path is not matched on.
+PATH_STOPWORDS = frozenset(
+    re.findall(
+        r"\w+",
+        "the and for are was were does did has have how what when where which who why with"
+        " from into that this these those its their our your not can could should would will"
+        " use used using uses",
+    )
 )
 #: Each further hit from a file already listed is weighted by this once more, so that
 #: one file's many chunks do not push every other file out of the first hits.
@@ -393,8 +416,70 @@ def fuse(
         if what is not None and what not in asked:
             weight *= ROLE_WEIGHTS[what]
         scores[chunk_id] = weight * (scores[chunk_id] + bonuses.get(chunk_id, 0.0))
+    if scores and not named:
+        _weigh_paths(scores, candidates, query)
+    if scores:
+        _weigh_files(scores, candidates)
     ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
     return _spread_files(ranked, candidates)[:k]
+
+
+def _path_words(query: str) -> set[str]:
+    return {
+        word
+        for word in (w.lower() for w in _IDENTIFIER.findall(query) for w in _SEPARATOR.split(w))
+        if len(word) > 2 and word not in PATH_STOPWORDS and word not in QUESTION_WORDS
+    }
+
+
+@functools.lru_cache(maxsize=4096)
+def _path_parts(path: str) -> frozenset[str]:
+    """The lower-cased identifier parts of a file's name (before its extensions) and of its
+    folder: ``src/Illuminate/Session/Store.php`` -> session, store."""
+    pure = PurePosixPath(path)
+    names = [pure.name.split(".")[0], pure.parent.name]
+    return frozenset(part for name in names for part in identifier_parts(name) if part)
+
+
+def _names(word: str, part: str) -> bool:
+    shorter, longer = sorted((word, part), key=len)
+    return len(shorter) >= 3 and longer.startswith(shorter)
+
+
+def _weigh_paths(scores: dict[int, float], candidates: dict[int, Candidate], query: str) -> None:
+    """Path evidence (module doc), in place."""
+    words = _path_words(query)
+    if not words:
+        return
+    unit = PATH_WEIGHT * max(scores.values())
+    for chunk_id in scores:
+        candidate = candidates.get(chunk_id)
+        if candidate is None or not candidate.path:
+            continue
+        parts = _path_parts(candidate.path)
+        named = sum(1 for word in words if any(_names(word, part) for part in parts))
+        scores[chunk_id] += unit * named / len(words)
+
+
+def _weigh_files(scores: dict[int, float], candidates: dict[int, Candidate]) -> None:
+    """Whole files (module doc), in place."""
+    totals: dict[str, float] = {}
+    best: dict[str, int] = {}
+    for chunk_id, score in scores.items():
+        candidate = candidates.get(chunk_id)
+        if candidate is None or not candidate.path:
+            continue
+        path = candidate.path
+        totals[path] = totals.get(path, 0.0) + score
+        if path not in best or score > scores[best[path]]:
+            best[path] = chunk_id
+    if not totals:
+        return
+    top, unit = max(totals.values()), FILE_WEIGHT * max(scores.values())
+    if top <= 0:
+        return
+    for path, chunk_id in best.items():
+        scores[chunk_id] += unit * totals[path] / top
 
 
 def head(candidate: Candidate, parts: Sequence[str], run: Sequence[Candidate]) -> Candidate:
