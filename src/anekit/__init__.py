@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 # Imported first: it quiets the warnings coremltools logs at import on Linux.
 from anekit import _runtime as _runtime
-from anekit._version import __version__
 
 if TYPE_CHECKING:
+    from anekit._version import __version__
     from anekit.embedder import Embedder
     from anekit.frontends.mlpackage import load_package as load
     from anekit.frontends.numpy import compile_function as compile
@@ -29,8 +29,10 @@ __all__ = [
 
 # Imported on first use: coremltools (behind programs, specs and the frontends) takes
 # seconds and hundreds of megabytes to import, which lane workers and quick commands
-# should not pay for; Embedder pulls in tokenizers and safetensors.
+# should not pay for; Embedder pulls in tokenizers and safetensors; the version reads the
+# installed metadata (30 ms of every command).
 _LAZY = {
+    "__version__": ("anekit._version", "__version__"),
     "CompiledProgram": ("anekit.program", "CompiledProgram"),
     "TensorSpec": ("anekit.specs", "TensorSpec"),
     "Embedder": ("anekit.embedder", "Embedder"),

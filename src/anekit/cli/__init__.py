@@ -12,7 +12,6 @@ from typing import Any
 
 import click
 
-from anekit._version import __version__
 from anekit.cli._common import emit_json
 from anekit.cli.bench import bench
 from anekit.cli.convert import convert
@@ -58,7 +57,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "-V", "--version", prog_name="anekit")
+@click.version_option(None, "-V", "--version", package_name="anekit", prog_name="anekit")
 @click.option("-v", "--verbose", is_flag=True, help="Log progress and show tracebacks on errors.")
 def cli(verbose: bool) -> None:
     """anekit: compile NumPy functions to Core ML for the Apple Neural Engine,
