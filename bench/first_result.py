@@ -45,7 +45,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from anekit import config  # noqa: E402
 from anekit.search.index import Index  # noqa: E402
-from anekit.search.walk import walk  # noqa: E402
+from anekit.search.walk import Skipped, minified_line, read_file, walk  # noqa: E402
 
 POLL_S = 0.05
 
@@ -102,7 +102,10 @@ def one_run(sources: list[Path], args: argparse.Namespace) -> dict[str, Any]:
         command = [sys.executable, "-m", "anekit", "index", str(root), "--store", str(store)]
         command += ["--lane", "cpu", "--json"]
         db = store / "store.db"
-        expected_files = len(walk(root).files)
+        limit = minified_line()  # the files the indexer keeps: walked, and read as text
+        expected_files = sum(
+            not isinstance(read_file(entry, limit), Skipped) for entry in walk(root).files
+        )
         marks: dict[str, float | None] = {
             "first_keyword_s": None,
             "first_vector_s": None,
