@@ -419,3 +419,32 @@ def test_a_reader_follows_a_store_made_anew_under_it(
         (hit,) = reader.search("parse_duration", k=1, mode=mode)
         assert hit.path == "app/durations.py", mode
     reader.close()
+
+
+def test_a_file_with_a_few_bytes_that_are_not_utf8_is_indexed_with_a_note(
+    tmp_path: Path,
+) -> None:
+    """Mixed encodings never fail a run nor drop a file: the stray bytes read as U+FFFD,
+    the file is searchable, and the summary (and --json) names it."""
+    from click.testing import CliRunner
+
+    from anekit.cli import cli
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    legacy = "# Caf\u00e9 ledger\ndef open_ledger(rows):\n    return rows\n\n\n"
+    legacy += "def settle(rows):\n    total = 0\n    for row in rows:\n        total += row\n" * 20
+    (root / "legacy.py").write_bytes(legacy.encode().replace("\u00e9".encode(), b"\xe9", 1))
+    (root / "clean.py").write_text("def other():\n    return 1\n")
+    result = CliRunner().invoke(
+        cli, ["index", str(root), "--lane", "cpu", "--json", "--store", str(tmp_path / "s")]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["replaced"] == [
+        {"path": "legacy.py", "detail": "not UTF-8 at byte 5: 1 byte sequence(s) read as U+FFFD"}
+    ]
+    assert (summary["indexed"], summary["skipped"]) == (2, {})
+    with Index(root, store=tmp_path / "s", cache=False) as index:
+        (hit,) = index.search("open_ledger", k=1, mode="keyword")
+    assert hit.path == "legacy.py" and hit.snippet.startswith("# Caf\ufffd ledger")

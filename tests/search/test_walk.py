@@ -628,3 +628,25 @@ def test_the_walk_lists_the_folders_it_entered(repo: Path) -> None:
     (repo / "src" / "linked").symlink_to(repo / "docs")
     assert walk(repo).directories == ["", "docs", "src", "src/sub"]  # not gen/, node_modules/
     assert walk(repo, [repo / "src"]).directories == ["src", "src/sub"]
+
+
+def test_read_file_reads_a_few_bytes_that_are_not_utf8_as_replacement_characters(
+    tmp_path: Path,
+) -> None:
+    """An old Latin-1 comment in a UTF-8 file: the file is read, its stray byte as U+FFFD,
+    its lines where they are, and a note says where; a file mostly in another encoding
+    stays set aside."""
+    body = "def total(rows):\n    return sum(rows)\n" * 40
+    data = ("# Résumé: sums\n" + body).encode("utf-8").replace("é".encode(), b"\xe9", 1)
+    make(tmp_path, {"old.py": data})
+    outcome = read_file(entry(tmp_path, "old.py"))
+    assert isinstance(outcome, FileText) and outcome.data == data
+    assert outcome.text.startswith("# R\ufffdsum\u00e9: sums\n")
+    assert outcome.text.count("\n") == data.count(b"\n")
+    assert outcome.note == "not UTF-8 at byte 3: 1 byte sequence(s) read as U+FFFD"
+    make(tmp_path, {"ok.py": "x = 'é'\n"})
+    assert read_file(entry(tmp_path, "ok.py")) == FileText("x = 'é'\n".encode(), "x = 'é'\n")
+    make(tmp_path, {"cp1252.txt": ("caf\xe9 cr\xe8me br\xfbl\xe9e\n" * 20).encode("latin-1")})
+    assert read_file(entry(tmp_path, "cp1252.txt")) == Skipped(
+        "cp1252.txt", "undecodable", "not UTF-8 at byte 3"
+    )

@@ -187,6 +187,8 @@ def index(
         for item in summary.skipped if list_skipped else ():
             detail = f" ({item.detail})" if item.detail else ""
             stderr.print(f"skipped {esc_path(item.relpath)}: {esc(item.reason)}{esc(detail)}")
+        for path, why in summary.replaced.items() if list_skipped else ():
+            stderr.print(f"[yellow]note[/]: {esc_path(path)}: {esc(why)}")
         for node in summary.nodes if list_skipped else ():
             stderr.print(
                 f"node {esc(node['node'][:12])} ({esc(node['lane'])}): {node['chunks']} chunks, "
@@ -210,6 +212,11 @@ def _summary_line(root: Path, summary: Any, listed: bool = False) -> str:
         parts.append(f"skipped: {skipped}" + ("" if listed else " (--verbose lists them)"))
     if summary.failed:
         parts.append(f"{len(summary.failed)} failed")
+    if summary.replaced:
+        parts.append(
+            f"{len(summary.replaced)} not wholly UTF-8, read with U+FFFD for those bytes"
+            + ("" if listed else " (--verbose lists them)")
+        )
     parts.append(
         f"{summary.chunks} chunks in the index ({summary.embedded} embedded"
         + (f" on {summary.lane}" if summary.lane else "")

@@ -123,6 +123,8 @@ class IndexSummary:
     #: Files with a chunk that could not be embedded (kept for keyword search, tried again
     #: by the next update): path -> why.
     failed: dict[str, str] = field(default_factory=dict)
+    #: Files indexed with U+FFFD for bytes that are not UTF-8: path -> where and how many.
+    replaced: dict[str, str] = field(default_factory=dict)
     #: Chunks given vectors in this run: by the lanes, and from the caches.
     embedded: int = 0
     cached: int = 0
@@ -154,6 +156,7 @@ class IndexSummary:
                 for item in self.skipped
             ],
             "failed": [{"path": path, "reason": why} for path, why in self.failed.items()],
+            "replaced": [{"path": path, "detail": why} for path, why in self.replaced.items()],
             "embedded": self.embedded,
             "cached": self.cached,
             "stand_ins": self.stand_ins,
@@ -639,6 +642,8 @@ class Index:
             touched.append((entry.relpath, entry.size, entry.mtime_ns))
             summary.unchanged += 1
             return None
+        if read.note is not None:
+            summary.replaced[entry.relpath] = read.note
         chunks = chunk_file(entry.relpath, read.text)
         texts = [model_text(entry.relpath, chunk) for chunk in chunks]  # what the model reads
         records = [

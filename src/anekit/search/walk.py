@@ -22,7 +22,9 @@ Special files (FIFOs, sockets, devices) are set aside too.
 It sets aside, with a reason from :data:`SKIP_REASONS`, files over :data:`MAX_FILE_BYTES`,
 unreadable files and directories, special files, symbolic links, files that vanish
 mid-walk and names that are not UTF-8; :func:`read_file` also sets aside binaries (a NUL
-byte in the first :data:`BINARY_PROBE_BYTES`), text that is not UTF-8 and minified or
+byte in the first :data:`BINARY_PROBE_BYTES`), text that is mostly not UTF-8 (text with a
+few bytes that are not, an old Latin-1 comment in a UTF-8 file, is read with U+FFFD for
+them and a note: :attr:`FileText.note`) and minified or
 generated text (a file of :data:`MINIFIED_MIN_BYTES` or more whose lines average more
 than ``ANEKIT_MINIFIED_LINE`` characters), and opens each file without following a link
 at any component, so that a file swapped for a link after the walk is not read either.
@@ -148,10 +150,12 @@ class WalkResult:
 @dataclass(frozen=True)
 class FileText:
     """A file's exact ``data`` (what the indexer hashes) and its UTF-8 ``text`` (without a
-    leading byte order mark)."""
+    leading byte order mark); ``note``: why the text is not exactly the file's (bytes that
+    are not UTF-8, read as U+FFFD), else None."""
 
     data: bytes
     text: str
+    note: str | None = None
 
 
 # (base, rules): ``rules`` apply to relpaths under ``base`` ("" or "dir/sub/"), relative to it.
@@ -243,9 +247,18 @@ def read_file(entry: FileEntry, max_line: int | None = None) -> FileText | Skipp
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return Skipped(entry.relpath, "undecodable", f"not UTF-8 at byte {exc.start}")
+        text = data.decode("utf-8", "replace")
+        replaced = text.count("\ufffd") - data.decode("utf-8", "ignore").count("\ufffd")
+        if replaced > MAX_UNDECODABLE_SHARE * len(data):  # another encoding, or not text
+            return Skipped(entry.relpath, "undecodable", f"not UTF-8 at byte {exc.start}")
+        note = f"not UTF-8 at byte {exc.start}: {replaced} byte sequence(s) read as U+FFFD"
+        return FileText(data=data, text=text.removeprefix("\ufeff"), note=note)
     return FileText(data=data, text=text.removeprefix("\ufeff"))
 
+
+#: A file whose undecodable byte sequences are more than this share of its bytes is set
+#: aside as "undecodable" (another encoding, or not text); below it, they read as U+FFFD.
+MAX_UNDECODABLE_SHARE = 0.01
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
