@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import time
@@ -30,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from anekit.errors import ModelError
+
+_log = logging.getLogger(__name__)
 
 MANIFEST = "anekit-manifest.json"
 KNOWN_ANSWERS = "anekit-known-answers.json"
@@ -81,8 +84,8 @@ def fetch_hub_model(
         try:
             verify(target)
             return target
-        except ModelError:
-            pass  # damaged or changed: fetched again
+        except ModelError as error:  # damaged or changed: fetched again
+            _log.warning("%s; fetching %s again", error, name)
     endpoint = endpoint or os.environ.get("HF_ENDPOINT") or None
     partial = target.with_name(name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)

@@ -572,6 +572,7 @@ class Index:
         ]
         touched: list[tuple[str, int, int]] = []
         batch: list[_File] = []
+        looked_up: set[str] = set()  # text hashes the machine cache did not hold just now
         batch_chunks = min(FIRST_WRITE_CHUNKS, WRITE_CHUNKS)
         max_line = minified_line()  # ANEKIT_MINIFIED_LINE, read once
         for entry in walked.files:
@@ -585,17 +586,17 @@ class Index:
             if isinstance(item, _File):
                 batch.append(item)
                 if sum(len(f.chunks) for f in batch) >= batch_chunks:
-                    self._write(batch, identity, summary)
+                    self._write(batch, identity, summary, looked_up)
                     batch, batch_chunks = [], min(2 * batch_chunks, WRITE_CHUNKS)
             elif isinstance(item, Skipped) and entry.relpath in known:
                 gone.append(entry.relpath)  # it became binary, too large, unreadable
-        self._write(batch, identity, summary)
+        self._write(batch, identity, summary, looked_up)
         with store.write():
             for relpath in gone:
                 summary.removed += store.remove_file(relpath)
             for relpath, size, mtime_ns in touched:
                 store.touch_file(relpath, size, mtime_ns)
-        self._embed(identity, summary, progress)
+        self._embed(identity, summary, progress, looked_up)
         summary.chunks = store.chunk_count()
         summary.seconds = time.monotonic() - started
         return summary
@@ -666,21 +667,33 @@ class Index:
         )
         return _File(record, records, [None] * len(records))
 
-    def _write(self, files: list[_File], identity: StoreIdentity, summary: IndexSummary) -> None:
-        """Write chunked files, with the vectors the caches know, in one transaction."""
+    def _write(
+        self,
+        files: list[_File],
+        identity: StoreIdentity,
+        summary: IndexSummary,
+        looked_up: set[str],
+    ) -> None:
+        """Write chunked files, with the vectors the caches know, in one transaction;
+        ``looked_up`` gains the text hashes the machine cache did not hold."""
         if not files:
             return
-        self._fill_from_caches(files, identity, summary)
+        self._fill_from_caches(files, identity, summary, looked_up)
         with self.store.write():
             for item in files:
                 self.store.put_file(item.record, item.chunks, item.vectors)
         summary.indexed += len(files)
 
     def _fill_from_caches(
-        self, files: list[_File], identity: StoreIdentity, summary: IndexSummary
+        self,
+        files: list[_File],
+        identity: StoreIdentity,
+        summary: IndexSummary,
+        looked_up: set[str],
     ) -> None:
         """Vectors known to this store (an edited file's unchanged chunks) or to the
-        machine-wide cache need no embedding."""
+        machine-wide cache need no embedding; the hashes the cache lacks go to
+        ``looked_up``."""
         hashes = [chunk.text_hash for item in files for chunk in item.chunks]
         if not hashes:
             return
@@ -693,6 +706,8 @@ class Index:
             for text_hash, key in keys.items():
                 if key in cached:
                     known[text_hash] = cached[key]
+                else:
+                    looked_up.add(text_hash)
         for item in files:
             for index, chunk in enumerate(item.chunks):
                 vector = known.get(chunk.text_hash)
@@ -705,13 +720,17 @@ class Index:
         identity: StoreIdentity,
         summary: IndexSummary,
         progress: Callable[[Progress], None] | None,
+        looked_up: set[str],
     ) -> None:
         """Embed the stored chunks waiting for a vector (one embedding per distinct model
-        text), writing vectors to the store at least every :data:`CHECKPOINT_SECONDS`."""
+        text), writing vectors to the store at least every :data:`CHECKPOINT_SECONDS`.
+        Chunks an earlier run left waiting are looked up in the machine cache first (those
+        of ``looked_up`` were, just now)."""
         pending = self.store.unembedded()
-        if pending and self.cache is not None:  # an earlier run's, embedded before a kill
+        leftovers = {text_hash for _, text_hash in pending} - looked_up
+        if leftovers and self.cache is not None:  # an earlier run's, embedded before a kill
             namespace = identity.key()
-            keys = {cache_key(namespace, text_hash): text_hash for _, text_hash in pending}
+            keys = {cache_key(namespace, text_hash): text_hash for text_hash in leftovers}
             cached = self.cache.get(list(keys), identity.dimension)
             if cached:
                 with self.store.write():
@@ -728,17 +747,16 @@ class Index:
         texts: dict[str, str] = {}  # text hash -> model text
         where: dict[str, tuple[str, int]] = {}  # text hash -> the first chunk's path, line
         left: Counter[str] = Counter()  # chunks waiting, per file
+        files_of: dict[str, list[str]] = {}  # text hash -> the files its chunks are in
         for chunk, text_hash in pending:
             left[chunk.relpath] += 1
+            files_of.setdefault(text_hash, []).append(chunk.relpath)
             if text_hash not in texts:
                 texts[text_hash] = model_text(
                     chunk.relpath,
                     Chunk(chunk.start_line, chunk.end_line, chunk.text, chunk.symbol, chunk.kind),
                 )
                 where[text_hash] = (chunk.relpath, chunk.start_line)
-        files_of: dict[str, list[str]] = {}  # text hash -> the files its chunks are in
-        for chunk, text_hash in pending:
-            files_of.setdefault(text_hash, []).append(chunk.relpath)
         hashes = list(texts)
         embedder = self._lanes()
         namespaces = {identity.variant: identity.key()}
