@@ -304,6 +304,34 @@ def test_put_stores_fp16_vectors(store: Store) -> None:
     np.testing.assert_array_equal(stored, v.astype(np.float16))
 
 
+def test_chunks_may_wait_for_their_vectors_which_come_by_text_hash(store: Store) -> None:
+    """Searchable at once: a file's chunks go in with the vectors known (None for the
+    rest); unembedded() lists those waiting, put_vectors fills every chunk of a hash that
+    waits (not one that has its vector), and refuses what put_file refuses."""
+    v = vectors(3, seed=3)
+    same = chunk("shared text", line=1)
+    with store.write():
+        store.put_file(record("a.py"), [same, chunk("alone", line=5)], [v[0], None])
+        store.put_file(record("b.py"), [same], [None])
+    waiting = [(c.relpath, c.start_line, h) for c, h in store.unembedded()]
+    assert waiting == [("a.py", 5, chunk("alone").text_hash), ("b.py", 1, same.text_hash)]
+    assert store.embedded_counts() == (1, 3)
+    assert store.stats()["embedded_fraction"] == round(1 / 3, 4)
+    with store.write():  # a.py's chunk of that hash keeps its vector: one chunk gets this
+        assert store.put_vectors([(same.text_hash, v[1], IDENTITY.variant)]) == 1
+        assert store.put_vectors([(chunk("alone").text_hash, v[2], "fp16")]) == 1
+        with pytest.raises(ValueError, match="zero vector"):
+            store.put_vectors([("x", np.zeros(DIM), None)])
+        with pytest.raises(ValueError, match="NaN or inf"):
+            store.put_vectors([("x", np.full(DIM, np.nan), None)])
+    assert store.unembedded() == [] and store.embedded_counts() == (3, 3)
+    assert store.stand_in_files() == ["a.py"]  # the fp16 vector is marked
+    _, stored = store.vector_matrix()
+    np.testing.assert_array_equal(stored[0], v[0].astype(np.float16))  # not overwritten
+    with pytest.raises(ValueError, match="2 vectors for 1 chunk"), store.write():
+        store.put_file(record("c.py"), [chunk("c")], [None, v[0]])
+
+
 def test_file_without_chunks(store: Store) -> None:
     with store.write():
         store.put_file(record("empty.py"), [], np.zeros((0, DIM)))
