@@ -15,9 +15,11 @@ from anekit.search.rank import (
     DEFINITION_BONUS,
     FILE_NAME_BONUS,
     FILE_WEIGHT,
+    KEYWORD_WEIGHT,
     KIND_WEIGHTS,
     NAME_BONUS,
     PATH_WEIGHT,
+    REEXPORT_BONUS,
     ROLE_WEIGHTS,
     RRF_K,
     SAME_FILE_DECAY,
@@ -28,6 +30,8 @@ from anekit.search.rank import (
     identifiers,
     is_prose,
     names_definition,
+    names_module,
+    reexports,
     role,
 )
 from anekit.search.store import ChunkRecord, FileRecord, Store, StoreIdentity, store_dir
@@ -123,8 +127,11 @@ def test_fusion_adds_reciprocal_ranks_and_weighs_kinds() -> None:
     # 1 is first in both lists, but it is a changelog: the code it repeats wins.
     ranked = fuse("how are retries counted", [1, 2, 3], [1, 3, 2], candidates, 3)
     scores = dict(ranked)
-    assert scores[2] == scores[3] == 1 / (RRF_K + 2) + 1 / (RRF_K + 3)
-    assert abs(scores[1] - KIND_WEIGHTS["docs"] * 2 / (RRF_K + 1)) < 1e-12
+    # the vector list counts fully, the keyword list by KEYWORD_WEIGHT
+    assert scores[2] == 1 / (RRF_K + 2) + KEYWORD_WEIGHT / (RRF_K + 3)
+    assert scores[3] == 1 / (RRF_K + 3) + KEYWORD_WEIGHT / (RRF_K + 2)
+    assert 0 < KEYWORD_WEIGHT < 1 and scores[2] > scores[3]
+    assert abs(scores[1] - KIND_WEIGHTS["docs"] * (1 + KEYWORD_WEIGHT) / (RRF_K + 1)) < 1e-12
     assert [chunk_id for chunk_id, _ in ranked] == [2, 3, 1]
     asking = fuse("where are the docs about retries", [1, 2, 3], [1, 3, 2], candidates, 3)
     assert asking[0][0] == 1  # the query asks for docs: no discount
@@ -265,7 +272,7 @@ def test_stubs_generated_files_and_demo_blocks_rank_below_the_source(
     monkeypatch.setattr(rank_module, "PATH_WEIGHT", 0.0)
     ranked = fuse("which class wraps a converter", others, others, candidates, 6)
     assert ranked[0][0] == 1
-    assert dict(ranked)[2] == ROLE_WEIGHTS["stub"] * 2 / (RRF_K + 1)
+    assert dict(ranked)[2] == ROLE_WEIGHTS["stub"] * (1 + KEYWORD_WEIGHT) / (RRF_K + 1)
     # asked for, they keep their weight
     assert fuse("the type stub of the converter", [2, 1], [2, 1], candidates, 2)[0][0] == 2
     assert fuse("an example of converters", [6, 1], [6, 1], candidates, 2)[0][0] == 6
@@ -374,8 +381,9 @@ def test_a_path_that_names_the_words_and_a_file_with_more_evidence_go_up() -> No
     assert rank_module._path_parts(store.path) == {"session", "store"}
     ranked = fuse("session store behavior", [2, 1], [2, 1], candidates, 2)
     assert [chunk_id for chunk_id, _ in ranked] == [1, 2]
-    best = 2 / (RRF_K + 1)  # chunk 2's fused score, the best
-    with_path = 2 / (RRF_K + 2) + PATH_WEIGHT * best * 2 / 3  # 2 of its 3 words in the path
+    best = (1 + KEYWORD_WEIGHT) / (RRF_K + 1)  # chunk 2's fused score, the best
+    # 2 of its 3 words in the path
+    with_path = (1 + KEYWORD_WEIGHT) / (RRF_K + 2) + PATH_WEIGHT * best * 2 / 3
     # each file has one hit: each gains FILE_WEIGHT times its own score
     assert dict(ranked) == pytest.approx(
         {1: (1 + FILE_WEIGHT) * with_path, 2: (1 + FILE_WEIGHT) * best}
@@ -392,3 +400,105 @@ def test_a_path_that_names_the_words_and_a_file_with_more_evidence_go_up() -> No
     }
     ranked = fuse("how are templates compiled", [6, 3, 4, 5], [6, 3, 4, 5], parts, 4)
     assert [i for i, _ in ranked] == [3, 6, 4, 5]
+
+
+def test_a_long_question_weighs_its_path_words_less_than_a_topic(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A topic (at most TOPIC_WORDS words worth matching) gains PATH_WEIGHT by its share of
+    words in the path, a longer question QUESTION_PATH_WEIGHT."""
+    store = Candidate(1, "Store > get", "code", "", "src/Illuminate/Session/Store.php")
+    other = Candidate(2, "Cache > get", "code", "", "src/Illuminate/Cache/Repository.php")
+    candidates = {1: store, 2: other}
+    question = "session store keeps flashed values around exactly one more request cycle later"
+    words = rank_module._path_words(question)
+    assert len(words) > rank_module.TOPIC_WORDS
+    assert rank_module.QUESTION_PATH_WEIGHT < PATH_WEIGHT
+    monkeypatch.setattr(rank_module, "FILE_WEIGHT", 0.0)  # the path evidence alone
+    scores = dict(fuse(question, [2, 1], [2, 1], candidates, 2))
+    best = (1 + KEYWORD_WEIGHT) / (RRF_K + 1)
+    gain = rank_module.QUESTION_PATH_WEIGHT * best * 2 / len(words)  # session, store
+    assert scores[1] == pytest.approx((1 + KEYWORD_WEIGHT) / (RRF_K + 2) + gain)
+    assert scores[2] == pytest.approx(best)
+
+
+def test_a_reexport_of_the_named_name_ranks_below_its_definitions() -> None:
+    """Rust's pub use, TypeScript's export { } and export * as, C++'s using, a Python
+    package's import: where a name is exported from (its definition may be outside the
+    index); a plain use or import is not one."""
+    assert reexports(
+        Candidate(
+            1,
+            "",
+            "code",
+            "pub use axum_core::extract::{\n    FromRef, FromRequest,\n};",
+            "src/extract/mod.rs",
+        ),
+        "FromRequest",
+    )
+    assert reexports(Candidate(1, "", "code", "pub(crate) use self::path::Path;", "a.rs"), "Path")
+    assert not reexports(
+        Candidate(1, "", "code", "use axum_core::extract::FromRequest;", "a.rs"), "FromRequest"
+    )
+    assert reexports(
+        Candidate(1, "", "code", 'export { ZodError, type ZodIssue } from "./errors";', "index.ts"),
+        "ZodError",
+    )
+    assert reexports(Candidate(1, "", "code", 'export * as z from "./external";', "index.ts"), "z")
+    assert not reexports(
+        Candidate(1, "", "code", 'import { ZodError } from "./errors";', "a.ts"), "ZodError"
+    )
+    assert reexports(Candidate(1, "", "code", "using absl::string_view;", "a.h"), "string_view")
+    init = "from ._models import (\n    Request,\n    Response,\n)\n"
+    assert reexports(Candidate(1, "", "code", init, "httpx/__init__.py"), "Response")
+    assert not reexports(Candidate(1, "", "code", init, "httpx/_client.py"), "Response")
+    assert not reexports(Candidate(1, "", "code", init, "httpx/__init__.py"), "Respons")
+    candidates = {
+        1: Candidate(1, "", "code", "use crate::Router;\nfn route() {}", "src/a.rs"),
+        2: Candidate(2, "", "code", "pub use self::routing::Router;", "src/lib.rs"),
+        3: Candidate(3, "Router", "code", "pub struct Router {}", "src/routing/mod.rs"),
+    }
+    ranked = fuse("Router", [1, 2], [1, 2], candidates, 3)
+    assert [i for i, _ in ranked] == [2, 1]  # the definition was never proposed
+    assert dict(ranked)[2] > REEXPORT_BONUS > dict(ranked)[1]
+    ranked = fuse("Router", [1, 2, 3], [1, 2, 3], candidates, 3)
+    assert [i for i, _ in ranked] == [3, 2, 1]
+
+
+def test_a_dotted_name_of_a_module_finds_its_file() -> None:
+    """``mini.comment`` names lua/mini/comment.lua: its best chunk gets the definition's
+    bonus, above a same-named function elsewhere; a package's mod.rs, index and __init__
+    stand for their folder, src/ names no module; a file that holds the named definition
+    keeps that chunk first."""
+    assert names_module("lua/mini/comment.lua", ["mini", "comment"])
+    assert names_module("axum/src/extract/mod.rs", ["axum", "extract"])
+    assert names_module("pydantic/fields/__init__.py", ["pydantic", "fields"])
+    assert names_module("packages/zod/src/index.ts", ["Zod"]) is False  # one part: a name
+    assert not names_module("lua/mini/comment.lua", ["mini", "comments"])
+    candidates = {
+        1: Candidate(
+            1,
+            "MiniBracketed.comment",
+            "code",
+            "MiniBracketed.comment = function()",
+            "lua/mini/bracketed.lua",
+        ),
+        2: Candidate(2, "", "code", "local H = {}", "lua/mini/comment.lua"),
+        3: Candidate(
+            3,
+            "MiniComment.toggle_lines",
+            "code",
+            "MiniComment.toggle_lines = function()",
+            "lua/mini/comment.lua",
+        ),
+    }
+    ranked = fuse("how mini.comment toggles line comments", [1, 3, 2], [1, 3], candidates, 3)
+    assert next(i for i, _ in ranked) == 3  # comment.lua's best-scored chunk
+    assert dict(ranked)[3] > DEFINITION_BONUS > dict(ranked)[1]
+    engine = {
+        1: Candidate(1, "Rails > Engine > config", "code", "def config", "lib/rails/engine.rb"),
+        2: Candidate(2, "Rails > Engine", "code", "class Engine < Railtie", "lib/rails/engine.rb"),
+    }
+    ranked = fuse("Rails::Engine", [1, 2], [1, 2], engine, 2)
+    assert [i for i, _ in ranked] == [2, 1]
+    assert dict(ranked)[1] < DEFINITION_BONUS

@@ -2,7 +2,10 @@
 
 - **Reciprocal rank fusion** (Cormack et al. 2009; semlith's hybrid search,
   shared/docs/prior-art.md §3.6): a chunk's score is the sum over the two lists of
-  ``1 / (RRF_K + rank)``. Scores compare hits of one query only.
+  ``1 / (RRF_K + rank)``, the keyword list's terms weighted by :data:`KEYWORD_WEIGHT` (on
+  semble's benchmark's development repositories the vector half alone scores 0.844 and
+  the keyword half 0.813; equal weights 0.853, these 0.856). Scores compare hits of one
+  query only.
 - **Code before prose**: a question about behaviour is answered by the code that does it,
   not by the changelog, docs and tests that repeat its words (:data:`KIND_WEIGHTS`), nor by
   the stubs, generated files and ``__main__`` demo blocks that repeat its names
@@ -13,7 +16,8 @@
   names the query's words (``session store behavior``: ``Session/Store.php``; a word and a
   path part match when one begins the other, 3 letters at least: ``queue``, ``queues``)
   gains up to :data:`PATH_WEIGHT` times the best fused score, by the share of the words
-  it names.
+  it names; a long question (more than :data:`TOPIC_WORDS` such words) describes
+  behaviour rather than naming a module, and gains :data:`QUESTION_PATH_WEIGHT`.
 - **Whole files**: each file's best hit gains up to :data:`FILE_WEIGHT` times the best
   score, by the file's summed score against the best file's: a class cut into many small
   method chunks holds its evidence together.
@@ -28,6 +32,12 @@
   the definition's signature (:func:`head`): a later chunk of a long definition passes it
   to the first. Not a docs chunk: a README's example or a docstring's prose names the
   definition without being it.
+- **Re-exports and modules**: a chunk that re-exports a named name (:func:`reexports`:
+  ``pub use``, ``export { }``, a package's ``__init__.py``) gains :data:`REEXPORT_BONUS`,
+  below every definition: where a user imports it from, and the answer when the
+  definition lives outside the index. A dotted name that names a module (``mini.comment``:
+  lua/mini/comment.lua, :func:`names_module`) gives that file's best hit the definition's
+  bonus, unless the file holds a definition of the name already.
 """
 
 from __future__ import annotations
@@ -42,6 +52,7 @@ from anekit.search.terms import identifier_parts
 
 #: The constant of reciprocal rank fusion (the usual 60).
 RRF_K = 60
+KEYWORD_WEIGHT = 0.7
 #: Score weights per chunk kind (code 1). Chosen on the development questions
 #: (bench/retrieval.py; docs/search.md has the figures): docs and tests repeat the
 #: words of the code they describe and test.
@@ -71,6 +82,10 @@ NAME_BONUS = 0.5
 #: it (``Request`` in Request.php, not in Request+Body.swift nor helpers.php): the type a
 #: file is for, before its extensions, partial classes and same-named helpers.
 FILE_NAME_BONUS = 0.25
+#: What a chunk that re-exports a name the query names gets (``pub use a::{Name}``,
+#: ``export { Name } from``, a Python package's ``from .a import Name``): where users
+#: import it from, the answer when the definition is outside the index, below definitions.
+REEXPORT_BONUS = 0.25
 #: A query of this many ordinary words (or one opening with :data:`QUESTION_WORDS`) is
 #: plain English: a dunder or a constant's capitals in it is not taken as a name.
 PROSE_WORDS = 8
@@ -80,8 +95,16 @@ QUESTION_WORDS = frozenset(
     | {"does", "do", "did", "is", "are", "was", "were", "should", "would", "will", "has"}
     | {"have", "find", "show", "explain", "describe", "tell"}
 )
-#: What a hit whose path names all of a word query's words gains, in best scores.
-PATH_WEIGHT = 0.3
+#: What a hit whose path names all of a topic's words gains, in best scores: a query of at
+#: most :data:`TOPIC_WORDS` words worth matching (``State extractor for sharing application
+#: state``) names its subject, and the file or folder named after it is the answer.
+PATH_WEIGHT = 1.0
+#: The same for a longer question (``how does the generated string representation avoid
+#: infinite recursion ...``): it describes behaviour, and its words name many files that
+#: are not about it.
+QUESTION_PATH_WEIGHT = 0.3
+#: The most words worth matching (:func:`_path_words`) that a topic has.
+TOPIC_WORDS = 7
 #: What the best hit of the file with the most evidence gains, in best scores.
 FILE_WEIGHT = 0.2
 #: Words a path is not matched on.
@@ -95,7 +118,7 @@ PATH_STOPWORDS = frozenset(
 )
 #: Each further hit from a file already listed is weighted by this once more, so that
 #: one file's many chunks do not push every other file out of the first hits.
-SAME_FILE_DECAY = 0.8
+SAME_FILE_DECAY = 0.5
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:(?:\.|::|#)[A-Za-z_][A-Za-z0-9_]*)*")
 _SEPARATOR = re.compile(r"\.|::|#")
@@ -221,10 +244,16 @@ def _module_path(path: str, root: str = "") -> list[str]:
     package's ``__init__`` its folder; after ``root``, the indexed folder's name."""
     pure = PurePosixPath(path)
     names = [*filter(None, [root]), *pure.parent.parts, pure.name.split(".")[0]] if path else []
-    if names and names[-1] == "__init__":
+    if names and names[-1] in _PACKAGE_FILES:
         names.pop()
     return names
 
+
+#: File names that stand for their folder's module.
+_PACKAGE_FILES = frozenset({"__init__", "mod", "index", "init"})
+
+#: Folders that hold a package's sources without naming a module (``axum/src/extract``).
+_SOURCE_FOLDERS = frozenset({"src", "lib"})
 
 _NOT_TYPES = "return|await|new|throw|yield|else|case|raise|assert|print"
 
@@ -307,6 +336,57 @@ def resolves(candidate: Candidate, parts: Sequence[str], root: str = "") -> floa
     return NAME_BONUS if holds or path[-1:] == [name] else 0.0
 
 
+def reexports(candidate: Candidate, name: str) -> bool:
+    """Whether ``candidate`` re-exports ``name``: Rust's ``pub use``, JavaScript's and
+    TypeScript's ``export { ... }`` and ``export * as``, C++'s ``using ns::name;``, and in a
+    Python package's ``__init__.py`` an import of it."""
+    if name not in candidate.text:
+        return False
+    if _reexport_pattern(name).search(candidate.text) is not None:
+        return True
+    return (
+        PurePosixPath(candidate.path).name == "__init__.py"
+        and _python_import_pattern(name).search(candidate.text) is not None
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _reexport_pattern(name: str) -> re.Pattern[str]:
+    name = re.escape(name)
+    return re.compile(
+        rf"^[ \t]*pub(?:\([^)]*\))?[ \t]+use[ \t]+[^;]*\b{name}\b[^;]*;"
+        rf"|^[ \t]*export[ \t]+(?:type[ \t]+)?\{{[^}}]*\b{name}\b[^}}]*\}}"
+        rf"|^[ \t]*export[ \t]+\*[ \t]+as[ \t]+{name}\b"
+        rf"|^[ \t]*using[ \t]+[\w:]*::{name}[ \t]*;",
+        re.MULTILINE,
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _python_import_pattern(name: str) -> re.Pattern[str]:
+    name = re.escape(name)
+    return re.compile(
+        rf"^[ \t]*from[ \t]+\S+[ \t]+import[ \t]+(?:\([^)]*\b{name}\b[^)]*\)|[^\n]*\b{name}\b)",
+        re.MULTILINE,
+    )
+
+
+def names_module(path: str, parts: Sequence[str], root: str = "") -> bool:
+    """Whether a dotted name (``mini.comment``, ``pydantic.fields``) names the module of the
+    file at ``path`` (:func:`_module_path`; a package's ``__init__``, ``mod.rs``, ``index``
+    and ``init`` files are their folder): its last parts, in any case."""
+    if len(parts) < 2:
+        return False
+    modules = [name for name in _module_path(path, root) if name not in _SOURCE_FOLDERS]
+    if len(modules) < len(parts):
+        return False
+
+    def norm(name: str) -> str:
+        return (name.lstrip("_") or name).lower()
+
+    return [norm(m) for m in modules[-len(parts) :]] == [norm(p) for p in parts]
+
+
 def _file_named(path: str, name: str) -> bool:
     """Whether the file at ``path`` is named after ``name``, in any case and with or
     without underscores and dashes (``str_split.h`` for ``StrSplit``)."""
@@ -386,9 +466,9 @@ def fuse(
     ``root``: the indexed folder's name (:func:`resolves`).
     """
     scores: dict[int, float] = {}
-    for proposed in (vector, keyword):
+    for proposed, weight in ((vector, 1.0), (keyword, KEYWORD_WEIGHT)):
         for rank, chunk_id in enumerate(proposed, start=1):
-            scores[chunk_id] = scores.get(chunk_id, 0.0) + 1.0 / (RRF_K + rank)
+            scores[chunk_id] = scores.get(chunk_id, 0.0) + weight / (RRF_K + rank)
     candidates = dict(candidates)  # and the heads ranked instead of later chunks
     named = identifiers(query)
     bonuses: dict[int, float] = {}
@@ -398,6 +478,8 @@ def fuse(
             continue
         bonus, parts = max(((resolves(candidate, p, root), p) for p in named), key=lambda x: x[0])
         if bonus <= 0:
+            if any(reexports(candidate, p[-1]) for p in named):
+                bonuses[chunk_id] = max(bonuses.get(chunk_id, 0.0), REEXPORT_BONUS)
             continue
         first = candidate
         if runs is not None and not holds_signature(candidate.text, parts):
@@ -406,6 +488,10 @@ def fuse(
             candidates[first.id] = first
             scores[first.id] = max(scores.get(first.id, 0.0), scores[chunk_id])
         bonuses[first.id] = max(bonuses.get(first.id, 0.0), bonus)
+    defined = {candidates[i].path for i, b in bonuses.items() if b >= DEFINITION_BONUS}
+    for chunk_id in _module_heads(scores, candidates, named, root):
+        if candidates[chunk_id].path not in defined:  # the definition it holds goes first
+            bonuses[chunk_id] = max(bonuses.get(chunk_id, 0.0), DEFINITION_BONUS)
     asked = wanted_kinds(query)
     for chunk_id in scores:
         candidate = candidates.get(chunk_id)
@@ -422,6 +508,28 @@ def fuse(
         _weigh_files(scores, candidates)
     ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
     return _spread_files(ranked, candidates)[:k]
+
+
+def _module_heads(
+    scores: dict[int, float],
+    candidates: dict[int, Candidate],
+    named: Sequence[Sequence[str]],
+    root: str,
+) -> list[int]:
+    """The best-scored code chunk of each file whose module a dotted name of the query
+    names (:func:`names_module`)."""
+    dotted = [parts for parts in named if len(parts) > 1]
+    best: dict[str, int] = {}
+    for chunk_id, score in scores.items() if dotted else ():
+        candidate = candidates.get(chunk_id)
+        if candidate is None or candidate.kind == "docs" or not candidate.path:
+            continue
+        path = candidate.path
+        if path in best and scores[best[path]] >= score:
+            continue
+        if any(names_module(path, parts, root) for parts in dotted):
+            best[path] = chunk_id
+    return list(best.values())
 
 
 def _path_words(query: str) -> set[str]:
@@ -451,7 +559,8 @@ def _weigh_paths(scores: dict[int, float], candidates: dict[int, Candidate], que
     words = _path_words(query)
     if not words:
         return
-    unit = PATH_WEIGHT * max(scores.values())
+    weight = PATH_WEIGHT if len(words) <= TOPIC_WORDS else QUESTION_PATH_WEIGHT
+    unit = weight * max(scores.values())
     for chunk_id in scores:
         candidate = candidates.get(chunk_id)
         if candidate is None or not candidate.path:
