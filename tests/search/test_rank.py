@@ -502,3 +502,46 @@ def test_a_dotted_name_of_a_module_finds_its_file() -> None:
     ranked = fuse("Rails::Engine", [1, 2], [1, 2], engine, 2)
     assert [i for i, _ in ranked] == [2, 1]
     assert dict(ranked)[1] < DEFINITION_BONUS
+
+
+def test_doc_comment_examples_and_trailing_block_calls_are_not_definitions() -> None:
+    """A Javadoc/KDoc example line (`` *     withContext(IO) {``) is not a typed
+    declaration; in Kotlin, Swift and Scala ``name(args) {`` is a call given a block, in
+    TypeScript a method; Kotlin's ``fun <T> name(`` is a definition."""
+    assert not defines(" *     withContext(NonCancellable) {", ["withContext"])
+    assert not defines(" * val x = withContext(NonCancellable)", ["withContext"])
+    assert defines("char *format_to(char *out)", ["format_to"])  # a C pointer type
+    call = "    withContext(Dispatchers.IO) {\n        read()\n    }"
+    assert rank_module._holds_definition(call, "withContext", "ts/api.ts")
+    for path in ("src/Builders.kt", "Sources/App.swift", "core/Flow.scala"):
+        assert not rank_module._holds_definition(call, "withContext", path)
+    generic = "public suspend fun <T> withContext(context: CoroutineContext): T {"
+    assert rank_module._holds_definition(generic, "withContext", "src/Builders.common.kt")
+    assert defines("fun launch(block: suspend () -> Unit): Job", ["launch"])
+    candidates = {
+        1: Candidate(1, "async", "code", call, "common/src/Guidance.kt"),
+        2: Candidate(2, "withContext", "code", generic, "common/src/Builders.common.kt"),
+    }
+    assert [i for i, _ in fuse("withContext", [1, 2], [1, 2], candidates, 2)] == [2, 1]
+
+
+def test_a_superseded_version_folder_ranks_below_the_current_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """src/v3/ beside src/v4/ (and legacy/, deprecated/ folders) is weighted by
+    ROLE_WEIGHTS["superseded"], unless the query names v3 or asks for legacy code."""
+    monkeypatch.setattr(rank_module, "FILE_WEIGHT", 0.0)  # the weights alone
+    old = Candidate(1, "", "code", "", "packages/zod/src/v3/types.ts")
+    new = Candidate(2, "", "code", "", "packages/zod/src/v4/core/schemas.ts")
+    lone = Candidate(3, "", "code", "", "api/v1/handlers.go")
+    candidates = {1: old, 2: new, 3: lone}
+    assert rank_module._superseded([c.path for c in candidates.values()], "q") == (
+        "packages/zod/src/v3/",
+    )
+    assert rank_module._superseded(["a/legacy/b.py", "c.py"], "q") == ("a/legacy/",)
+    scores = dict(fuse("issue messages", [1, 2, 3], [1, 2, 3], candidates, 3))
+    weight = rank_module.ROLE_WEIGHTS["superseded"]
+    assert scores[1] == pytest.approx(weight * (1 + KEYWORD_WEIGHT) / (RRF_K + 1))
+    assert scores[3] == pytest.approx((1 + KEYWORD_WEIGHT) / (RRF_K + 3))  # v1 alone
+    for asking in ("v3 issue messages", "legacy issue messages"):
+        assert fuse(asking, [1, 2, 3], [1, 2, 3], candidates, 3)[0][0] == 1
