@@ -599,8 +599,9 @@ def _path_parts(path: str) -> frozenset[str]:
 
 
 def _names(word: str, part: str) -> bool:
-    shorter, longer = sorted((word, part), key=len)
-    return len(shorter) >= 3 and longer.startswith(shorter)
+    if len(word) <= len(part):
+        return len(word) >= 3 and part.startswith(word)
+    return len(part) >= 3 and word.startswith(part)
 
 
 def _weigh_paths(scores: dict[int, float], candidates: dict[int, Candidate], query: str) -> None:
@@ -610,13 +611,17 @@ def _weigh_paths(scores: dict[int, float], candidates: dict[int, Candidate], que
         return
     weight = PATH_WEIGHT if len(words) <= TOPIC_WORDS else QUESTION_PATH_WEIGHT
     unit = weight * max(scores.values())
+    gains: dict[str, float] = {}  # per file: a file's chunks share its path
     for chunk_id in scores:
         candidate = candidates.get(chunk_id)
         if candidate is None or not candidate.path:
             continue
-        parts = _path_parts(candidate.path)
-        named = sum(1 for word in words if any(_names(word, part) for part in parts))
-        scores[chunk_id] += unit * named / len(words)
+        gain = gains.get(candidate.path)
+        if gain is None:
+            parts = _path_parts(candidate.path)
+            named = sum(1 for word in words if any(_names(word, part) for part in parts))
+            gain = gains[candidate.path] = unit * named / len(words)
+        scores[chunk_id] += gain
 
 
 def _weigh_files(scores: dict[int, float], candidates: dict[int, Candidate]) -> None:
