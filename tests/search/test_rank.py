@@ -348,7 +348,9 @@ def test_the_store_gives_a_definitions_chunks_back_to_its_first(tmp_path: Path) 
         assert store.first_chunks(["c.py", "gone.py"]) == {"c.py": "import os\n"}
 
 
-def test_a_name_spelled_the_same_and_in_the_file_named_after_it_goes_first() -> None:
+def test_a_name_spelled_the_same_and_in_the_file_named_after_it_goes_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """``Request``: the class in Request.php, then the one in an extension's file
     (Request+Body.swift) or another folder's, then the helper ``request``, spelled
     otherwise; a query of another spelling than every definition ranks them as fused."""
@@ -358,6 +360,7 @@ def test_a_name_spelled_the_same_and_in_the_file_named_after_it_goes_first() -> 
         3: Candidate(3, "Request", "code", "final class Request {", "Sources/Request.swift"),
         4: Candidate(4, "Exception > request", "code", "  public function request()", "E.php"),
     }
+    monkeypatch.setattr(rank_module, "FILE_WEIGHT", 0.0)  # the bonuses alone
     ranked = fuse("Request", [1, 4, 2, 3], [1, 4, 2], candidates, 4)
     assert [chunk_id for chunk_id, _ in ranked] == [3, 2, 1, 4]
     scores = dict(ranked)
@@ -494,7 +497,7 @@ def test_a_dotted_name_of_a_module_finds_its_file() -> None:
     }
     ranked = fuse("how mini.comment toggles line comments", [1, 3, 2], [1, 3], candidates, 3)
     assert next(i for i, _ in ranked) == 3  # comment.lua's best-scored chunk
-    assert dict(ranked)[3] > DEFINITION_BONUS > dict(ranked)[1]
+    assert dict(ranked)[3] > dict(ranked)[1]
     engine = {
         1: Candidate(1, "Rails > Engine > config", "code", "def config", "lib/rails/engine.rb"),
         2: Candidate(2, "Rails > Engine", "code", "class Engine < Railtie", "lib/rails/engine.rb"),
@@ -545,3 +548,25 @@ def test_a_superseded_version_folder_ranks_below_the_current_one(
     assert scores[3] == pytest.approx((1 + KEYWORD_WEIGHT) / (RRF_K + 3))  # v1 alone
     for asking in ("v3 issue messages", "legacy issue messages"):
         assert fuse(asking, [1, 2, 3], [1, 2, 3], candidates, 3)[0][0] == 1
+
+
+def test_names_in_plain_english_gain_prose_bonus_best_scores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A definition named in passing in a question gains PROSE_BONUS best fused scores;
+    written as code (backticks) or as the whole query, it goes above everything."""
+    monkeypatch.setattr(rank_module, "FILE_WEIGHT", 0.0)
+    candidates = {
+        1: Candidate(1, "", "code", "def run_sync(): ...", "fastapi/concurrency.py"),
+        2: Candidate(2, "FastAPI", "code", "class FastAPI(Starlette):", "fastapi/app.py"),
+    }
+    question = "how does FastAPI run sync route functions without blocking"
+    assert rank_module.is_prose(question)
+    scores = dict(fuse(question, [1, 2], [1, 2], candidates, 2))
+    best = (1 + KEYWORD_WEIGHT) / (RRF_K + 1)
+    gain = rank_module.PROSE_BONUS * best  # DEFINITION_BONUS, in best scores
+    assert scores[2] == pytest.approx((1 + KEYWORD_WEIGHT) / (RRF_K + 2) + gain)
+    assert scores[1] == pytest.approx(best)
+    coded = dict(fuse(question.replace("FastAPI", "`FastAPI`"), [1, 2], [1, 2], candidates, 2))
+    assert coded[2] > DEFINITION_BONUS > coded[1]
+    assert dict(fuse("FastAPI", [1, 2], [1, 2], candidates, 2))[2] > DEFINITION_BONUS

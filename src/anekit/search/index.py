@@ -185,6 +185,7 @@ def visible(root: Path, relpath: str, links: dict[str, bool] | None = None) -> b
     refused may hold such a path until its next update; a file deleted since is shown
     (the index is behind, nothing leaks). ``links`` caches folders across calls."""
     cache = {} if links is None else links
+    base = os.fspath(root)
     parts = relpath.split("/")
     for depth, part in enumerate(parts):
         if not is_walked_name(part, is_dir=depth < len(parts) - 1):
@@ -192,7 +193,7 @@ def visible(root: Path, relpath: str, links: dict[str, bool] | None = None) -> b
         prefix = "/".join(parts[: depth + 1])
         if prefix not in cache:
             try:
-                cache[prefix] = stat.S_ISLNK(os.lstat(root / prefix).st_mode)
+                cache[prefix] = stat.S_ISLNK(os.lstat(os.path.join(base, prefix)).st_mode)
             except FileNotFoundError:
                 return True
             except OSError:

@@ -32,7 +32,8 @@
   same-named definitions elsewhere :data:`NAME_BONUS`. The bonus goes to the chunk holding
   the definition's signature (:func:`head`): a later chunk of a long definition passes it
   to the first. Not a docs chunk: a README's example or a docstring's prose names the
-  definition without being it.
+  definition without being it. In a plain-English question the names it mentions may be
+  incidental: there the bonuses count :data:`PROSE_BONUS` best fused scores, not more.
 - **Re-exports and modules**: a chunk that re-exports a named name (:func:`reexports`:
   ``pub use``, ``export { }``, a package's ``__init__.py``) gains :data:`REEXPORT_BONUS`,
   below every definition: where a user imports it from, and the answer when the
@@ -84,6 +85,11 @@ NAME_BONUS = 0.5
 #: it (``Request`` in Request.php, not in Request+Body.swift nor helpers.php): the type a
 #: file is for, before its extensions, partial classes and same-named helpers.
 FILE_NAME_BONUS = 0.25
+#: In a plain-English question (:func:`is_prose`) that writes no code span, the names it
+#: mentions may be incidental ("how does FastAPI run sync route functions"): their
+#: definitions gain this many best fused scores (times their bonus over
+#: :data:`DEFINITION_BONUS`) instead of going above every other hit.
+PROSE_BONUS = 3.0
 #: What a chunk that re-exports a name the query names gets (``pub use a::{Name}``,
 #: ``export { Name } from``, a Python package's ``from .a import Name``): where users
 #: import it from, the answer when the definition is outside the index, below definitions.
@@ -108,7 +114,7 @@ QUESTION_PATH_WEIGHT = 0.3
 #: The most words worth matching (:func:`_path_words`) that a topic has.
 TOPIC_WORDS = 7
 #: What the best hit of the file with the most evidence gains, in best scores.
-FILE_WEIGHT = 0.2
+FILE_WEIGHT = 0.3
 #: Words a path is not matched on.
 PATH_STOPWORDS = frozenset(
     re.findall(
@@ -538,6 +544,9 @@ def fuse(
     for chunk_id in _module_heads(scores, candidates, named, root):
         if candidates[chunk_id].path not in defined:  # the definition it holds goes first
             bonuses[chunk_id] = max(bonuses.get(chunk_id, 0.0), DEFINITION_BONUS)
+    scale = 1.0  # a bonus in best scores in plain English, else above everything
+    if bonuses and is_prose(query) and not code_spans(query):
+        scale = PROSE_BONUS * max(scores.values()) / DEFINITION_BONUS
     asked = wanted_kinds(query)
     old = _superseded([candidate.path for candidate in candidates.values()], query)
     for chunk_id in scores:
@@ -550,7 +559,7 @@ def fuse(
             what = "superseded"
         if what is not None and what not in asked:
             weight *= ROLE_WEIGHTS[what]
-        scores[chunk_id] = weight * (scores[chunk_id] + bonuses.get(chunk_id, 0.0))
+        scores[chunk_id] = weight * (scores[chunk_id] + scale * bonuses.get(chunk_id, 0.0))
     if scores and not named:
         _weigh_paths(scores, candidates, query)
     if scores:
