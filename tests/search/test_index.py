@@ -167,6 +167,26 @@ def test_an_identifier_finds_its_definition_first(indexed: tuple[Index, object])
         assert first.path == path and first.start_line <= line <= first.end_line, query
 
 
+def test_a_store_and_a_query_give_the_same_ranking_every_time(
+    indexed: tuple[Index, object],
+) -> None:
+    """Asked again, in this index and in another reader of the same store (its own
+    vector matrix, query model and keyword connection), a query gets the same hits in
+    the same order with the same scores, in every mode."""
+    built, _ = indexed
+    queries = ["getUserName", "how are retries counted", "session", "parse a duration"]
+    other = Index(built.root, lanes=["cpu"], cache=False)
+    try:
+        for mode in ("hybrid", "vector", "keyword"):
+            for query in queries:
+                first = built.search(query, k=10, mode=mode)
+                assert first, (mode, query)
+                assert built.search(query, k=10, mode=mode) == first, (mode, query)
+                assert other.search(query, k=10, mode=mode) == first, (mode, query)
+    finally:
+        other.close()
+
+
 def test_behaviour_questions_find_the_code_before_its_docs_and_tests(
     indexed: tuple[Index, object],
 ) -> None:
