@@ -570,3 +570,27 @@ def test_names_in_plain_english_gain_prose_bonus_best_scores(
     coded = dict(fuse(question.replace("FastAPI", "`FastAPI`"), [1, 2], [1, 2], candidates, 2))
     assert coded[2] > DEFINITION_BONUS > coded[1]
     assert dict(fuse("FastAPI", [1, 2], [1, 2], candidates, 2))[2] > DEFINITION_BONUS
+
+
+def test_a_header_declaration_goes_before_the_source_definition() -> None:
+    """absl::StrCat: the declaration in str_cat.h (the interface, documented there) before
+    the definition in str_cat.cc, by HEADER_BONUS; one-part names too."""
+    header = Candidate(
+        1,
+        "absl > StrCat",
+        "code",
+        "std::string StrCat(const AlphaNum& a);",
+        "absl/strings/str_cat.h",
+    )
+    source = Candidate(
+        2,
+        "absl > StrCat",
+        "code",
+        "std::string StrCat(const AlphaNum& a) {\n}",
+        "absl/strings/str_cat.cc",
+    )
+    candidates = {1: header, 2: source}
+    for query in ("absl::StrCat", "StrCat"):
+        scores = dict(fuse(query, [2, 1], [2, 1], candidates, 2))
+        assert scores[1] > scores[2] > DEFINITION_BONUS, query
+        assert scores[1] - scores[2] < rank_module.HEADER_BONUS + 0.1, query

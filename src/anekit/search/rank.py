@@ -27,7 +27,8 @@
   :func:`is_prose`, not a dunder such as ``__repr__`` nor a constant's ``NO_PROXY``), a chunk
   holding its definition goes above every other hit of its kind and role (one spelled
   otherwise, ``request`` for ``Request``, below those spelled the same; one in the file
-  named after it, ``Request.php``, above the others: :data:`FILE_NAME_BONUS`). ``Class.method``
+  named after it, ``Request.php``, above the others: :data:`FILE_NAME_BONUS`; a C or C++
+  header's declaration above the source's definition: :data:`HEADER_BONUS`). ``Class.method``
   resolves through the class (or module): its own method gets :data:`DEFINITION_BONUS`,
   same-named definitions elsewhere :data:`NAME_BONUS`. The bonus goes to the chunk holding
   the definition's signature (:func:`head`): a later chunk of a long definition passes it
@@ -85,6 +86,10 @@ NAME_BONUS = 0.5
 #: it (``Request`` in Request.php, not in Request+Body.swift nor helpers.php): the type a
 #: file is for, before its extensions, partial classes and same-named helpers.
 FILE_NAME_BONUS = 0.25
+#: What a C or C++ header's declaration of a named name gets on top of its bonus: the
+#: interface, where its documentation lives (``absl::StrCat`` in str_cat.h), before the
+#: definition in the source file.
+HEADER_BONUS = 0.1
 #: In a plain-English question (:func:`is_prose`) that writes no code span, the names it
 #: mentions may be incidental ("how does FastAPI run sync route functions"): their
 #: definitions gain this many best fused scores (times their bonus over
@@ -262,6 +267,8 @@ def _module_path(path: str, root: str = "") -> list[str]:
 
 
 #: File names that stand for their folder's module.
+#: C and C++ headers (:data:`HEADER_BONUS`).
+_HEADERS = (".h", ".hpp", ".hh", ".hxx")
 _PACKAGE_FILES = frozenset({"__init__", "mod", "index", "init"})
 
 #: Folders that hold a package's sources without naming a module (``axum/src/extract``).
@@ -353,9 +360,18 @@ def resolves(candidate: Candidate, parts: Sequence[str], root: str = "") -> floa
     if len(parts) == 1:  # spelled otherwise (request for Request): another name's
         if not (holds or path[-1:] == [name]):
             return NAME_BONUS
-        return DEFINITION_BONUS + (FILE_NAME_BONUS if _file_named(candidate.path, name) else 0)
+        return (
+            DEFINITION_BONUS
+            + (FILE_NAME_BONUS if _file_named(candidate.path, name) else 0)
+            + (HEADER_BONUS if candidate.path.endswith(_HEADERS) else 0)
+        )
     modules = _module_path(candidate.path, root)
     owners = path[:-1] if named else path  # the symbols enclosing the definition
+    if candidate.path.endswith(_HEADERS) and (
+        _qualified(modules, owners, parts[:-1])
+        or (holds and _holds_definition(candidate.text, parts[-2], candidate.path))
+    ):
+        return DEFINITION_BONUS + HEADER_BONUS
     if (
         _qualified(modules, owners, parts[:-1])
         or (
