@@ -1,5 +1,6 @@
 """``anekit --help`` and ``anekit version`` start without the heavy libraries: commands
-import coremltools, torch and ONNX Runtime when they run, not when the CLI loads."""
+import coremltools, torch and ONNX Runtime when they run, not when the CLI loads; each
+command's module is loaded when that command is asked for."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from anekit.cli import cli
+from anekit.cli import COMMANDS, cli, load_command
 
 HEAVY = ("coremltools", "torch", "onnx", "onnxruntime")
 
@@ -55,3 +56,45 @@ def test_version_reports_what_the_libraries_report() -> None:
     assert payload["coremltools"] == coremltools.__version__
     assert payload["numpy"] == numpy.__version__
     assert payload["backends"] == available_backends()
+
+
+def test_every_command_loads_under_its_name_and_help_lists_them_all() -> None:
+    for name in COMMANDS:
+        assert load_command(name).name == name
+    result = CliRunner().invoke(cli, ["--help"])
+    assert result.exit_code == 0
+    listed = [
+        line.split()[0]
+        for line in result.output.split("Commands:", 1)[1].splitlines()
+        if line.strip()
+    ]
+    assert listed == sorted(COMMANDS)
+
+
+def test_search_does_not_import_the_other_commands() -> None:
+    """``anekit search --help`` in a fresh process: the search commands' module and
+    nothing of the converter, the probe, the server or the bench; no progress bars."""
+    code = (
+        "import sys\n"
+        "from anekit.cli import cli\n"
+        "try:\n"
+        "    cli(['search', '--help'], prog_name='anekit')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "wanted = ('anekit.cli', 'rich.progress')\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith(wanted))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    loaded = done.stdout.strip().splitlines()[-1].split()  # after the help text
+    assert "anekit.cli.search" in loaded
+    for other in ("anekit.cli.convert", "anekit.cli.probe", "anekit.cli.serve", "anekit.cli.bench"):
+        assert other not in loaded
+    assert "rich.progress" not in loaded
+
+
+def test_an_unknown_command_is_a_usage_error() -> None:
+    result = CliRunner().invoke(cli, ["serch", "x"])
+    assert result.exit_code == 2
+    assert "No such command 'serch'" in result.output

@@ -6,6 +6,7 @@ Each command lives in its own module; this one assembles the group. Exit status
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 from typing import Any
@@ -13,26 +14,58 @@ from typing import Any
 import click
 
 from anekit.cli._common import emit_json
-from anekit.cli.bench import bench
-from anekit.cli.convert import convert
-from anekit.cli.demo import demo
-from anekit.cli.lanes import embed, lanes
-from anekit.cli.models import build_model, models
-from anekit.cli.placement import doctor, ops
-from anekit.cli.probe import probe
-from anekit.cli.run import run
-from anekit.cli.search import forget, index, search, status
-from anekit.cli.selftest import selftest
-from anekit.cli.serve import mcp, serve
-from anekit.cli.simulate import simulate
-from anekit.cli.version import version
-from anekit.cli.watch import watch
+
+#: Each command's module: imported when the command runs (or help lists it), so that
+#: ``anekit search`` does not import the converter, the probe and the server first
+#: (click's lazily loaded subcommands).
+COMMANDS = {
+    "bench": "anekit.cli.bench",
+    "build-model": "anekit.cli.models:build_model",
+    "convert": "anekit.cli.convert",
+    "demo": "anekit.cli.demo",
+    "doctor": "anekit.cli.placement",
+    "embed": "anekit.cli.lanes",
+    "forget": "anekit.cli.search",
+    "index": "anekit.cli.search",
+    "lanes": "anekit.cli.lanes",
+    "mcp": "anekit.cli.serve",
+    "models": "anekit.cli.models",
+    "ops": "anekit.cli.placement",
+    "probe": "anekit.cli.probe",
+    "run": "anekit.cli.run",
+    "search": "anekit.cli.search",
+    "selftest": "anekit.cli.selftest",
+    "serve": "anekit.cli.serve",
+    "simulate": "anekit.cli.simulate",
+    "status": "anekit.cli.search",
+    "version": "anekit.cli.version",
+    "watch": "anekit.cli.watch",
+}
+
+
+def load_command(name: str) -> click.Command:
+    """The command ``name`` of :data:`COMMANDS` (``module`` holds it under its own name,
+    ``module:attribute`` under another)."""
+    module, _, attribute = COMMANDS[name].partition(":")
+    command = getattr(importlib.import_module(module), attribute or name)
+    if not isinstance(command, click.Command):
+        raise TypeError(f"{COMMANDS[name]} is not a click command")
+    return command
 
 
 class _Group(click.Group):
     """The ``anekit`` group: a usage error (a bad option value, a missing file argument)
     under ``--json`` is printed as the JSON error object every command prints for its own
-    errors (``{"error": "UsageError", "message": ...}``), exit status 2."""
+    errors (``{"error": "UsageError", "message": ...}``), exit status 2. Its commands are
+    loaded when asked for (:data:`COMMANDS`)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            self.add_command(load_command(cmd_name), cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def main(  # type: ignore[override]  # one signature for both of click's overloads
         self, args: Any = None, prog_name: str | None = None, **extra: Any
@@ -63,13 +96,6 @@ def cli(verbose: bool) -> None:
     """anekit: compile NumPy functions to Core ML for the Apple Neural Engine,
     check them anywhere, run them on a Mac."""
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s")
-
-
-for command in (
-    bench, demo, embed, lanes, convert, build_model, models, simulate, run, doctor, ops, probe,
-    version, selftest, index, search, status, forget, watch, mcp, serve,
-):  # fmt: skip
-    cli.add_command(command)
 
 
 def main() -> None:

@@ -24,15 +24,17 @@ import math
 import os
 import sys
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console, OverflowMethod
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn
 from rich.table import Table
 
 from anekit import errors
+
+if TYPE_CHECKING:  # rich.progress is imported by the commands that draw a bar
+    from rich.progress import Progress, ProgressColumn
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -138,6 +140,8 @@ def titled_table(title: str, columns: Iterable[str], overflow: OverflowMethod = 
 def progress_bar(label: str, *columns: ProgressColumn, quiet: bool = False) -> Progress:
     """A bar on stderr (``label``, the bar, done/total, ``columns``) that goes when done,
     and is not drawn when ``quiet`` or in a log (nor the blank line it would leave)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
     return Progress(
         TextColumn(label),
         BarColumn(),
