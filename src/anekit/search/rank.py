@@ -55,6 +55,7 @@ from anekit.search.terms import identifier_parts
 
 #: The constant of reciprocal rank fusion (the usual 60).
 RRF_K = 60
+#: What the keyword list's reciprocal ranks count against the vector list's (module doc).
 KEYWORD_WEIGHT = 0.7
 #: Score weights per chunk kind (code 1). Chosen on the development questions
 #: (bench/retrieval.py; docs/search.md has the figures): docs and tests repeat the
@@ -267,9 +268,9 @@ def _module_path(path: str, root: str = "") -> list[str]:
 
 
 #: File names that stand for their folder's module.
+_PACKAGE_FILES = frozenset({"__init__", "mod", "index", "init"})
 #: C and C++ headers (:data:`HEADER_BONUS`).
 _HEADERS = (".h", ".hpp", ".hh", ".hxx")
-_PACKAGE_FILES = frozenset({"__init__", "mod", "index", "init"})
 
 #: Folders that hold a package's sources without naming a module (``axum/src/extract``).
 _SOURCE_FOLDERS = frozenset({"src", "lib"})
@@ -367,18 +368,10 @@ def resolves(candidate: Candidate, parts: Sequence[str], root: str = "") -> floa
         )
     modules = _module_path(candidate.path, root)
     owners = path[:-1] if named else path  # the symbols enclosing the definition
-    if candidate.path.endswith(_HEADERS) and (
-        _qualified(modules, owners, parts[:-1])
-        or (holds and _holds_definition(candidate.text, parts[-2], candidate.path))
-    ):
-        return DEFINITION_BONUS + HEADER_BONUS
-    if (
-        _qualified(modules, owners, parts[:-1])
-        or (
-            holds and _holds_definition(candidate.text, parts[-2], candidate.path)
-        )  # beside `class A`
-        or (holds and not _holds_definition(candidate.text, name, candidate.path))  # A.b = ...
-    ):
+    beside = holds and _holds_definition(candidate.text, parts[-2], candidate.path)  # class A
+    if _qualified(modules, owners, parts[:-1]) or beside:
+        return DEFINITION_BONUS + (HEADER_BONUS if candidate.path.endswith(_HEADERS) else 0)
+    if holds and not _holds_definition(candidate.text, name, candidate.path):  # A.b = ...
         return DEFINITION_BONUS
     # another definition of the name: spelled the same (sendfile is not sendFile)
     return NAME_BONUS if holds or path[-1:] == [name] else 0.0
