@@ -260,10 +260,15 @@ def _child_index(spec: dict[str, Any]) -> dict[str, Any]:
     seconds = time.perf_counter() - start
     memory = sampler.finish()
     lane_started = index._embedder is not None
+    with index.store.read():  # one embedding per distinct model text
+        (distinct,) = index.store._conn.execute(
+            "SELECT COUNT(DISTINCT text_hash) FROM chunks"
+        ).fetchone()
     index.close()
     return {
         "seconds": seconds,
         "embedded": summary.embedded,
+        "distinct": distinct,
         "cached": summary.cached,
         "chunks": summary.chunks,
         "files": summary.files,
@@ -450,8 +455,8 @@ def bench_indexing(corpora: list[str], repeats: int, work: Path) -> dict[str, An
     for name in corpora:
         index, raw = runs[name]["index"], runs[name]["raw"]
         rows[name] = _index_row(index, raw)
-        if any(item["embedded"] != item["chunks"] or item["failed"] for item in index):
-            rows[name]["warning"] = "some chunks were not embedded, or the store held others"
+        if any(item["embedded"] != item["distinct"] or item["failed"] for item in index):
+            rows[name]["warning"] = "some texts were not embedded, or the store held others"
         if any(item["finite"] != item["chunks"] or item["fallback"] for item in raw):
             rows[name]["warning"] = "the raw lane left rows unembedded or fell back in process"
         if any(item["lane"] != "cpu" for item in index):
