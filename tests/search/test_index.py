@@ -320,50 +320,6 @@ def test_files_are_searchable_by_their_words_before_any_vector_is_written(
     assert final == (chunks, chunks) and summary.embedded > 0
 
 
-def test_the_lanes_start_while_files_are_written_and_a_lane_that_cannot_start_loses_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The lanes are started (not waited for) at the first write with chunks no cache
-    knows, before the files are in the store; when they cannot start, the files are still
-    written and keyword-searchable, and the run fails as before, naming why."""
-    root = tmp_path / "repo"
-    _write_repo(root)
-    order: list[str] = []
-    write, start = Index._write, Index._start_lanes_early
-
-    def recording_write(self: Index, files: list[Any], *rest: Any) -> None:
-        order.append(f"write {len(files)}")
-        write(self, files, *rest)
-
-    def recording_start(self: Index) -> None:
-        order.append("start")
-        start(self)
-
-    monkeypatch.setattr(Index, "_write", recording_write)
-    monkeypatch.setattr(Index, "_start_lanes_early", recording_start)
-    with Index(root, lanes=["cpu"], cache=False) as index:
-        summary = index.update()
-    assert order[:2] == ["write 4", "start"] and order.count("start") == 1
-    assert summary.embedded == summary.chunks > 0
-
-    broken = tmp_path / "broken"
-    _write_repo(broken)
-
-    def no_lanes(self: Index) -> Any:
-        raise SearchError("no lane can start here")
-
-    monkeypatch.setattr(Index, "_lanes", no_lanes)
-    with (
-        Index(broken, lanes=["cpu"], cache=False) as index,
-        pytest.raises(SearchError, match="no lane can start here"),
-    ):
-        index.update()
-    with Index(broken, lanes=["cpu"], cache=False) as reader:
-        hits = reader.search("parse_duration", k=3, mode="keyword")
-        assert hits[0].path == "app/parse.py"
-        assert reader.store.embedded_counts()[0] == 0
-
-
 def test_the_store_is_found_from_inside_the_tree(indexed: tuple[Index, object]) -> None:
     built, _ = indexed
     assert find_root(built.root / "app") == built.root

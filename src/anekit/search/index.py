@@ -680,8 +680,6 @@ class Index:
         if not files:
             return
         self._fill_from_caches(files, identity, summary, looked_up)
-        if self._embedder is None and any(v is None for item in files for v in item.vectors):
-            self._start_lanes_early()
         with self.store.write():
             for item in files:
                 self.store.put_file(item.record, item.chunks, item.vectors)
@@ -805,18 +803,6 @@ class Index:
     def _cache_put(self, items: list[tuple[bytes, np.ndarray]]) -> None:
         if self.cache is not None and items:
             self.cache.put(items)
-
-    def _start_lanes_early(self) -> None:
-        """Start the lanes' workers (they load the model) while the rest of the files are
-        chunked and written; a lane that cannot start says so when :meth:`_embed` needs it,
-        after the files are keyword-searchable."""
-        try:
-            self._lanes().scheduler.start(wait=False)
-        except Exception as error:  # raised again, in its place, by _embed
-            log.debug("the lanes did not start early: %s", error)
-            if self._embedder is not None:
-                self._embedder.close()
-            self._embedder = None
 
     def _lanes(self) -> Any:
         if self._embedder is None:
