@@ -422,10 +422,8 @@ def names_module(path: str, parts: Sequence[str], root: str = "") -> bool:
     if len(modules) < len(parts):
         return False
 
-    def norm(name: str) -> str:
-        return (name.lstrip("_") or name).lower()
-
-    return [norm(m) for m in modules[-len(parts) :]] == [norm(p) for p in parts]
+    tail = modules[-len(parts) :]
+    return [_bare(m).lower() for m in tail] == [_bare(p).lower() for p in parts]
 
 
 def _file_named(path: str, name: str) -> bool:
@@ -446,16 +444,17 @@ def _qualified(modules: Sequence[str], owners: Sequence[str], qualifiers: Sequen
     module's top level, are enclosing packages, modules or namespaces, in order
     (``absl::StrSplit`` in absl/strings/str_split.h, ``validators.not_``,
     ``_models.Response``: a module with or without its leading ``_``)."""
-
-    def norm(name: str) -> str:
-        return name.lstrip("_") or name
-
     if owners:
         if owners[-1].lower() != qualifiers[-1].lower():
             return False
         qualifiers, owners = qualifiers[:-1], owners[:-1]
-    scope = iter(norm(name) for name in [*modules, *owners])
-    return all(norm(qualifier) in scope for qualifier in qualifiers)  # in order
+    scope = iter(_bare(name) for name in [*modules, *owners])
+    return all(_bare(qualifier) in scope for qualifier in qualifiers)  # in order
+
+
+def _bare(name: str) -> str:
+    """A module's name without its leading underscores (``_models``: ``models``)."""
+    return name.lstrip("_") or name
 
 
 def wanted_kinds(query: str) -> set[str]:
