@@ -123,6 +123,24 @@ def test_rows_do_not_depend_on_their_batch(
     assert fp32.encode([]).shape == (0, 384)
 
 
+def test_an_int8_vector_is_the_same_whatever_its_batch(
+    int8: Embedder, texts: list[str], int8_vectors: np.ndarray
+) -> None:
+    """Dynamic quantization scales each run's activations as a whole: int8 rows run alone,
+    at their own length, so a text embeds to the same bits beside any batch mates (beside a
+    long and a short text, alone, and in the known answers' batch)."""
+    assert int8.batch == 1
+    shortest = min(range(len(texts)), key=lambda i: len(texts[i]))
+    longest = max(range(len(texts)), key=lambda i: len(texts[i]))
+    target = next(i for i in range(len(texts)) if i not in (shortest, longest))
+    alone = int8.encode([texts[target]])[0]
+    beside_long = int8.encode([texts[longest], texts[target]])[1]
+    beside_short = int8.encode([texts[target], texts[shortest], texts[shortest]])[0]
+    assert np.array_equal(alone, beside_long)
+    assert np.array_equal(alone, beside_short)
+    assert np.array_equal(alone, int8_vectors[target])
+
+
 def _cached_model(embedder: Embedder, variant: str) -> onnx.ModelProto:
     folder = folder_for(embedder.model_id, embedder.weights, variant)
     assert (folder / MODEL_FILE).is_file(), f"nothing cached in {folder}"

@@ -24,7 +24,7 @@ from anekit.errors import ModelError
 from anekit.models.batching import BATCH, Batch, batches, buckets_for, length_steps
 from anekit.models.config import ModelConfig, load_config
 from anekit.models.embeddings import embed, row_inputs
-from anekit.models.onnx_models import LENGTH_STEP, ONNX_BATCH, OnnxEncoder
+from anekit.models.onnx_models import OnnxEncoder, rows_per_run
 from anekit.models.package import PackageInfo, ensure_package, function_name
 from anekit.models.registry import resolve
 from anekit.models.weights import ModelWeights, load_weights
@@ -229,13 +229,15 @@ class DirectEncoder(SimEncoder):
 
 
 class OnnxRuntimeEncoder(ModelEncoder):
-    """The row-layout encoder on ONNX Runtime (int8 weights per channel, or fp32): rows
-    padded to their group's longest rounded up to :data:`LENGTH_STEP` tokens, in groups of
-    :data:`ONNX_BATCH` that are not filled up (ONNX Runtime takes any shape)."""
+    """The row-layout encoder on ONNX Runtime (int8 weights per channel, or fp32): groups
+    of rows padded to their longest, as :func:`rows_per_run` says (int8: each row alone at
+    its own length; fp32: 8 rows to a multiple of 16 tokens), not filled up (ONNX Runtime
+    takes any shape)."""
 
     def __init__(self, model: LoadedModel, sessions: OnnxEncoder) -> None:
-        lengths = length_steps(model.config.max_length, LENGTH_STEP)
-        super().__init__(model, lengths=lengths, batch=ONNX_BATCH, fill=False)
+        rows, step = rows_per_run(sessions.variant)
+        lengths = length_steps(model.config.max_length, step)
+        super().__init__(model, lengths=lengths, batch=rows, fill=False)
         self.sessions = sessions
 
     @property

@@ -3,11 +3,17 @@
 and sequence length and (``int8``) dynamically quantized per channel; cached next to the
 packages.
 
-ONNX Runtime takes any shape, so one model serves every batch and length: rows run in
+ONNX Runtime takes any shape, so one model serves every batch and length. fp32 rows run in
 groups of up to :data:`ONNX_BATCH`, padded to their group's longest rounded up to
 :data:`LENGTH_STEP` tokens, not to a bucket (MiniLM on 1000 code chunks: 34 % of the
 bucket-padded tokens were padding), and a lone row (a search query) runs alone, not with
 seven padding rows (MiniLM int8, a 32-token query, 2 threads: 1.9 ms instead of 11 ms).
+int8 rows run one at a time at their own length (:func:`rows_per_run`): dynamic
+quantization takes one activation scale per tensor (ONNX Runtime's
+``DynamicQuantizeLinear`` computes it over the whole input), so rows run together share
+it and each row's vector would depend on its batch mates and their padding (two cold
+builds of one repository gave different vectors); alone, a text's vector depends on the
+text only, bit for bit, at the speed of groups of 8 on a CPU (docs/benchmarks.md).
 Sessions go to the device asked for (see :func:`anekit.backends.onnx.session_for`), and
 :attr:`OnnxEncoder.device` says what they really run on (ONNX Runtime's providers).
 """
@@ -29,11 +35,19 @@ from anekit.models.weights import ModelWeights
 
 _log = logging.getLogger(__name__)
 
-#: Rows per run (the model takes any batch; larger groups gain little on a CPU).
+#: fp32 rows per run (the model takes any batch; larger groups gain little on a CPU).
 ONNX_BATCH = 8
 VARIANTS = ("fp32", "int8")
-#: Rows are padded to a multiple of this many tokens.
+#: fp32 rows are padded to a multiple of this many tokens.
 LENGTH_STEP = 16
+
+
+def rows_per_run(variant: str) -> tuple[int, int]:
+    """How many rows one run takes and the multiple of tokens they are padded to: int8
+    one row at its own length (its activation scales are then its own: module doc),
+    fp32 :data:`ONNX_BATCH` rows to a multiple of :data:`LENGTH_STEP`."""
+    return (1, 1) if variant == "int8" else (ONNX_BATCH, LENGTH_STEP)
+
 #: Lengths the encoder may be traced at before the length is made symbolic: primes,
 #: the first that no other dimension of the model equals, so that every occurrence
 #: of it in a reshape target is the sequence length.
@@ -279,12 +293,14 @@ class OnnxEncoder:
 
     def run(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
         """Pooled embeddings of rows: ``inputs`` as :func:`anekit.models.embeddings.row_inputs`
-        makes them (``hidden`` (N, S, C), ``keep`` (N, S), ...), ONNX_BATCH rows a run."""
+        makes them (``hidden`` (N, S, C), ``keep`` (N, S), ...), :func:`rows_per_run` rows
+        a run."""
         session = self._session()
+        step = rows_per_run(self.variant)[0]
         results = []
-        for start in range(0, inputs["keep"].shape[0], ONNX_BATCH):
+        for start in range(0, inputs["keep"].shape[0], step):
             part = {
-                name: np.ascontiguousarray(value[start : start + ONNX_BATCH], np.float32)
+                name: np.ascontiguousarray(value[start : start + step], np.float32)
                 for name, value in inputs.items()
             }
             (vectors,) = session.run(["embedding"], part)
