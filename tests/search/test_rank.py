@@ -281,6 +281,32 @@ def test_stubs_generated_files_and_demo_blocks_rank_below_the_source(
     assert [chunk_id for chunk_id, _ in ranked] == [1, 2, 9]
 
 
+def test_example_programs_and_benchmarks_rank_below_the_source() -> None:
+    """By folder (examples/, samples/, demo/; benchmarks/, bench/) and benchmark file names
+    (hash_benchmark.cc, parse.bench.ts, JsonBenchmark.java); not a name that only begins
+    so (benchmarking.py, exampleparser.py)."""
+    roles = {
+        "example/help.zig": "demo",
+        "src/examples/a.py": "demo",
+        "samples/App.cs": "demo",
+        "absl/hash/hash_benchmark.cc": "benchmark",
+        "bench/parse.py": "benchmark",
+        "src/x.bench.ts": "benchmark",
+        "src/JsonBenchmark.java": "benchmark",
+        "Benchmarks/Run.cs": "benchmark",
+        "src/benchmarking.py": None,
+        "src/exampleparser.py": None,
+        "src/sample.py": None,
+    }
+    assert {path: role(Candidate(1, "", "code", "x", path)) for path in roles} == roles
+    source = Candidate(1, "", "code", "def parse(text):", "clap/parsers.zig")
+    example = Candidate(2, "main", "code", "pub fn main() !void {", "example/simple.zig")
+    ranked = fuse("how arguments are parsed", [2, 1], [2, 1], {1: source, 2: example}, 2)
+    assert ranked[0][0] == 1
+    # asked for, they keep their weight
+    assert fuse("an example of parsing", [2, 1], [2, 1], {1: source, 2: example}, 2)[0][0] == 2
+
+
 def test_a_test_named_by_the_query_ranks_below_the_source_definition() -> None:
     candidates = {
         1: Candidate(1, "TestClient > send", "tests", "    def send(self):", "tests/t.py"),
@@ -594,3 +620,53 @@ def test_a_header_declaration_goes_before_the_source_definition() -> None:
         scores = dict(fuse(query, [2, 1], [2, 1], candidates, 2))
         assert scores[1] > scores[2] > DEFINITION_BONUS, query
         assert scores[1] - scores[2] < rank_module.HEADER_BONUS + 0.1, query
+
+
+def test_a_files_evidence_is_its_fused_scores_not_its_bonuses() -> None:
+    """Whole-file evidence counts each chunk's fused score, not the definitions' bonuses:
+    three overloads of StrAppend in str_cat.cc, each a definition, are three hits, not three
+    bonuses; the header, with its declaration and four more hits, holds more evidence and
+    its declaration goes first."""
+    header = {
+        1: Candidate(1, "absl > StrAppend", "code", "void StrAppend(std::string* d);", "s.h"),
+        **{i: Candidate(i, "absl", "code", "// appends pieces", "s.h") for i in (2, 3, 4, 5)},
+    }
+    overloads = {
+        i: Candidate(i, "absl > StrAppend", "code", "void StrAppend(std::string* d) {\n}", "s.cc")
+        for i in (6, 7, 8)
+    }
+    candidates = {**header, **overloads}
+    order = [6, 7, 8, 1, 2, 3, 4, 5]
+    ranked = fuse("absl::StrAppend", order, order, candidates, 8)
+    assert ranked[0][0] == 1
+
+
+def test_a_file_named_after_the_name_stands_in_for_its_definition() -> None:
+    """std::ostream: fmt's ostream.h (no definition of ostream) before os.h's class ostream
+    (a same-named definition elsewhere), below a definition the qualifiers name; plurals
+    name a file too (fmt::arg: args.h)."""
+    named_file = Candidate(
+        1, "", "code", "template <typename Char> class basic_ostreambuf;", "include/fmt/ostream.h"
+    )
+    elsewhere = Candidate(2, "ostream", "code", "class ostream {", "include/fmt/os.h")
+    other = Candidate(3, "", "code", "void print(std::FILE* f);", "include/fmt/base.h")
+    candidates = {1: named_file, 2: elsewhere, 3: other}
+    ranked = fuse("std::ostream", [3, 2, 1], [3, 2, 1], candidates, 3)
+    assert [chunk_id for chunk_id, _ in ranked] == [1, 2, 3]
+    assert dict(ranked)[1] > rank_module.NAMED_FILE_BONUS > dict(ranked)[2] - NAME_BONUS
+    qualified = Candidate(4, "std > ostream", "code", "class ostream {", "include/std/io.h")
+    ranked = fuse("std::ostream", [3, 2, 1, 4], [3, 2], {**candidates, 4: qualified}, 4)
+    assert ranked[0][0] == 4 and ranked[1][0] == 1
+    args = Candidate(5, "", "code", "class dynamic_format_arg_store {", "include/fmt/args.h")
+    assert fuse("fmt::arg", [3, 5], [3, 5], {3: other, 5: args}, 2)[0][0] == 5
+
+
+def test_type_aliases_are_definitions() -> None:
+    """C++'s and C#'s ``using Name = ...`` (after a template's parameters too) and C's
+    ``typedef ... Name;`` define Name; ``using ns::Name;`` re-exports it."""
+    assert defines("template <typename T>\nusing Hash = absl::hash_internal::Hash<T>;", ["Hash"])
+    assert defines("using Hash = int;", ["Hash"])
+    assert defines("typedef struct hash_state Hash;", ["Hash"])
+    assert not defines("using absl::Hash;", ["Hash"])
+    assert not defines("Hash h = Hash();", ["Hash"])
+    assert reexports(Candidate(1, "", "code", "using absl::Hash;", "a.h"), "Hash")
