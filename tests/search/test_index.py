@@ -320,6 +320,29 @@ def test_files_are_searchable_by_their_words_before_any_vector_is_written(
     assert final == (chunks, chunks) and summary.embedded > 0
 
 
+def test_a_shim_lists_the_file_it_forwards_to_beside_it(
+    indexed: tuple[Index, object], cache: VectorCache, tmp_path: Path
+) -> None:
+    """A question about a shim's name is answered by what it forwards to: app/compat.py
+    only re-exports app/session.py, whose words do not match the query at all."""
+    copy = _copy(indexed[0], tmp_path / "repo", cache)
+    (copy.root / "app" / "compat.py").write_text('"""Old import path."""\nfrom .session import *\n')
+    try:
+        copy.update()
+        for mode in ("keyword", "hybrid"):
+            paths = [hit.path for hit in copy.search("compat", k=5, mode=mode)]
+            assert paths[:2] == ["app/compat.py", "app/session.py"], mode
+        # a module that only imports what it uses is no shim
+        (copy.root / "app" / "compat.py").write_text(
+            "from .session import Session\n\nDEFAULT = Session()\n"
+        )
+        copy.update()
+        paths = [hit.path for hit in copy.search("compat", k=5, mode="keyword")]
+        assert paths == ["app/compat.py"]
+    finally:
+        copy.close()
+
+
 def test_the_store_is_found_from_inside_the_tree(indexed: tuple[Index, object]) -> None:
     built, _ = indexed
     assert find_root(built.root / "app") == built.root

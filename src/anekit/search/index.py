@@ -399,6 +399,7 @@ class Index:
         exts: Sequence[str],
         langs: Sequence[str],
     ) -> list[SearchHit]:
+        from anekit.search import shims
         from anekit.search.rank import Candidate, fuse
         from anekit.search.store import StoredChunk
 
@@ -454,9 +455,28 @@ class Index:
             chunks.update((chunk.id, chunk) for chunk in found)
             return [candidate(chunk) for chunk in found]
 
+        def follow(of: Candidate) -> list[Candidate]:
+            """The first chunks of the files ``of`` forwards to, when it is a whole shim."""
+            if of.start_line != 1 or of.text.count("\n") > shims.MAX_LINES:
+                return []
+            spellings = shims.forwards(of.path, of.text)
+            if not spellings:
+                return []
+            heads = store.file_heads([of.path, *spellings])
+            if heads.get(of.path, (None, 0))[1] != 1:
+                return []  # the file is more than this chunk
+            targets = [
+                heads[path][0]
+                for path in spellings
+                if path in heads and path != of.path and visible(self.root, path, links)
+            ]
+            chunks.update((chunk.id, chunk) for chunk in targets)
+            return [candidate(chunk) for chunk in targets]
+
         candidates = {chunk_id: candidate(chunk) for chunk_id, chunk in chunks.items()}
         hits = []
-        for chunk_id, score in fuse(query, vector, keyword, candidates, k, run, self.root.name):
+        ranked = fuse(query, vector, keyword, candidates, k, run, self.root.name, follow)
+        for chunk_id, score in ranked:
             chunk = chunks[chunk_id]
             hits.append(
                 SearchHit(

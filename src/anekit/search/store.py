@@ -1058,6 +1058,20 @@ class Store:
                 run.append(chunk)
         return run
 
+    def file_heads(self, relpaths: Sequence[str]) -> dict[str, tuple[StoredChunk, int]]:
+        """Each indexed file's first chunk and how many chunks it has, by relative path,
+        for the files given that the store holds (a shim and its targets: rank.fuse)."""
+        with self.read():
+            rows = self._select_in(
+                "SELECT c.id, f.relpath, c.start_line, c.end_line, c.text, c.symbol, c.kind, "
+                "f.language, (SELECT count(*) FROM chunks c3 WHERE c3.file_id = f.id) "
+                "FROM files f JOIN chunks c ON c.id = (SELECT c2.id FROM chunks c2 WHERE "
+                "c2.file_id = f.id ORDER BY c2.start_line, c2.id LIMIT 1) "
+                "WHERE f.relpath IN ({marks})",
+                sorted(set(relpaths)),
+            )
+            return {row[1]: (StoredChunk(*row[:8]), int(row[8])) for row in rows}
+
     def first_chunks(self, relpaths: Sequence[str]) -> dict[str, str]:
         """The text of each file's first chunk (its first lines), by relative path, for the
         files given that the store holds (kept for the store's generation: a search asks
