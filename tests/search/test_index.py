@@ -343,6 +343,30 @@ def test_a_shim_lists_the_file_it_forwards_to_beside_it(
         copy.close()
 
 
+def test_hits_behind_a_link_make_room_for_the_next_ones(
+    indexed: tuple[Index, object], cache: VectorCache, tmp_path: Path
+) -> None:
+    """The ranked hits are checked for links after ranking: when the best ones now run
+    through a link, the search ranks again and still returns k visible hits."""
+    copy = _copy(indexed[0], tmp_path / "repo", cache)
+    (copy.root / "etc").mkdir()
+    for name in ("a", "b", "c"):
+        (copy.root / "etc" / f"{name}.py").write_text(f"ZEBRA_TOKEN = ZEBRA_TOKEN_{name}\n")
+    (copy.root / "app" / "zebra.py").write_text("# mentions ZEBRA_TOKEN once\nx = 1\n")
+    try:
+        copy.update()
+        found = [hit.path for hit in copy.search("ZEBRA_TOKEN", k=4, mode="keyword")]
+        assert set(found) == {"etc/a.py", "etc/b.py", "etc/c.py", "app/zebra.py"}
+        outside = tmp_path / "outside"
+        (copy.root / "etc").rename(outside)
+        (copy.root / "etc").symlink_to(outside)
+        for k in (1, 2):
+            hits = copy.search("ZEBRA_TOKEN", k=k, mode="keyword")
+            assert [hit.path for hit in hits] == ["app/zebra.py"], k
+    finally:
+        copy.close()
+
+
 def test_the_store_is_found_from_inside_the_tree(indexed: tuple[Index, object]) -> None:
     built, _ = indexed
     assert find_root(built.root / "app") == built.root

@@ -29,7 +29,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -77,6 +76,10 @@ CACHE_BATCH = 32
 #: Chunks tokenized and sent to the lanes at a time (bounds the run's memory).
 ROUND_CHUNKS = 4096
 MODES = ("hybrid", "vector", "keyword")
+#: ONNX Runtime threads of the query model: one. A 12-token query alone takes 1.2 ms on
+#: two, 1.7 ms on one (MiniLM int8, 2 cores), but the second thread spins on after each
+#: run and slows the rest of the search: a hybrid query at 10k chunks took 9.5 ms, not 6.5.
+QUERY_THREADS = 1
 #: Candidates each half proposes per hit asked for (at least :data:`MIN_CANDIDATES`).
 CANDIDATES_PER_HIT = 5
 MIN_CANDIDATES = 50
@@ -272,11 +275,6 @@ class Index:
         self._checked = False
         self._embedder: Any = None
         self._shared = shared or SharedReading()
-        # Hybrid search runs its keyword half on one thread of its own, with a store
-        # connection of its own (made and closed on that thread), while this thread
-        # embeds the query and scans the vectors.
-        self._keyword_pool: ThreadPoolExecutor | None = None
-        self._keyword_store: Store | None = None
 
     @property
     def store(self) -> Store:
@@ -312,10 +310,6 @@ class Index:
         )
 
     def close(self) -> None:
-        if self._keyword_pool is not None:
-            self._keyword_pool.submit(self._close_keyword_store).result()
-            self._keyword_pool.shutdown()
-            self._keyword_pool = None
         if self._embedder is not None:
             self._embedder.close()
             self._embedder = None
@@ -407,30 +401,18 @@ class Index:
             raise SearchError(f"{self.directory}: the index is empty: run `anekit index` first")
         allowed = store.filter_ids(paths, exts, langs)
         wanted = max(MIN_CANDIDATES, CANDIDATES_PER_HIT * k)
-        vector: list[int] = []
+        # The halves run one after the other: with the keyword half on a thread of its own,
+        # its Python work and the query embedding's waited for each other's GIL (a hybrid
+        # query at 10k chunks took 9.8 ms so, 6.6 ms in turn).
+        vector = self._vector_ids(query, wanted, allowed) if mode != "keyword" else []
         keyword: list[int] = []
-        if mode == "keyword":
+        if mode == "keyword" or (mode == "hybrid" and query.strip()):
             keyword = [chunk_id for chunk_id, _ in store.keyword_search(query, wanted, allowed)]
-        elif mode == "vector" or not query.strip():
-            vector = self._vector_ids(query, wanted, allowed)
-        else:
-            if self._keyword_pool is None:
-                self._keyword_pool = ThreadPoolExecutor(1, thread_name_prefix="anekit-keyword")
-            pending = self._keyword_pool.submit(self._keyword_ids, query, wanted, allowed)
-            try:
-                vector = self._vector_ids(query, wanted, allowed)
-            finally:
-                keyword = pending.result()
         ids = list(dict.fromkeys(vector + keyword))
-        links: dict[str, bool] = {}  # a stored path now through a link: never shown
-        chunks = {
-            chunk.id: chunk
-            for chunk in store.chunks(ids)
-            if visible(self.root, chunk.relpath, links)
-        }
-        # The halves read the store at other moments (the keyword thread's connection,
-        # the vector index as last refreshed): a chunk that a writer replaced since is
-        # gone here, and each hit comes from this one read, so each file is seen whole.
+        chunks = {chunk.id: chunk for chunk in store.chunks(ids)}
+        # The vector index was read from the store as last refreshed: a chunk that a writer
+        # replaced since is gone here, and each hit comes from this one read, so each file
+        # is seen whole.
         vector = [chunk_id for chunk_id in vector if chunk_id in chunks]
         keyword = [chunk_id for chunk_id in keyword if chunk_id in chunks]
         # Each file's first lines, where a generated file says so (rank.role).
@@ -462,21 +444,31 @@ class Index:
             spellings = shims.forwards(of.path, of.text)
             if not spellings:
                 return []
-            heads = store.file_heads([of.path, *spellings])
-            if heads.get(of.path, (None, 0))[1] != 1:
+            files = store.file_heads([of.path, *spellings])
+            if files.get(of.path, (None, 0))[1] != 1:
                 return []  # the file is more than this chunk
             targets = [
-                heads[path][0]
+                files[path][0]
                 for path in spellings
-                if path in heads and path != of.path and visible(self.root, path, links)
+                if path in files and path != of.path and visible(self.root, path, links)
             ]
             chunks.update((chunk.id, chunk) for chunk in targets)
             return [candidate(chunk) for chunk in targets]
 
         candidates = {chunk_id: candidate(chunk) for chunk_id, chunk in chunks.items()}
+        # A stored path that now runs through a link is never shown: the ranked hits are
+        # checked (not every candidate: each check is a few lstat calls), and a second,
+        # whole ranking is made in the rare case that too few are left.
+        links: dict[str, bool] = {}
+        root_name = self.root.name
+        shown: list[tuple[int, float]] = []
+        for wanted_hits in (2 * k, len(chunks) + k):
+            ranked = fuse(query, vector, keyword, candidates, wanted_hits, run, root_name, follow)
+            shown = [(i, s) for i, s in ranked if visible(self.root, chunks[i].relpath, links)]
+            if len(shown) >= k or len(ranked) < wanted_hits:
+                break
         hits = []
-        ranked = fuse(query, vector, keyword, candidates, k, run, self.root.name, follow)
-        for chunk_id, score in ranked:
+        for chunk_id, score in shown[:k]:
             chunk = chunks[chunk_id]
             hits.append(
                 SearchHit(
@@ -497,20 +489,6 @@ class Index:
             return []
         query_vector = self._query_vector(query)
         return [chunk_id for chunk_id, _ in self._vectors().search(query_vector, k, allowed)]
-
-    def _keyword_ids(self, query: str, k: int, allowed: set[int] | None) -> list[int]:
-        """The keyword half of a hybrid search (on the keyword thread, its own store)."""
-        if self._keyword_store is not None and self._keyword_store.replaced():
-            self._close_keyword_store()
-        if self._keyword_store is None:
-            self._keyword_store = Store(self.directory, create=False)
-        with self._keyword_store.budget(SEARCH_BUDGET_S):
-            return [i for i, _ in self._keyword_store.keyword_search(query, k, allowed)]
-
-    def _close_keyword_store(self) -> None:
-        if self._keyword_store is not None:
-            self._keyword_store.close()
-            self._keyword_store = None
 
     def _vectors(self) -> Any:
         """The vector index, rebuilt from the store when its generation moved on (shared
@@ -542,7 +520,7 @@ class Index:
                     self.model,
                     backend="onnx",
                     variant="int8" if int8 else "fp32",
-                    threads=1,
+                    threads=QUERY_THREADS,
                     isolated_build=True,
                 )
             embedder = shared.embedder

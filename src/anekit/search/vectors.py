@@ -196,23 +196,42 @@ class VectorIndex:
         if k <= 0 or n == 0:
             return []
         q = q / np.linalg.norm(q)
-        want = FIRST_PASS * (k + max(k, _RERANK_EXTRA))
         if self._scan is None:
             with self._scan_lock:  # readers in several threads share one index
                 if self._scan is None:
                     small = len(self) <= FLOAT_SCAN_ROWS
                     self._scan = _Float32Scan(self.vectors) if small else _Int8Scan(self.vectors)
-        if allowed is None:
+        rows: np.ndarray | None = None  # every row
+        if allowed is not None:
+            wanted = np.fromiter(allowed, dtype=np.int64, count=len(allowed))
+            pos = np.minimum(np.searchsorted(self.ids, wanted), n - 1)
+            rows = np.unique(pos[self.ids[pos] == wanted])
+            if rows.size == 0:
+                return []
+        if isinstance(self._scan, _Float32Scan):  # exact already: its scores are the cosines
+            return self._best(rows, self._scan.scores(q), k)
+        want = FIRST_PASS * (k + max(k, _RERANK_EXTRA))
+        if rows is None:
             return self._rerank(self._scan.top(q, min(want, n)), q, k)
-        wanted = np.fromiter(allowed, dtype=np.int64, count=len(allowed))
-        pos = np.minimum(np.searchsorted(self.ids, wanted), n - 1)
-        rows = np.unique(pos[self.ids[pos] == wanted])
-        if rows.size == 0:
-            return []
         scores = self._scan.scores(q)[rows]
         if rows.size > want:
             rows = rows[np.argpartition(-scores, want - 1)[:want]]
         return self._rerank(rows, q, k)
+
+    def _best(
+        self, rows: np.ndarray | None, cosines: np.ndarray, k: int
+    ) -> list[tuple[int, float]]:
+        """The best ``k`` of ``rows`` (None: all) by their ``cosines`` (one per row of the
+        index), ties by id."""
+        if rows is None:
+            rows = np.arange(cosines.size)
+        scores = cosines[rows]
+        if k < rows.size:  # the rows at least as good as the k-th (its ties too)
+            kept = np.flatnonzero(scores >= -np.partition(-scores, k - 1)[k - 1])
+            rows, scores = rows[kept], scores[kept]
+        ids = self.ids[rows]
+        order = np.lexsort((ids, -scores))[:k]
+        return [(int(ids[i]), float(scores[i])) for i in order]
 
     def _rerank(self, rows: np.ndarray, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """The best ``k`` of ``rows`` by cosine in float32 against the unit float32 query
