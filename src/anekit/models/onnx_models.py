@@ -48,6 +48,7 @@ def rows_per_run(variant: str) -> tuple[int, int]:
     fp32 :data:`ONNX_BATCH` rows to a multiple of :data:`LENGTH_STEP`."""
     return (1, 1) if variant == "int8" else (ONNX_BATCH, LENGTH_STEP)
 
+
 #: Lengths the encoder may be traced at before the length is made symbolic: primes,
 #: the first that no other dimension of the model equals, so that every occurrence
 #: of it in a reshape target is the sequence length.
