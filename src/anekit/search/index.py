@@ -393,10 +393,6 @@ class Index:
         exts: Sequence[str],
         langs: Sequence[str],
     ) -> list[SearchHit]:
-        from anekit.search import shims
-        from anekit.search.rank import Candidate, fuse
-        from anekit.search.store import StoredChunk
-
         if store.identity is None:
             raise SearchError(f"{self.directory}: the index is empty: run `anekit index` first")
         allowed = store.filter_ids(paths, exts, langs)
@@ -408,13 +404,32 @@ class Index:
         keyword: list[int] = []
         if mode == "keyword" or (mode == "hybrid" and query.strip()):
             keyword = [chunk_id for chunk_id, _ in store.keyword_search(query, wanted, allowed)]
-        ids = list(dict.fromkeys(vector + keyword))
+        return self.rank(store, query, k, vector, keyword)
+
+    def rank(
+        self,
+        store: Store,
+        query: str,
+        k: int,
+        vector: Sequence[int],
+        keyword: Sequence[int],
+        more: Sequence[tuple[Sequence[int], float]] = (),
+    ) -> list[SearchHit]:
+        """The ``k`` best hits of ``query`` from the halves' ranked chunk ids (and ``more``
+        ranked lists with their weights: bench/static_tier.py's), by
+        :func:`anekit.search.rank.fuse`; never a path that now runs through a link."""
+        from anekit.search import shims
+        from anekit.search.rank import Candidate, fuse
+        from anekit.search.store import StoredChunk
+
+        lists = [list(vector), list(keyword), *(list(ranked) for ranked, _ in more)]
+        ids = list(dict.fromkeys(chunk_id for ranked in lists for chunk_id in ranked))
         chunks = {chunk.id: chunk for chunk in store.chunks(ids)}
         # The vector index was read from the store as last refreshed: a chunk that a writer
         # replaced since is gone here, and each hit comes from this one read, so each file
         # is seen whole.
-        vector = [chunk_id for chunk_id in vector if chunk_id in chunks]
-        keyword = [chunk_id for chunk_id in keyword if chunk_id in chunks]
+        vector, keyword, *others = ([i for i in ranked if i in chunks] for ranked in lists)
+        weighted = [(ranked, weight) for ranked, (_, weight) in zip(others, more, strict=True)]
         # Each file's first lines, where a generated file says so (rank.role).
         heads = store.first_chunks([chunk.relpath for chunk in chunks.values()])
 
@@ -463,7 +478,17 @@ class Index:
         root_name = self.root.name
         shown: list[tuple[int, float]] = []
         for wanted_hits in (2 * k, len(chunks) + k):
-            ranked = fuse(query, vector, keyword, candidates, wanted_hits, run, root_name, follow)
+            ranked = fuse(
+                query,
+                vector,
+                keyword,
+                candidates,
+                wanted_hits,
+                run,
+                root_name,
+                follow,
+                more=weighted,
+            )
             shown = [(i, s) for i, s in ranked if visible(self.root, chunks[i].relpath, links)]
             if len(shown) >= k or len(ranked) < wanted_hits:
                 break

@@ -549,8 +549,11 @@ def fuse(
     runs: Callable[[Candidate], Sequence[Candidate]] | None = None,
     root: str = "",
     forwarded: Callable[[Candidate], Sequence[Candidate]] | None = None,
+    *,
+    more: Sequence[tuple[Sequence[int], float]] = (),
 ) -> list[tuple[int, float]]:
-    """The best ``k`` chunk ids with their scores, from the two ranked id lists.
+    """The best ``k`` chunk ids with their scores, from the two ranked id lists (and any
+    ``more`` ranked lists with their weights: a bench's third list).
 
     ``runs``: the chunks of the definition a chunk is part of, from it back to the
     definition's first, latest first (a long definition is cut into several). A definition
@@ -561,7 +564,7 @@ def fuse(
     else nothing: each target file goes just below its shim (:data:`SHIM_FOLLOW`).
     """
     scores: dict[int, float] = {}
-    for proposed, weight in ((vector, 1.0), (keyword, KEYWORD_WEIGHT)):
+    for proposed, weight in ((vector, 1.0), (keyword, KEYWORD_WEIGHT), *more):
         for rank, chunk_id in enumerate(proposed, start=1):
             scores[chunk_id] = scores.get(chunk_id, 0.0) + weight / (RRF_K + rank)
     candidates = dict(candidates)  # and the heads ranked instead of later chunks
