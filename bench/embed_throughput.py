@@ -18,6 +18,9 @@ chunks (cut from this Python's standard library at blank lines, deterministicall
   pooling, L2 normalization;
 - ``anekit-onnx-int8`` and ``anekit-onnx-fp32``: ``Embedder(backend="onnx",
   variant=..., threads=2, device="cpu")`` in process;
+- ``anekit-onnx-int8-grouped``: the int8 row with its rows grouped as before they ran alone
+  (8 a run, padded to a multiple of 16 tokens; ``rows_per_run`` replaced in its process),
+  for the cost of batch-independent vectors;
 - ``cpu-lane``: ``Embedder(lanes=["cpu"], threads=2)``: the parent tokenizes and
   schedules, a worker process runs ONNX Runtime int8 (its peak memory is reported too).
   The lane is started (and admitted on the known answers) before timing.
@@ -30,8 +33,10 @@ stay alive; the parent drives them over stdin/stdout one at a time, so they neve
 compete for the cores, in blocks: for each pass, every row encodes all the chunks once
 (tokenization included), the order rotating from pass to pass, with a short pause
 between runs. Reported per row: median chunks/s over the passes, the range (slowest to
-fastest pass), peak RSS, and the min and mean cosine of its vectors to ``st-torch``'s
-on all the chunks; then the ratios of medians, each with what it compares.
+fastest pass), peak RSS, the min and mean cosine of its vectors to ``st-torch``'s
+on all the chunks, and for six chunks embedded alone at the end whether each equals (bit
+for bit) its vector from the whole run (batch independence); then the ratios of medians,
+each with what it compares.
 
     .venv/bin/python bench/embed_throughput.py [--chunks 1000] [--repeats 3] [--json PATH]
         [--rows st-onnx-int8,cpu-lane,...]
@@ -64,6 +69,9 @@ from benchmachine import machine, peak_memory_mb, redacted, source_state
 THREADS = 2
 MAX_LENGTH = 256
 WARMUP = 32
+#: Chunks embedded alone at the end, compared with their vectors from the whole run
+#: (batch independence).
+ALONE = (3, 100, 250, 511, 777, 998)
 RESULTS = Path(__file__).resolve().parent / "results"
 REFERENCE = "st-torch"
 #: Row key -> label, in the table's order.
@@ -71,6 +79,7 @@ SIDES = {
     "st-torch": "sentence-transformers, torch fp32",
     "st-onnx-int8": "sentence-transformers model, ONNX Runtime int8 (bench/st_onnx_int8.py)",
     "anekit-onnx-int8": "anekit Embedder(backend='onnx', variant='int8'), in process",
+    "anekit-onnx-int8-grouped": "the same, rows grouped 8 a run and padded to 16 tokens (before)",
     "anekit-onnx-fp32": "anekit Embedder(backend='onnx', variant='fp32'), in process",
     "cpu-lane": "anekit CPU lane, Embedder(lanes=['cpu']) (ONNX Runtime int8 worker)",
 }
@@ -80,6 +89,11 @@ RATIOS = (
     ("cpu-lane", "st-onnx-int8", "like for like: both int8 on ONNX Runtime, CPU"),
     ("anekit-onnx-int8", "st-onnx-int8", "like for like, both in process: int8 ONNX Runtime"),
     ("anekit-onnx-int8", "anekit-onnx-fp32", "same engine: what int8 weights buy"),
+    (
+        "anekit-onnx-int8",
+        "anekit-onnx-int8-grouped",
+        "same engine: rows alone (batch-independent vectors) against grouped 8 a run",
+    ),
     ("anekit-onnx-fp32", "st-torch", "like for like: both fp32, CPU (ONNX Runtime vs torch)"),
     (
         "cpu-lane",
@@ -181,11 +195,20 @@ class SentenceTransformersOnnxInt8(Side):
 
 
 class AnekitOnnx(Side):
-    def __init__(self, variant: str) -> None:
+    def __init__(self, variant: str, grouped: bool = False) -> None:
         import onnxruntime
 
         import anekit
         from anekit.embedder import Embedder
+
+        if grouped:  # int8 as it ran before its rows ran alone: 8 a run, to 16 tokens
+            from anekit.models import encoders, onnx_models
+
+            def old(variant: str) -> tuple[int, int]:
+                return onnx_models.ONNX_BATCH, onnx_models.LENGTH_STEP
+
+            onnx_models.rows_per_run = old  # type: ignore[assignment]
+            encoders.rows_per_run = old  # type: ignore[assignment]
 
         embedder = Embedder(
             backend="onnx", variant=variant, threads=THREADS, max_length=MAX_LENGTH, device="cpu"
@@ -230,6 +253,8 @@ def _make_side(side: str) -> Side:
         return SentenceTransformersOnnxInt8()
     if side == "anekit-onnx-int8":
         return AnekitOnnx("int8")
+    if side == "anekit-onnx-int8-grouped":
+        return AnekitOnnx("int8", grouped=True)
     if side == "anekit-onnx-fp32":
         return AnekitOnnx("fp32")
     if side == "cpu-lane":
@@ -262,7 +287,17 @@ def _child(side: str, count: int, vectors_path: Path | None) -> None:
             _say(protocol, {"seconds": time.perf_counter() - start})
         elif command.strip() == "finish":
             np.save(vectors_path, np.asarray(vectors, np.float32))
-            _say(protocol, row.finish())
+            picks = sorted({i % len(texts) for i in ALONE})
+            alone = np.concatenate([np.asarray(row.encode([texts[i]]), np.float32) for i in picks])
+            together = np.asarray(vectors, np.float32)[picks]
+            same = {
+                "chunks": len(picks),
+                "bitwise_equal": int(
+                    sum(np.array_equal(a, b) for a, b in zip(alone, together, strict=True))
+                ),
+                "min_cosine": float((alone * together).sum(1).min()),
+            }
+            _say(protocol, {**row.finish(), "alone_vs_in_the_batch": same})
             return
 
 
@@ -453,9 +488,9 @@ def main() -> None:
     print()
     print(
         f"| row | chunks/s (median of {args.repeats}) | range (chunks/s) | peak RSS (MB) "
-        "| cosine to torch fp32 (min / mean) |"
+        "| cosine to torch fp32 (min / mean) | alone = in the run (bitwise) |"
     )
-    print("|---|--:|--:|---|---|")
+    print("|---|--:|--:|---|---|---|")
     for side, row in rows.items():
         rate = row["chunks_per_s"]
         memory = ", ".join(f"{k} {v:.0f}" for k, v in row["peak_rss_mb"].items())
@@ -463,9 +498,11 @@ def main() -> None:
         fidelity = (
             "reference" if side == REFERENCE else f"{cosine['min']:.4f} / {cosine['mean']:.4f}"
         )
+        alone = row["alone_vs_in_the_batch"]
         print(
             f"| {row['label']} | {rate['median']:.1f} | {rate['min']:.1f}–{rate['max']:.1f} "
-            f"| {memory} | {fidelity} |"
+            f"| {memory} | {fidelity} | {alone['bitwise_equal']} of {alone['chunks']} "
+            f"(min cosine {alone['min_cosine']:.6f}) |"
         )
     print()
     for ratio in ratios:

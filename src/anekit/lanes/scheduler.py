@@ -48,7 +48,7 @@ WINDOW = 128
 #: model's package buckets (128, 192, 256) the CPU lane ran 10 % more padded tokens and
 #: took 6.9 s instead of 6.5 s for the 1000 benchmark chunks (in process: 6.2 s).
 BUCKET_STEP = 32
-#: Rows per group: a multiple of every engine's rows per call (ONNX 8, packages 4).
+#: Rows per group: a multiple of every engine's rows per call (ONNX fp32 8, int8 1, packages 4).
 GROUP = 8
 #: Windows a partial group waits for more rows of its bucket.
 HOLD_WINDOWS = 2
