@@ -367,6 +367,39 @@ def test_hits_behind_a_link_make_room_for_the_next_ones(
         copy.close()
 
 
+def test_files_named_after_a_name_join_the_candidates(
+    indexed: tuple[Index, object], cache: VectorCache, tmp_path: Path
+) -> None:
+    """The chunks of files named after a name the query names (any case, snake or kebab
+    case, plural) join a search's candidates, filters applied: the definition is most likely
+    there though neither half proposed it; a file whose name only begins so does not."""
+    copy = _copy(indexed[0], tmp_path / "repo", cache)
+    for relpath in ("lib/FlatMap.py", "lib/flat_map.py", "lib/flat-maps.py", "lib/flatmapper.py"):
+        (copy.root / relpath).parent.mkdir(parents=True, exist_ok=True)
+        (copy.root / relpath).write_text("def flatMap(f):\n    return f\n")
+    (copy.root / "lib" / "a_b.py").write_text("x = 1\n")  # '_' is no LIKE wildcard here
+    try:
+        copy.update()
+        store = copy.store
+        assert store.files_named(["flatmap", "flat_map", "flat-maps"]) == [
+            "lib/FlatMap.py",
+            "lib/flat-maps.py",
+            "lib/flat_map.py",
+        ]
+        assert store.files_named(["a%b", "axb"]) == [] and store.files_named(["a_b"]) == [
+            "lib/a_b.py"
+        ]
+        ids = index_module._named_file_chunks(store, "how does flatMap compose", None)
+        paths = {chunk.relpath for chunk in store.chunks(ids)}
+        assert paths == {"lib/FlatMap.py", "lib/flat_map.py", "lib/flat-maps.py"}
+        allowed = store.filter_ids(["lib/flat_map.py"])
+        kept = index_module._named_file_chunks(store, "how does flatMap compose", allowed)
+        assert {chunk.relpath for chunk in store.chunks(kept)} == {"lib/flat_map.py"}
+        assert index_module._named_file_chunks(store, "how do maps compose", None) == []
+    finally:
+        copy.close()
+
+
 def test_the_store_is_found_from_inside_the_tree(indexed: tuple[Index, object]) -> None:
     built, _ = indexed
     assert find_root(built.root / "app") == built.root

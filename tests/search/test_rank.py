@@ -670,3 +670,14 @@ def test_type_aliases_are_definitions() -> None:
     assert not defines("using absl::Hash;", ["Hash"])
     assert not defines("Hash h = Hash();", ["Hash"])
     assert reexports(Candidate(1, "", "code", "using absl::Hash;", "a.h"), "Hash")
+
+
+def test_a_qualified_name_in_the_file_named_after_it_goes_first() -> None:
+    """absl::StrSplit defined (qualified by the namespace) in str_split.h and in another
+    header: the file named after the name first, as for a one-part name."""
+    named = Candidate(
+        1, "absl > StrSplit", "code", "Splitter StrSplit(Text t) {", "absl/str_split.h"
+    )
+    other = Candidate(2, "absl > StrSplit", "code", "Splitter StrSplit(Text t) {", "absl/impl.h")
+    scores = dict(fuse("absl::StrSplit", [2, 1], [2, 1], {1: named, 2: other}, 2))
+    assert scores[1] > scores[2] > DEFINITION_BONUS

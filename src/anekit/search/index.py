@@ -29,6 +29,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,10 @@ MODES = ("hybrid", "vector", "keyword")
 #: two, 1.7 ms on one (MiniLM int8, 2 cores), but the second thread spins on after each
 #: run and slows the rest of the search: a hybrid query at 10k chunks took 9.5 ms, not 6.5.
 QUERY_THREADS = 1
+#: Files named after a name the query names whose chunks join a search's candidates, and
+#: how many chunks of each (:func:`_named_file_chunks`).
+NAMED_FILES = 8
+NAMED_FILE_CHUNKS = 100
 #: Candidates each half proposes per hit asked for (at least :data:`MIN_CANDIDATES`).
 CANDIDATES_PER_HIT = 5
 MIN_CANDIDATES = 50
@@ -404,7 +409,7 @@ class Index:
         keyword: list[int] = []
         if mode == "keyword" or (mode == "hybrid" and query.strip()):
             keyword = [chunk_id for chunk_id, _ in store.keyword_search(query, wanted, allowed)]
-        return self.rank(store, query, k, vector, keyword)
+        return self.rank(store, query, k, vector, keyword, allowed=allowed)
 
     def rank(
         self,
@@ -414,14 +419,20 @@ class Index:
         vector: Sequence[int],
         keyword: Sequence[int],
         more: Sequence[tuple[Sequence[int], float]] = (),
+        allowed: AbstractSet[int] | None = None,
     ) -> list[SearchHit]:
         """The ``k`` best hits of ``query`` from the halves' ranked chunk ids (and ``more``
         ranked lists with their weights: bench/static_tier.py's), by
-        :func:`anekit.search.rank.fuse`; never a path that now runs through a link."""
+        :func:`anekit.search.rank.fuse`; never a path that now runs through a link. The
+        chunks of files named after a name the query names join the candidates unranked
+        (:func:`_named_file_chunks`), among the ``allowed`` ones if given."""
         from anekit.search import shims
         from anekit.search.rank import Candidate, fuse
         from anekit.search.store import StoredChunk
 
+        named_files = _named_file_chunks(store, query, allowed)
+        if named_files:
+            more = [*more, (named_files, 0.0)]
         lists = [list(vector), list(keyword), *(list(ranked) for ranked, _ in more)]
         ids = list(dict.fromkeys(chunk_id for ranked in lists for chunk_id in ranked))
         chunks = {chunk.id: chunk for chunk in store.chunks(ids)}
@@ -858,6 +869,26 @@ class _Writer:
             self.pending = []
         self.last = time.monotonic()
         self.interval = min(2 * self.interval, CHECKPOINT_SECONDS)
+
+
+def _named_file_chunks(store: Store, query: str, allowed: AbstractSet[int] | None) -> list[int]:
+    """The first chunks of the files named after a name the query names (``FlatMap.scala``
+    and ``flat_map.rs`` for ``flatMap``, plurals too), at most :data:`NAMED_FILES` files and
+    :data:`NAMED_FILE_CHUNKS` chunks each: where its definition most likely is, though
+    neither half proposed it (a name defined in many files: ``flatMap`` in every instance)."""
+    from anekit.search.rank import identifiers
+    from anekit.search.terms import identifier_parts
+
+    stems: set[str] = set()
+    for parts in identifiers(query):
+        words = identifier_parts(parts[-1])
+        for joined in {"".join(words), "_".join(words), "-".join(words)}:
+            stems |= {joined, joined + "s"}
+    if not stems:
+        return []
+    files = store.files_named(stems)[:NAMED_FILES]
+    ids = store.file_chunk_ids(files, NAMED_FILE_CHUNKS)
+    return ids if allowed is None else [i for i in ids if i in allowed]
 
 
 def _lanes_in_use(embedder: Any) -> str:

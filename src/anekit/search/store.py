@@ -189,6 +189,11 @@ class StoredChunk:
     language: str | None
 
 
+def _like(text: str) -> str:
+    """``text`` for a LIKE pattern with ``\\`` as its escape: its ``%`` and ``_`` literal."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 def _fts_values(text: str, relpath: str, symbol: str) -> tuple[str, ...]:
     """What the FTS index holds for a chunk: each column plus its code-aware terms."""
     return tuple(f"{value}\n{index_terms(value)}" for value in (text, relpath, symbol))
@@ -1059,6 +1064,34 @@ class Store:
                     break
                 run.append(chunk)
         return run
+
+    def files_named(self, stems: Iterable[str]) -> list[str]:
+        """The indexed files whose name before its first dot is one of ``stems``, in any
+        case (``FlatMap.scala`` for ``flatmap``), in path order."""
+        wanted = sorted({stem.lower() for stem in stems if stem})
+        if not wanted:
+            return []
+        likes = [
+            pattern for stem in wanted for pattern in (f"%/{_like(stem)}.%", f"{_like(stem)}.%")
+        ]
+        where = " OR ".join(["relpath LIKE ? ESCAPE '\\'"] * len(likes))
+        with self.read():
+            rows = self._conn.execute(f"SELECT relpath FROM files WHERE {where}", likes)
+            found = [row[0] for row in rows]
+        return sorted(p for p in found if p.rsplit("/", 1)[-1].split(".")[0].lower() in wanted)
+
+    def file_chunk_ids(self, relpaths: Sequence[str], per_file: int) -> list[int]:
+        """The ids of the first ``per_file`` chunks of each of ``relpaths``, file by file."""
+        ids: list[int] = []
+        with self.read():
+            for relpath in relpaths:
+                rows = self._conn.execute(
+                    "SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id WHERE f.relpath = ?"
+                    " ORDER BY c.start_line, c.id LIMIT ?",
+                    (relpath, per_file),
+                )
+                ids += [int(row[0]) for row in rows]
+        return ids
 
     def file_heads(self, relpaths: Sequence[str]) -> dict[str, tuple[StoredChunk, int]]:
         """Each indexed file's first chunk and how many chunks it has, by relative path,
