@@ -400,6 +400,36 @@ def test_files_named_after_a_name_join_the_candidates(
         copy.close()
 
 
+def test_a_one_shot_search_prints_without_rich_tree_sitter_or_pathspec(
+    indexed: tuple[Index, object],
+) -> None:
+    """``anekit search`` in a fresh process, its output a pipe: the hits as plain lines
+    (path:lines, symbol, kind and score), and none of rich, tree-sitter or pathspec
+    imported (about 70 ms of a one-shot search's start)."""
+    import subprocess
+    import sys
+
+    built = indexed[0]
+    probe = (
+        "import sys\n"
+        "from anekit.cli import cli\n"
+        "try:\n"
+        f"    cli(['search', '--store', {str(built.directory)!r}, 'session retries', '-k', '2'],"
+        " prog_name='anekit')\n"
+        "except SystemExit as exit:\n"
+        "    assert not exit.code, exit.code\n"
+        "heavy = ('rich', 'tree_sitter', 'tree_sitter_language_pack', 'pathspec')\n"
+        "print('LOADED', sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "LOADED []"
+    assert lines[0].startswith("app/session.py:") and "code" in lines[0]
+    assert "\x1b[" not in done.stdout  # not a terminal: no colours
+
+
 def test_the_store_is_found_from_inside_the_tree(indexed: tuple[Index, object]) -> None:
     built, _ = indexed
     assert find_root(built.root / "app") == built.root

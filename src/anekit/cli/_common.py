@@ -27,23 +27,50 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console, OverflowMethod
-from rich.markup import escape
-from rich.table import Table
 
 from anekit import errors
 
-if TYPE_CHECKING:  # rich.progress is imported by the commands that draw a bar
+if TYPE_CHECKING:  # rich is imported on first use (a one-shot search prints without it)
+    from rich.console import Console, OverflowMethod
     from rich.progress import Progress, ProgressColumn
+    from rich.table import Table
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_ERROR = 2
 
-stdout = Console(
+
+class _Console:
+    """A rich ``Console`` made at its first use: rich takes about 45 ms to import, a
+    good part of a one-shot ``anekit search`` that prints no markup."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    @property
+    def console(self) -> Console:
+        """The rich console itself (for rich's own objects: a progress bar)."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.console, name)
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether the stream is a terminal (without making the console)."""
+        stream = sys.stderr if self._options.get("stderr") else sys.stdout
+        return self._console.is_terminal if self._console is not None else stream.isatty()
+
+
+stdout: Any = _Console(
     highlight=False, emoji=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120
 )
-stderr = Console(stderr=True, highlight=False, emoji=False, soft_wrap=True)
+stderr: Any = _Console(stderr=True, highlight=False, emoji=False, soft_wrap=True)
 
 
 # Control characters but newline and tab, as Python writes them in a string literal.
@@ -57,7 +84,15 @@ _CONTROLS = {
 def esc(value: object) -> str:
     r"""``value`` as text that rich prints verbatim: its ``[...]`` not read as markup and
     its control characters (but newline and tab) escaped, as ``\x1b`` or ``\r``."""
+    from rich.markup import escape
+
     return escape(str(value).translate(_CONTROLS))
+
+
+def printable(value: object) -> str:
+    """``value`` with its control characters (but newline and tab) escaped, for output
+    without markup (:func:`esc` without rich)."""
+    return str(value).translate(_CONTROLS)
 
 
 def shown(value: object) -> str:
@@ -131,6 +166,8 @@ def positive_seconds(context: click.Context, parameter: click.Parameter, value: 
 
 def titled_table(title: str, columns: Iterable[str], overflow: OverflowMethod = "fold") -> Table:
     """A table titled on its left, with ``columns`` whose cells fold (by default)."""
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left")
     for column in columns:
         table.add_column(column, overflow=overflow)
@@ -147,7 +184,7 @@ def progress_bar(label: str, *columns: ProgressColumn, quiet: bool = False) -> P
         BarColumn(),
         MofNCompleteColumn(),
         *columns,
-        console=stderr,
+        console=stderr.console,
         transient=True,
         disable=quiet or not stderr.is_terminal,
     )

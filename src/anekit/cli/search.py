@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from anekit.cli._common import (
     esc,
     esc_path,
     format_bytes,
+    printable,
     progress_bar,
     shown,
     stderr,
@@ -287,15 +289,19 @@ def search(
     if not hits:
         stderr.print("no hits")
         return
+    # click's styles, not rich's markup: a one-shot search need not import rich (about 45
+    # ms); click leaves the colours out when stdout is not a terminal, and so does NO_COLOR.
+    color = False if os.environ.get("NO_COLOR") else None
     for hit in hits:
-        symbol = f"  [bold]{esc(hit.symbol)}[/]" if hit.symbol else ""
-        stdout.print(
-            f"[cyan]{esc_path(hit.path)}[/]:{hit.start_line}-{hit.end_line}{symbol}"
-            f"  [dim]{esc(hit.kind)} {hit.score:.4f}[/]"
-        )
+        head = click.style(printable(shown(hit.path)), fg="cyan")
+        head += f":{hit.start_line}-{hit.end_line}"
+        if hit.symbol:
+            head += "  " + click.style(printable(hit.symbol), bold=True)
+        head += "  " + click.style(f"{printable(hit.kind)} {hit.score:.4f}", dim=True)
+        click.echo(head, color=color)
         lines = [line for line in hit.snippet.splitlines() if line.strip()][:3]
         for line in lines:
-            stdout.print(f"    [dim]{esc(line[:120])}[/]")
+            click.echo("    " + click.style(printable(line[:120]), dim=True), color=color)
 
 
 @click.command()

@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from anekit import config as anekit_config
-from anekit._version import __version__
 from anekit.errors import ModelError, ProgramError
 from anekit.models.batching import BATCH, BUCKETS
 from anekit.models.config import ModelConfig, load_config
@@ -100,6 +99,8 @@ RECIPE = 2
 def default_path(model_id: str, weights: ModelWeights, variant: str) -> Path:
     """Where the embedder caches a package: one per model, weights, variant, anekit
     version and :data:`RECIPE`."""
+    from anekit._version import __version__  # importlib.metadata: 20 ms, not for a search
+
     stamp = f"{weights.digest[:12]}-{variant}-{__version__}r{RECIPE}"
     return packages_dir() / f"{model_id}-{stamp}.mlpackage"
 
@@ -147,6 +148,8 @@ def build_package(
         for size in sizes:  # one bucket in memory at a time
             report(f"bucket {BATCH}x{size}: tracing")
             yield function_name(size), trace_bucket(config, weights, size)
+
+    from anekit._version import __version__
 
     default = min(sizes, key=lambda size: abs(size - config.max_length))
     info = PackageInfo(

@@ -46,10 +46,10 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-from tree_sitter import Language, Node, Parser, Query, QueryCursor
-from tree_sitter_language_pack import SupportedLanguage, get_language
+if TYPE_CHECKING:  # imported when a file is parsed (20 ms), not for a search
+    from tree_sitter import Language, Node, Parser, Query
 
 from anekit.search.languages import LanguageSpec, kind_for, language_for, spec_for
 
@@ -207,8 +207,10 @@ class _Span:
 
 @functools.cache
 def _language(grammar: str) -> Language:
+    from tree_sitter_language_pack import SupportedLanguage, get_language
+
     # Grammar names come from the languages table.
-    return get_language(cast("SupportedLanguage", grammar))
+    return get_language(cast(SupportedLanguage, grammar))
 
 
 _local = threading.local()
@@ -216,6 +218,8 @@ _local = threading.local()
 
 def _parser(grammar: str) -> Parser:
     """A parser for ``grammar``, cached per thread (parsers are not shared across threads)."""
+    from tree_sitter import Parser
+
     parsers: dict[str, Parser] = _local.__dict__.setdefault("parsers", {})
     if grammar not in parsers:
         parsers[grammar] = Parser(_language(grammar))
@@ -224,6 +228,8 @@ def _parser(grammar: str) -> Parser:
 
 @functools.cache
 def _definitions_query(grammar: str, types: frozenset[str]) -> Query:
+    from tree_sitter import Query
+
     return Query(_language(grammar), " ".join(f"({t}) @d" for t in sorted(types)))
 
 
@@ -269,6 +275,8 @@ class _Code:
     """Definitions of a parsed source file, found by one tree-sitter query, nested."""
 
     def __init__(self, spec: LanguageSpec, src: bytes, root: Node, lines: list[str]) -> None:
+        from tree_sitter import QueryCursor
+
         self.spec, self.src, self.root, self.lines = spec, src, root, lines
         found = QueryCursor(_definitions_query(spec.grammar or "", spec.definitions)).captures(root)
         hits = []

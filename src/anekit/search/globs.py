@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import re2
-from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
 from anekit.errors import SearchError
+
+if TYPE_CHECKING:  # pathspec takes 20 ms to import: only when a glob is compiled
+    from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
 __all__ = ["DIR_MARK", "MAX_GLOB_CHARS", "Glob", "compile_filter", "compile_line"]
 
@@ -93,6 +95,8 @@ def compile_filter(glob: str) -> Glob:
 
 
 def _pattern(line: str) -> GitIgnoreSpecPattern | None:
+    from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
+
     try:
         return GitIgnoreSpecPattern(line)
     except (ValueError, re.error):
