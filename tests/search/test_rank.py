@@ -681,3 +681,20 @@ def test_a_qualified_name_in_the_file_named_after_it_goes_first() -> None:
     other = Candidate(2, "absl > StrSplit", "code", "Splitter StrSplit(Text t) {", "absl/impl.h")
     scores = dict(fuse("absl::StrSplit", [2, 1], [2, 1], {1: named, 2: other}, 2))
     assert scores[1] > scores[2] > DEFINITION_BONUS
+
+
+def test_a_csharp_attribute_is_named_without_its_suffix() -> None:
+    """[JsonProperty] is the class JsonPropertyAttribute in C#: a definition of the name
+    with the suffix counts, in its file named so; not in other languages."""
+    attribute = Candidate(
+        1,
+        "JsonPropertyAttribute",
+        "code",
+        "public sealed class JsonPropertyAttribute : Attribute",
+        "Src/JsonPropertyAttribute.cs",
+    )
+    other = Candidate(2, "", "code", "var p = new JsonPropertyInfo();", "Src/Reader.cs")
+    scores = dict(fuse("JsonProperty", [2, 1], [2, 1], {1: attribute, 2: other}, 2))
+    assert scores[1] > DEFINITION_BONUS + FILE_NAME_BONUS > scores[2]
+    java = Candidate(3, "JsonPropertyAttribute", "code", "class JsonPropertyAttribute {", "A.java")
+    assert dict(fuse("JsonProperty", [2, 3], [2, 3], {2: other, 3: java}, 2))[3] < NAME_BONUS

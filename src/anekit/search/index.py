@@ -884,6 +884,7 @@ def _named_file_chunks(store: Store, query: str, allowed: AbstractSet[int] | Non
         words = identifier_parts(parts[-1])
         for joined in {"".join(words), "_".join(words), "-".join(words)}:
             stems |= {joined, joined + "s"}
+        stems.add("".join(words) + "attribute")  # C#: [JsonProperty] is JsonPropertyAttribute
     if not stems:
         return []
     files = store.files_named(stems)[:NAMED_FILES]

@@ -392,7 +392,16 @@ def resolves(candidate: Candidate, parts: Sequence[str], root: str = "") -> floa
     when it defines the last part (by its symbol path or its text) where the qualifiers put
     it (:func:`_qualified`), or as their member (``A.b = ...``); :data:`NAME_BONUS` for a
     definition of the last part, spelled the same, elsewhere; else 0. ``root``: the name of
-    the indexed folder, a package or namespace around every file (``absl`` of absl/...)."""
+    the indexed folder, a package or namespace around every file (``absl`` of absl/...).
+    In C#, ``Name`` also names the class ``NameAttribute`` (``[JsonProperty]`` is
+    ``JsonPropertyAttribute``: the language looks the name up with the suffix too)."""
+    bonus = _resolves(candidate, parts, root)
+    if bonus or not candidate.path.endswith(".cs") or parts[-1].endswith("Attribute"):
+        return bonus
+    return _resolves(candidate, [*parts[:-1], parts[-1] + "Attribute"], root)
+
+
+def _resolves(candidate: Candidate, parts: Sequence[str], root: str) -> float:
     name = parts[-1]
     path = _symbol_path(candidate.symbol)
     named = _ends_with(path, [name])  # in any case, when nothing matches exactly
