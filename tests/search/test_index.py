@@ -396,6 +396,18 @@ def test_files_named_after_a_name_join_the_candidates(
         kept = index_module._named_file_chunks(store, "how does flatMap compose", allowed)
         assert {chunk.relpath for chunk in store.chunks(kept)} == {"lib/flat_map.py"}
         assert index_module._named_file_chunks(store, "how do maps compose", None) == []
+        # a pasted list of names: the first NAMED_NAMES are looked up, in statements SQLite
+        # takes (one OR of 2,000 LIKE terms is too deep an expression for it)
+        assert store.files_named([f"name{i}" for i in range(1000)] + ["flatmap"]) == [
+            "lib/FlatMap.py"
+        ]
+        names = " ".join(f"fooBar{i}Baz" for i in range(120))[:1000]
+        for mode in ("keyword", "hybrid"):
+            copy.search(names, k=5, mode=mode)  # raised sqlite3.OperationalError before
+        listed = "flatMap " + " ".join(f"fooBar{i}Baz" for i in range(index_module.NAMED_NAMES))
+        assert index_module._named_file_chunks(store, listed, None)
+        late = " ".join(f"fooBar{i}Baz" for i in range(index_module.NAMED_NAMES)) + " flatMap"
+        assert index_module._named_file_chunks(store, late, None) == []
     finally:
         copy.close()
 

@@ -85,6 +85,9 @@ QUERY_THREADS = 1
 #: how many chunks of each (:func:`_named_file_chunks`).
 NAMED_FILES = 8
 NAMED_FILE_CHUNKS = 100
+#: The names of a query looked up so, in its order (a pasted list of a hundred names costs
+#: one scan of the files table per hundred stems).
+NAMED_NAMES = 4
 #: Candidates each half proposes per hit asked for (at least :data:`MIN_CANDIDATES`).
 CANDIDATES_PER_HIT = 5
 MIN_CANDIDATES = 50
@@ -872,15 +875,16 @@ class _Writer:
 
 
 def _named_file_chunks(store: Store, query: str, allowed: AbstractSet[int] | None) -> list[int]:
-    """The first chunks of the files named after a name the query names (``FlatMap.scala``
-    and ``flat_map.rs`` for ``flatMap``, plurals too), at most :data:`NAMED_FILES` files and
+    """The first chunks of the files named after a name the query names (its first
+    :data:`NAMED_NAMES`: ``FlatMap.scala`` and ``flat_map.rs`` for ``flatMap``, plurals
+    too), at most :data:`NAMED_FILES` files and
     :data:`NAMED_FILE_CHUNKS` chunks each: where its definition most likely is, though
     neither half proposed it (a name defined in many files: ``flatMap`` in every instance)."""
     from anekit.search.rank import identifiers
     from anekit.search.terms import identifier_parts
 
     stems: set[str] = set()
-    for parts in identifiers(query):
+    for parts in identifiers(query)[:NAMED_NAMES]:
         words = identifier_parts(parts[-1])
         for joined in {"".join(words), "_".join(words), "-".join(words)}:
             stems |= {joined, joined + "s"}

@@ -670,20 +670,24 @@ def _follow_shims(
 ) -> None:
     """Each target of a shim among the best ``k`` hits gains :data:`SHIM_FOLLOW` times the
     shim's score (its best chunk among the candidates, else its first chunk), in place."""
+    top = sorted(scores, key=lambda i: (-scores[i], i))[:k]
+    followed = [
+        (shim_id, target)
+        for shim_id in top
+        if (shim := candidates.get(shim_id)) is not None and shim.kind != "docs"
+        for target in forwarded(shim)
+    ]
+    if not followed:
+        return  # the common case: no shim among the best hits
     best_of: dict[str, int] = {}
     for chunk_id, score in scores.items():
         path = candidates[chunk_id].path if chunk_id in candidates else ""
         if path and (path not in best_of or score > scores[best_of[path]]):
             best_of[path] = chunk_id
-    top = sorted(scores, key=lambda i: (-scores[i], i))[:k]
-    for shim_id in top:
-        shim = candidates.get(shim_id)
-        if shim is None or shim.kind == "docs":
-            continue
-        for target in forwarded(shim):
-            chosen = best_of.get(target.path, target.id)
-            candidates.setdefault(chosen, target)
-            scores[chosen] = max(scores.get(chosen, 0.0), SHIM_FOLLOW * scores[shim_id])
+    for shim_id, target in followed:
+        chosen = best_of.get(target.path, target.id)
+        candidates.setdefault(chosen, target)
+        scores[chosen] = max(scores.get(chosen, 0.0), SHIM_FOLLOW * scores[shim_id])
 
 
 def _module_heads(
@@ -785,10 +789,10 @@ def _weigh_paths(scores: dict[int, float], candidates: dict[int, Candidate], que
 def _weigh_files(
     scores: dict[int, float], evidence: dict[int, float], candidates: dict[int, Candidate]
 ) -> None:
-    """Whole files (module doc), in place: the files' totals and the unit come from
-    ``evidence``, the fused scores without the definitions' bonuses (a file of many
-    overloads of a named name, each with its bonus, is not more evidence than its fused
-    scores say)."""
+    """Whole files (module doc), in place: each file's total is its chunks' ``evidence``,
+    the fused scores without the definitions' bonuses (a file of many overloads of a named
+    name, each with its bonus, is not more evidence than its fused scores say); the unit is
+    the best score."""
     totals: dict[str, float] = {}
     best: dict[str, int] = {}
     for chunk_id, score in scores.items():

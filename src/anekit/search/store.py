@@ -189,6 +189,11 @@ class StoredChunk:
     language: str | None
 
 
+# Stems a files_named statement matches at once (two LIKE terms each: SQLite refuses an
+# expression more than 1,000 deep).
+_LIKE_STEMS = 100
+
+
 def _like(text: str) -> str:
     """``text`` for a LIKE pattern with ``\\`` as its escape: its ``%`` and ``_`` literal."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -1069,15 +1074,17 @@ class Store:
         """The indexed files whose name before its first dot is one of ``stems``, in any
         case (``FlatMap.scala`` for ``flatmap``), in path order."""
         wanted = sorted({stem.lower() for stem in stems if stem})
-        if not wanted:
-            return []
-        likes = [
-            pattern for stem in wanted for pattern in (f"%/{_like(stem)}.%", f"{_like(stem)}.%")
-        ]
-        where = " OR ".join(["relpath LIKE ? ESCAPE '\\'"] * len(likes))
+        found: set[str] = set()
         with self.read():
-            rows = self._conn.execute(f"SELECT relpath FROM files WHERE {where}", likes)
-            found = [row[0] for row in rows]
+            for start in range(0, len(wanted), _LIKE_STEMS):  # SQLite's expression depth
+                likes = [
+                    pattern
+                    for stem in wanted[start : start + _LIKE_STEMS]
+                    for pattern in (f"%/{_like(stem)}.%", f"{_like(stem)}.%")
+                ]
+                where = " OR ".join(["relpath LIKE ? ESCAPE '\\'"] * len(likes))
+                rows = self._conn.execute(f"SELECT relpath FROM files WHERE {where}", likes)
+                found.update(row[0] for row in rows)
         return sorted(p for p in found if p.rsplit("/", 1)[-1].split(".")[0].lower() in wanted)
 
     def file_chunk_ids(self, relpaths: Sequence[str], per_file: int) -> list[int]:
@@ -1116,15 +1123,7 @@ class Store:
             self._heads.clear()
         wanted = sorted(set(relpaths) - self._heads.keys())
         if wanted:
-            with self.read():
-                found = dict(
-                    self._select_in(
-                        "SELECT f.relpath, c.text FROM files f JOIN chunks c ON c.id = "
-                        "(SELECT c2.id FROM chunks c2 WHERE c2.file_id = f.id "
-                        "ORDER BY c2.start_line, c2.id LIMIT 1) WHERE f.relpath IN ({marks})",
-                        wanted,
-                    )
-                )
+            found = {relpath: head.text for relpath, (head, _) in self.file_heads(wanted).items()}
             self._heads.update((relpath, found.get(relpath)) for relpath in wanted)
         heads = ((relpath, self._heads.get(relpath)) for relpath in relpaths)
         return {relpath: head for relpath, head in heads if head is not None}
