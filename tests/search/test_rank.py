@@ -23,6 +23,7 @@ from anekit.search.rank import (
     ROLE_WEIGHTS,
     RRF_K,
     SAME_FILE_DECAY,
+    STEM_SHARE,
     Candidate,
     defines,
     fuse,
@@ -411,8 +412,8 @@ def test_a_path_that_names_the_words_and_a_file_with_more_evidence_go_up() -> No
     ranked = fuse("session store behavior", [2, 1], [2, 1], candidates, 2)
     assert [chunk_id for chunk_id, _ in ranked] == [1, 2]
     best = (1 + KEYWORD_WEIGHT) / (RRF_K + 1)  # chunk 2's fused score, the best
-    # 2 of its 3 words in the path
-    with_path = (1 + KEYWORD_WEIGHT) / (RRF_K + 2) + PATH_WEIGHT * best * 2 / 3
+    # 2 of its 3 words in the path, and the type's name (Store) whole: one more
+    with_path = (1 + KEYWORD_WEIGHT) / (RRF_K + 2) + PATH_WEIGHT * best * (2 + STEM_SHARE) / 3
     # each file has one hit: each gains FILE_WEIGHT times its own score
     assert dict(ranked) == pytest.approx(
         {1: (1 + FILE_WEIGHT) * with_path, 2: (1 + FILE_WEIGHT) * best}
@@ -431,6 +432,34 @@ def test_a_path_that_names_the_words_and_a_file_with_more_evidence_go_up() -> No
     assert [i for i, _ in ranked] == [3, 6, 4, 5]
 
 
+def test_a_file_named_after_a_type_the_words_name_whole_goes_first() -> None:
+    """A capitalised file name (a type's: Response.swift, UpsertStatement.kt) whose every
+    part the query's words name gains STEM_SHARE more words: it goes above a file whose
+    longer name only begins with one of them; a lower-case module's name does not (redux's
+    types/store.ts is not createStore.ts)."""
+    words = rank_module._path_words("Response type and HTTP response construction")
+    assert rank_module._stem_named("Sources/Vapor/Response/Response.swift", words)
+    assert not rank_module._stem_named("Sources/Vapor/Response/ResponseCodable.swift", words)
+    assert not rank_module._stem_named("src/types/response.ts", words)  # not a type's file
+    upsert = rank_module._path_words("upsert and batch upsert statement for insert-or-update")
+    assert rank_module._stem_named("statements/UpsertStatement.kt", upsert)
+    assert rank_module._stem_named("statements/BatchUpsertStatement.kt", upsert)
+    assert not rank_module._stem_named("statements/BatchReplaceStatement.kt", upsert)
+    candidates = {
+        1: Candidate(1, "ResponseEncodable", "code", "", "Sources/Vapor/ResponseCodable.swift"),
+        2: Candidate(2, "Response", "code", "", "Sources/Vapor/Response/Response.swift"),
+    }
+    # the codable file ranked first by both halves; the type's file goes above it
+    ranked = fuse("Response type and HTTP response construction", [1, 2], [1, 2], candidates, 2)
+    assert [chunk_id for chunk_id, _ in ranked] == [2, 1]
+    lower = {
+        1: Candidate(1, "createStore", "code", "", "src/createStore.ts"),
+        2: Candidate(2, "Store", "code", "", "src/types/store.ts"),
+    }
+    ranked = fuse("store creation and dispatch lifecycle", [1, 2], [1, 2], lower, 2)
+    assert [chunk_id for chunk_id, _ in ranked] == [1, 2]
+
+
 def test_a_long_question_weighs_its_path_words_less_than_a_topic(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -446,7 +475,8 @@ def test_a_long_question_weighs_its_path_words_less_than_a_topic(
     monkeypatch.setattr(rank_module, "FILE_WEIGHT", 0.0)  # the path evidence alone
     scores = dict(fuse(question, [2, 1], [2, 1], candidates, 2))
     best = (1 + KEYWORD_WEIGHT) / (RRF_K + 1)
-    gain = rank_module.QUESTION_PATH_WEIGHT * best * 2 / len(words)  # session, store
+    # session, store, and Store.php named whole
+    gain = rank_module.QUESTION_PATH_WEIGHT * best * (2 + STEM_SHARE) / len(words)
     assert scores[1] == pytest.approx((1 + KEYWORD_WEIGHT) / (RRF_K + 2) + gain)
     assert scores[2] == pytest.approx(best)
 

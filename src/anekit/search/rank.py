@@ -18,7 +18,9 @@
   path part match when one begins the other, 3 letters at least: ``queue``, ``queues``)
   gains up to :data:`PATH_WEIGHT` times the best fused score, by the share of the words
   it names; a long question (more than :data:`TOPIC_WORDS` such words) describes
-  behaviour rather than naming a module, and gains :data:`QUESTION_PATH_WEIGHT`.
+  behaviour rather than naming a module, and gains :data:`QUESTION_PATH_WEIGHT`. A file
+  named after a type (capitalised) whose name the words name whole (``Response.swift`` for
+  "Response type ...", not ``ResponseCodable.swift``) counts :data:`STEM_SHARE` words more.
 - **Whole files**: each file's best hit gains up to :data:`FILE_WEIGHT` times the best
   score, by the file's summed score against the best file's: a class cut into many small
   method chunks holds its evidence together.
@@ -48,6 +50,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -132,6 +135,10 @@ PATH_WEIGHT = 1.0
 #: infinite recursion ...``): it describes behaviour, and its words name many files that
 #: are not about it.
 QUESTION_PATH_WEIGHT = 0.3
+#: What a file whose name the query's words name whole (``Response.swift`` for "Response
+#: type and HTTP response construction") gains on top, in words named: the module of that
+#: topic, before the files whose longer names merely begin with a word of it.
+STEM_SHARE = 1.0
 #: The most words worth matching (:func:`_path_words`) that a topic has.
 TOPIC_WORDS = 7
 #: What the best hit of the file with the most evidence gains, in best scores.
@@ -759,6 +766,24 @@ def _path_parts(path: str) -> frozenset[str]:
     return frozenset(part for name in names for part in identifier_parts(name) if part)
 
 
+def _stem_named(path: str, words: AbstractSet[str]) -> bool:
+    """Whether every identifier part of a file's name (before its extensions) is named by
+    one of ``words`` (:func:`_names`): ``Response.swift`` for "Response type", not
+    ``ResponseCodable.swift``."""
+    stem = _type_stem_parts(path)
+    return bool(stem) and all(any(_names(word, part) for word in words) for part in stem)
+
+
+@functools.lru_cache(maxsize=8192)
+def _type_stem_parts(path: str) -> tuple[str, ...]:
+    """The identifier parts of a file's name when it is a type's (capitalised:
+    ``Response.swift``, ``UpsertStatement.kt``, ``Options.hs``), else none."""
+    stem = path.rsplit("/", 1)[-1].split(".")[0]
+    if not stem[:1].isupper():
+        return ()
+    return tuple(part for part in identifier_parts(stem) if part)
+
+
 @functools.lru_cache(maxsize=65536)  # a search asks of every word and every path part
 def _names(word: str, part: str) -> bool:
     if len(word) <= len(part):
@@ -782,7 +807,8 @@ def _weigh_paths(scores: dict[int, float], candidates: dict[int, Candidate], que
         if gain is None:
             parts = _path_parts(candidate.path)
             named = sum(1 for word in words if any(_names(word, part) for part in parts))
-            gain = gains[candidate.path] = unit * named / len(words)
+            whole = named and _stem_named(candidate.path, words)
+            gain = gains[candidate.path] = unit * (named + STEM_SHARE * whole) / len(words)
         scores[chunk_id] += gain
 
 
