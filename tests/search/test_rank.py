@@ -460,6 +460,33 @@ def test_a_file_named_after_a_type_the_words_name_whole_goes_first() -> None:
     assert [chunk_id for chunk_id, _ in ranked] == [1, 2]
 
 
+def test_import_blocks_and_string_tables_rank_as_listings() -> None:
+    """A chunk whose lines are mostly imports (a file's header) or string literals (a help
+    text) is a listing, weighted by its role unless the query asks for it; a short one and
+    ordinary code are not."""
+    imports = "\n".join(
+        ["import qualified XMonad.Core as XMonad", "    (workspaces,manageHook,keys)"]
+        + [f"import XMonad.Module{n}" for n in range(8)]
+    )
+    assert rank_module._text_role(imports) == "imports"
+    python = "\n".join(["from os import path", "import sys"] * 4 + ["x = 1"])
+    assert rank_module._text_role(python) == "imports"
+    help_text = "\n".join(
+        ['help = unlines ["The default bindings:",'] + ['    "mod-q  Restart",'] * 9
+    )
+    assert rank_module._text_role(help_text) == "strings"
+    assert rank_module._text_role("import a\nimport b") is None  # too short to tell
+    code = "\n".join(["def f(a,", "      b,", "      c):", "    import os"] + ["    return a"] * 6)
+    assert rank_module._text_role(code) is None
+    header = Candidate(1, "", "code", imports, "src/XMonad/Config.hs")
+    loop = Candidate(2, "mainLoop", "code", "mainLoop = forever handle", "src/XMonad/Main.hs")
+    assert role(header) == "imports" and role(loop) is None
+    ranked = fuse("how events are handled in the loop", [1, 2], [1, 2], {1: header, 2: loop}, 2)
+    assert [chunk_id for chunk_id, _ in ranked] == [2, 1]
+    asked = fuse("which modules does the config import", [1, 2], [1, 2], {1: header, 2: loop}, 2)
+    assert [chunk_id for chunk_id, _ in asked] == [1, 2]
+
+
 def test_a_long_question_weighs_its_path_words_less_than_a_topic(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -79,6 +79,8 @@ ROLE_WEIGHTS = {
     "demo": 0.5,
     "benchmark": 0.5,
     "superseded": 0.5,
+    "imports": 0.5,
+    "strings": 0.5,
 }
 #: Query words that ask for a role: its weight is then 1.
 ROLE_WORDS = {
@@ -87,6 +89,8 @@ ROLE_WORDS = {
     "demo": {"demo", "demos", "example", "examples", "sample", "samples", "__main__"},
     "benchmark": {"benchmark", "benchmarks", "bench", "benchmarking", "perf"},
     "superseded": {"legacy", "deprecated", "old", "older", "previous"},
+    "imports": {"import", "imports", "imported", "include", "includes", "dependencies"},
+    "strings": {"help", "message", "messages", "text", "string", "strings", "usage"},
 }
 #: What a definition named by the query gets on top of its fused score (before its kind's
 #: and role's weights).
@@ -187,6 +191,19 @@ _BENCHMARK_PATH = re.compile(
     r"|[_.-]bench(?:mark)?s?\.\w+$"  # hash_benchmark.cc, parse.bench.ts, str_bench.rs
     r"|(?:^|/)(?:\w+Benchmarks?|Benchmarks?[A-Z]\w*)\.\w+$"  # JsonBenchmark.java
 )
+# A line that imports (Python, JavaScript, Java, Kotlin, Scala, Swift, Go, Haskell, C#,
+# Rust, PHP, C and C++, Ruby, Lua and Zig's forms) and one that is a string literal (with
+# a separator before or after it: a list's item).
+_IMPORT_LINE = re.compile(
+    r"[ \t]*(?:import\b|from[ \t]+\S+[ \t]+import\b|#[ \t]*include\b|using[ \t]+[\w.]+;"
+    r"|use[ \t]+[\w:\\{]|require(?:_relative)?\b|local[ \t]+\w+[ \t]*=[ \t]*require\b"
+    r"|const[ \t]+\w+[ \t]*=[ \t]*@import\b)"
+)
+_STRING_LINE = re.compile(r"[ \t]*[,+(\[{]?[ \t]*(?:\"[^\"]*\"|'[^']*')[ \t]*[,+)\]}]*[ \t]*$")
+#: A chunk of at least this many lines, this share of them imports or string literals, is
+#: a listing (:func:`_text_role`).
+LISTING_LINES = 8
+LISTING_SHARE = 0.6
 # A version's folder (src/v3/) and folders of old code: superseded (:func:`_superseded`).
 _VERSION_FOLDER = re.compile(r"(?:^|/)v(\d+)/")
 _OLD_FOLDER = re.compile(r"(?:^|/)(?:legacy|deprecated)/")
@@ -567,7 +584,22 @@ def role(candidate: Candidate) -> str | None:
     found = _file_role(candidate.path, candidate.head)
     if found is None and _symbol_names(candidate.symbol)[:1] == ("__main__",):
         return "demo"
-    return found
+    return found or _text_role(candidate.text)
+
+
+@functools.lru_cache(maxsize=4096)  # a chunk is met again by the next query
+def _text_role(text: str) -> str | None:
+    """``imports`` or ``strings`` when most of a chunk's lines (:data:`LISTING_SHARE`, of
+    :data:`LISTING_LINES` at least) are import statements (a file's header: it names every
+    module the file uses) or string literals (a help text, a message table: prose that
+    describes behaviour the code elsewhere does)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < LISTING_LINES:
+        return None
+    for name, pattern in (("imports", _IMPORT_LINE), ("strings", _STRING_LINE)):
+        if sum(1 for line in lines if pattern.match(line)) >= LISTING_SHARE * len(lines):
+            return name
+    return None
 
 
 @functools.lru_cache(maxsize=4096)  # a file's chunks share its name and first lines
