@@ -408,6 +408,11 @@ def test_files_named_after_a_name_join_the_candidates(
         assert index_module._named_file_chunks(store, listed, None)
         late = " ".join(f"fooBar{i}Baz" for i in range(index_module.NAMED_NAMES)) + " flatMap"
         assert index_module._named_file_chunks(store, late, None) == []
+        # the map of stems is kept for a generation only: a file added or removed since shows
+        (copy.root / "lib" / "FlatMap.py").unlink()
+        (copy.root / "lib" / "flatMaps.py").write_text("def flatMap(f):\n    return f\n")
+        copy.update()
+        assert copy.store.files_named(["flatmap", "flatmaps"]) == ["lib/flatMaps.py"]
     finally:
         copy.close()
 

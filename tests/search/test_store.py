@@ -411,6 +411,25 @@ def test_generation_moves_only_with_committed_changes(store: Store) -> None:
     assert store.generation == g0 + 2
 
 
+def test_a_read_sees_one_generation_and_the_next_read_sees_a_later_write(store: Store) -> None:
+    """A read transaction keeps the meta values it read (its snapshot's): a write committed
+    by another connection meanwhile shows in the next read, not in this one."""
+    put(store, "a.py", ["alpha"])
+    other = Store(store.directory)
+    try:
+        with store.read():
+            before = store.generation
+            put(other, "b.py", ["beta"])
+            assert store.generation == before  # the snapshot's
+            assert store.files_named(["b"]) == []
+        assert store.generation == before + 1
+        with store.read():  # a new snapshot: the values kept by the last are gone
+            assert store.generation == before + 1
+            assert store.files_named(["b"]) == ["b.py"]
+    finally:
+        other.close()
+
+
 def test_failed_write_rolls_back(store: Store) -> None:
     put(store, "a.py", ["alphaword"])
     generation = store.generation

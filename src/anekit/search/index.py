@@ -388,7 +388,9 @@ class Index:
             raise SearchError(f"k must be between 1 and {MAX_K}, got {k}")
         check_query(query)
         store = self.store
-        with store.budget(SEARCH_BUDGET_S):
+        # one read transaction: every statement of the search sees one snapshot, and begins
+        # and commits once, not once a statement
+        with store.budget(SEARCH_BUDGET_S), store.read():
             return self._search(store, query, k, mode, paths, exts, langs)
 
     def _search(

@@ -189,14 +189,9 @@ class StoredChunk:
     language: str | None
 
 
-# Stems a files_named statement matches at once (two LIKE terms each: SQLite refuses an
-# expression more than 1,000 deep).
-_LIKE_STEMS = 100
-
-
-def _like(text: str) -> str:
-    """``text`` for a LIKE pattern with ``\\`` as its escape: its ``%`` and ``_`` literal."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+def _file_stem(relpath: str) -> str:
+    """A file's name before its first dot, lower-cased (``FlatMap.scala``: ``flatmap``)."""
+    return relpath.rsplit("/", 1)[-1].split(".")[0].lower()
 
 
 def _fts_values(text: str, relpath: str, symbol: str) -> tuple[str, ...]:
@@ -307,6 +302,8 @@ class Store:
         self.path = self.directory / DB_FILE
         self._in_write = False
         self._in_read = False
+        #: The meta values read in the current read transaction (its snapshot's: unchanged).
+        self._snapshot: dict[str, Any] = {}
         self._changed = False
         # Caches valid for one generation (_check_caches): matching-chunk counts of query items
         # (keyword_search, the key () holds the chunk count) and filter_ids results.
@@ -314,6 +311,7 @@ class Store:
         self._counts: dict[tuple[str, ...], int] = {}
         self._filtered: dict[tuple[tuple[str, ...], ...], frozenset[int]] = {}
         self._heads: dict[str, str | None] = {}  # first_chunks, None: no such file
+        self._stems: dict[str, list[str]] | None = None  # files_named: relpaths by stem
         for planted in (self.path, *(self.path.with_name(DB_FILE + e) for e in ("-wal", "-shm"))):
             if planted.is_symlink():  # a repository may ship one: never written through
                 raise SearchError(f"{planted}: a symbolic link, not a search store; remove it")
@@ -444,10 +442,16 @@ class Store:
 
     @_damage_checked
     def _meta(self, key: str) -> Any:
+        if self._in_read and key in self._snapshot:  # one read transaction: one state
+            return self._snapshot[key]
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else row[0]
+        value = None if row is None else row[0]
+        if self._in_read:
+            self._snapshot[key] = value
+        return value
 
     def _set_meta(self, key: str, value: Any) -> None:
+        self._snapshot.pop(key, None)
         self._conn.execute(
             "INSERT INTO meta(key, value) VALUES (?, ?) "
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -534,6 +538,7 @@ class Store:
             yield
         finally:
             self._in_read = False
+            self._snapshot.clear()
             if self._conn.in_transaction:
                 try:
                     self._conn.execute("COMMIT")
@@ -891,6 +896,7 @@ class Store:
             self._counts.clear()
             self._filtered.clear()
             self._heads.clear()
+            self._stems = None
             self._cache_generation = generation
 
     def _keyword_items(self, items: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
@@ -1072,20 +1078,17 @@ class Store:
 
     def files_named(self, stems: Iterable[str]) -> list[str]:
         """The indexed files whose name before its first dot is one of ``stems``, in any
-        case (``FlatMap.scala`` for ``flatmap``), in path order."""
-        wanted = sorted({stem.lower() for stem in stems if stem})
-        found: set[str] = set()
-        with self.read():
-            for start in range(0, len(wanted), _LIKE_STEMS):  # SQLite's expression depth
-                likes = [
-                    pattern
-                    for stem in wanted[start : start + _LIKE_STEMS]
-                    for pattern in (f"%/{_like(stem)}.%", f"{_like(stem)}.%")
-                ]
-                where = " OR ".join(["relpath LIKE ? ESCAPE '\\'"] * len(likes))
-                rows = self._conn.execute(f"SELECT relpath FROM files WHERE {where}", likes)
-                found.update(row[0] for row in rows)
-        return sorted(p for p in found if p.rsplit("/", 1)[-1].split(".")[0].lower() in wanted)
+        case (``FlatMap.scala`` for ``flatmap``), in path order (from a map of every file's
+        stem, kept for the store's generation: a search asks this of every query)."""
+        with self.read():  # the stems of every file, read once a generation
+            self._check_caches()
+            if self._stems is None:
+                self._stems = {}
+                for (relpath,) in self._conn.execute("SELECT relpath FROM files"):
+                    self._stems.setdefault(_file_stem(relpath), []).append(relpath)
+            by_stem = self._stems
+        found = {path for stem in {s.lower() for s in stems} for path in by_stem.get(stem, ())}
+        return sorted(found)
 
     def file_chunk_ids(self, relpaths: Sequence[str], per_file: int) -> list[int]:
         """The ids of the first ``per_file`` chunks of each of ``relpaths``, file by file."""
