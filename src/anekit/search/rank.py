@@ -518,7 +518,12 @@ def _file_named(path: str, name: str) -> bool:
 @functools.lru_cache(maxsize=8192)
 def _plain_stem(path: str) -> str:
     """A file's name before its extensions, :func:`_plain`."""
-    return _plain(path.rsplit("/", 1)[-1].split(".")[0])
+    return _plain(_stem(path))
+
+
+def _stem(path: str) -> str:
+    """A file's name before its extensions (``src/Response.swift``: ``Response``)."""
+    return path.rsplit("/", 1)[-1].split(".")[0]
 
 
 def _plain(text: str) -> str:
@@ -794,7 +799,7 @@ def _path_parts(path: str) -> frozenset[str]:
     """The lower-cased identifier parts of a file's name (before its extensions) and of its
     folder: ``src/Illuminate/Session/Store.php`` -> session, store."""
     pure = PurePosixPath(path)
-    names = [pure.name.split(".")[0], pure.parent.name]
+    names = [_stem(path), pure.parent.name]
     return frozenset(part for name in names for part in identifier_parts(name) if part)
 
 
@@ -810,7 +815,7 @@ def _stem_named(path: str, words: AbstractSet[str]) -> bool:
 def _type_stem_parts(path: str) -> tuple[str, ...]:
     """The identifier parts of a file's name when it is a type's (capitalised:
     ``Response.swift``, ``UpsertStatement.kt``, ``Options.hs``), else none."""
-    stem = path.rsplit("/", 1)[-1].split(".")[0]
+    stem = _stem(path)
     if not stem[:1].isupper():
         return ()
     return tuple(part for part in identifier_parts(stem) if part)
@@ -839,7 +844,7 @@ def _weigh_paths(scores: dict[int, float], candidates: dict[int, Candidate], que
         if gain is None:
             parts = _path_parts(candidate.path)
             named = sum(1 for word in words if any(_names(word, part) for part in parts))
-            whole = named and _stem_named(candidate.path, words)
+            whole = named > 0 and _stem_named(candidate.path, words)
             gain = gains[candidate.path] = unit * (named + STEM_SHARE * whole) / len(words)
         scores[chunk_id] += gain
 
