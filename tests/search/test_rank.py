@@ -487,6 +487,84 @@ def test_import_blocks_and_string_tables_rank_as_listings() -> None:
     assert [chunk_id for chunk_id, _ in asked] == [1, 2]
 
 
+def test_a_table_of_entries_ranks_as_a_listing() -> None:
+    """A chunk whose code lines are mostly bracketed entries (a key-binding table, a C
+    dispatch table), comment lines aside, is a table, weighted by its role unless the
+    query asks for bindings or a table; a few entries, or a call per line, are not."""
+    bindings = "\n".join(
+        ["    -- move focus up or down the window stack"]
+        + [f"    , ((modMask, xK_{key}), windows W.focus{key}) -- %! Move focus" for key in "jkmnp"]
+        + ["", "    -- modifying the window order"]
+    )
+    assert rank_module._text_role(bindings) == "table"
+    dispatch = "\n".join(f'  {{ "CMD{n}", on_cmd{n}, 0 }},' for n in range(6))
+    assert rank_module._text_role(dispatch) == "table"
+    assert rank_module._text_role("\n".join(dispatch.splitlines()[:4])) is None  # too few
+    calls = "\n".join(f"    register(app, handler{n}, {n})" for n in range(8))
+    assert rank_module._text_role(calls) is None
+    table = Candidate(1, "keys", "code", bindings, "src/XMonad/Config.hs")
+    focus = Candidate(2, "focus", "code", "focus w = withWindowSet", "src/XMonad/Operations.hs")
+    assert role(table) == "table"
+    pair = {1: table, 2: focus}
+    ranked = fuse("how window focus moves between windows", [1, 2], [1, 2], pair, 2)
+    assert [chunk_id for chunk_id, _ in ranked] == [2, 1]
+    asked = fuse("default key bindings for window focus", [1, 2], [1, 2], pair, 2)
+    assert [chunk_id for chunk_id, _ in asked] == [1, 2]
+
+
+def test_a_generators_templates_rank_below_the_source() -> None:
+    """Rails' .tt, Laravel's .stub, .tmpl/.template and a ``name.ext.in`` file are a
+    generator's templates, below the code that runs unless the query asks for templates;
+    a bare ``.in`` (requirements.in, Makefile.in) is not."""
+    roles = {
+        "railties/lib/rails/generators/rails/app/templates/config/application.rb.tt": "template",
+        "src/Illuminate/Routing/Console/stubs/controller.plain.stub": "template",
+        "src/tools/langref.html.in": "template",
+        "config.h.in": "template",
+        "deploy/values.tmpl": "template",
+        "requirements.in": None,
+        "Makefile.in": None,
+        "src/Illuminate/Routing/Router.php": None,
+    }
+    assert {path: role(Candidate(1, "", "code", "x", path)) for path in roles} == roles
+    stub = Candidate(1, "", "code", "class {{ class }} extends Controller", "c.stub")
+    router = Candidate(2, "Router > dispatch", "code", "public function dispatch(", "Router.php")
+    pair = {1: stub, 2: router}
+    ranked = fuse("routing HTTP requests to controllers", [1, 2], [1, 2], pair, 2)
+    assert [chunk_id for chunk_id, _ in ranked] == [2, 1]
+    asked = fuse("the controller stub template", [1, 2], [1, 2], pair, 2)
+    assert [chunk_id for chunk_id, _ in asked] == [1, 2]
+
+
+def test_a_long_question_naming_a_long_type_name_whole_weighs_it_as_a_topic(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A longer question that names every word of a file's type name of SPECIFIC_STEM_PARTS
+    words or more (JsonSerializerInternalWriter.cs) gains PATH_WEIGHT for it, not
+    QUESTION_PATH_WEIGHT; a shorter name named whole (JsonSerializer.cs) does not."""
+    writer = "Src/Newtonsoft.Json/Serialization/JsonSerializerInternalWriter.cs"
+    serializer = "Src/Newtonsoft.Json/JsonSerializer.cs"
+    candidates = {
+        1: Candidate(1, "JsonSerializer", "code", "", serializer),
+        2: Candidate(2, "JsonSerializerInternalWriter", "code", "", writer),
+    }
+    question = "how the internal serializer writer maps .NET objects to JSON tokens"
+    words = rank_module._path_words(question)
+    assert len(words) > rank_module.TOPIC_WORDS
+    assert len(rank_module._type_stem_parts(writer)) >= rank_module.SPECIFIC_STEM_PARTS
+    assert len(rank_module._type_stem_parts(serializer)) < rank_module.SPECIFIC_STEM_PARTS
+    monkeypatch.setattr(rank_module, "FILE_WEIGHT", 0.0)  # the path evidence alone
+    scores = dict(fuse(question, [1, 2], [1, 2], candidates, 2))
+    best = (1 + KEYWORD_WEIGHT) / (RRF_K + 1)
+    second = (1 + KEYWORD_WEIGHT) / (RRF_K + 2)
+    # json, serializer (and the folder's serialization), internal, writer; the name whole
+    gain = PATH_WEIGHT * best * (4 + STEM_SHARE) / len(words)
+    assert scores[2] == pytest.approx(second + gain)
+    short = rank_module.QUESTION_PATH_WEIGHT * best * (2 + STEM_SHARE) / len(words)
+    assert scores[1] == pytest.approx(best + short)
+    assert scores[2] > scores[1]
+
+
 def test_a_long_question_weighs_its_path_words_less_than_a_topic(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
