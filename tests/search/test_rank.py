@@ -432,6 +432,36 @@ def test_a_path_that_names_the_words_and_a_file_with_more_evidence_go_up() -> No
     assert [i for i, _ in ranked] == [3, 6, 4, 5]
 
 
+def test_a_word_names_a_path_part_by_prefix_or_by_its_inflected_root() -> None:
+    """``routing`` names Router.php, ``preprocessed`` preprocessing.bash, ``formats``
+    formatter.bash, ``utility`` utils.go (their roots without -ing, -ed, -es, -s); an
+    agent's -er or -or and -ion are not stripped (``validate`` is not validators.py), nor a
+    short root (``used``) or a double s (``access`` is not ``acc``)."""
+    named = rank_module._names
+    for word, part in [
+        ("routing", "router"),
+        ("preprocessed", "preprocessing"),
+        ("formats", "formatter"),
+        ("utility", "utils"),
+        ("stores", "storage"),
+        ("sessions", "session"),
+    ]:
+        assert named(word, part), (word, part)
+    for word, part in [
+        ("validate", "validators"),
+        ("connection", "connectors"),
+        ("used", "user"),
+        ("access", "accident"),
+        ("se", "session"),
+    ]:
+        assert not named(word, part), (word, part)
+    assert rank_module._root("processes") == "process" and rank_module._root("class") == "class"
+    router = Candidate(1, "Router > dispatch", "code", "", "src/Http/Router.php")
+    stub = Candidate(2, "", "code", "", "src/Illuminate/Foundation/Console/ServeCommand.php")
+    ranked = fuse("routing HTTP requests to controllers", [2, 1], [2, 1], {1: router, 2: stub}, 2)
+    assert [chunk_id for chunk_id, _ in ranked] == [1, 2]
+
+
 def test_a_file_named_after_a_type_the_words_name_whole_goes_first() -> None:
     """A capitalised file name (a type's: Response.swift, UpsertStatement.kt) whose every
     part the query's words name gains STEM_SHARE more words: it goes above a file whose

@@ -153,6 +153,9 @@ STEM_SHARE = 1.0
 #: many words or more gains :data:`PATH_WEIGHT`, as for a topic: so many words of one name
 #: are its subject, not a chance match.
 SPECIFIC_STEM_PARTS = 3
+# English inflections, longest first (:func:`_root`); not the agent's -er and -or nor -ion
+# (``validate`` is not ``validators``, ``connection`` not ``connectors``): measured worse.
+_SUFFIXES = ("ing", "ed", "es", "s")
 #: The most words worth matching (:func:`_path_words`) that a topic has.
 TOPIC_WORDS = 7
 #: What the best hit of the file with the most evidence gains, in best scores.
@@ -858,9 +861,27 @@ def _type_stem_parts(path: str) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=65536)  # a search asks of every word and every path part
 def _names(word: str, part: str) -> bool:
-    if len(word) <= len(part):
-        return len(word) >= 3 and part.startswith(word)
-    return len(part) >= 3 and word.startswith(part)
+    """Whether a query's word names a path's part: one begins with the other (``session``,
+    ``sessions``), or their roots do (:func:`_root`: ``routing`` and ``router``,
+    ``preprocessed`` and ``preprocessing``, ``formats`` and ``formatter``, ``utility`` and
+    ``utils``)."""
+    if _prefixed(word, part):
+        return True
+    return _prefixed(_root(word), _root(part))
+
+
+def _prefixed(a: str, b: str) -> bool:
+    short, long = (a, b) if len(a) <= len(b) else (b, a)
+    return len(short) >= 3 and long.startswith(short)
+
+
+def _root(word: str) -> str:
+    """``word`` without one inflection (:data:`_SUFFIXES`) when at least four letters are
+    left and it does not end in ``ss``: ``routing``, ``routes`` -> ``rout``; ``process``."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4 and not word.endswith("ss"):
+            return word[: -len(suffix)]
+    return word
 
 
 def _weigh_paths(scores: dict[int, float], candidates: dict[int, Candidate], query: str) -> None:
