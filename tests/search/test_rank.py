@@ -300,7 +300,7 @@ def test_example_programs_and_benchmarks_rank_below_the_source() -> None:
         "src/sample.py": None,
     }
     assert {path: role(Candidate(1, "", "code", "x", path)) for path in roles} == roles
-    source = Candidate(1, "", "code", "def parse(text):", "clap/parsers.zig")
+    source = Candidate(1, "", "code", "def parse(text):", "clap/core.zig")
     example = Candidate(2, "main", "code", "pub fn main() !void {", "example/simple.zig")
     ranked = fuse("how arguments are parsed", [2, 1], [2, 1], {1: source, 2: example}, 2)
     assert ranked[0][0] == 1
@@ -462,19 +462,23 @@ def test_a_word_names_a_path_part_by_prefix_or_by_its_inflected_root() -> None:
     assert [chunk_id for chunk_id, _ in ranked] == [1, 2]
 
 
-def test_a_file_named_after_a_type_the_words_name_whole_goes_first() -> None:
-    """A capitalised file name (a type's: Response.swift, UpsertStatement.kt) whose every
-    part the query's words name gains STEM_SHARE more words: it goes above a file whose
-    longer name only begins with one of them; a lower-case module's name does not (redux's
-    types/store.ts is not createStore.ts)."""
+def test_a_file_named_whole_by_the_words_goes_first() -> None:
+    """A file name (a type's: Response.swift, UpsertStatement.kt; a module's: streams.py)
+    whose every part the query's words name gains STEM_SHARE more words: it goes above a
+    file whose longer name only begins with one of them; a file named for its folder
+    (mod.rs, index.ts, __init__.py, init.lua) is not named by its name."""
     words = rank_module._path_words("Response type and HTTP response construction")
     assert rank_module._stem_named("Sources/Vapor/Response/Response.swift", words)
     assert not rank_module._stem_named("Sources/Vapor/Response/ResponseCodable.swift", words)
-    assert not rank_module._stem_named("src/types/response.ts", words)  # not a type's file
+    assert rank_module._stem_named("src/types/response.ts", words)
     upsert = rank_module._path_words("upsert and batch upsert statement for insert-or-update")
     assert rank_module._stem_named("statements/UpsertStatement.kt", upsert)
     assert rank_module._stem_named("statements/BatchUpsertStatement.kt", upsert)
     assert not rank_module._stem_named("statements/BatchReplaceStatement.kt", upsert)
+    modules = rank_module._path_words("how middleware modules are indexed and initialised")
+    for package in ("src/mod.rs", "src/index.ts", "pkg/__init__.py", "lua/lazy/init.lua"):
+        assert not rank_module._stem_named(package, modules), package
+    assert rank_module._stem_named("src/workers/init.ts", modules)  # a name of its own
     candidates = {
         1: Candidate(1, "ResponseEncodable", "code", "", "Sources/Vapor/ResponseCodable.swift"),
         2: Candidate(2, "Response", "code", "", "Sources/Vapor/Response/Response.swift"),
@@ -483,11 +487,11 @@ def test_a_file_named_after_a_type_the_words_name_whole_goes_first() -> None:
     ranked = fuse("Response type and HTTP response construction", [1, 2], [1, 2], candidates, 2)
     assert [chunk_id for chunk_id, _ in ranked] == [2, 1]
     lower = {
-        1: Candidate(1, "createStore", "code", "", "src/createStore.ts"),
-        2: Candidate(2, "Store", "code", "", "src/types/store.ts"),
+        1: Candidate(1, "StreamWriter", "code", "", "aiohttp/http_writer.py"),
+        2: Candidate(2, "StreamReader", "code", "", "aiohttp/streams.py"),
     }
-    ranked = fuse("store creation and dispatch lifecycle", [1, 2], [1, 2], lower, 2)
-    assert [chunk_id for chunk_id, _ in ranked] == [1, 2]
+    ranked = fuse("how flow control works in streaming", [1, 2], [1, 2], lower, 2)
+    assert [chunk_id for chunk_id, _ in ranked] == [2, 1]
 
 
 def test_import_blocks_and_string_tables_rank_as_listings() -> None:
@@ -581,8 +585,8 @@ def test_a_long_question_naming_a_long_type_name_whole_weighs_it_as_a_topic(
     question = "how the internal serializer writer maps .NET objects to JSON tokens"
     words = rank_module._path_words(question)
     assert len(words) > rank_module.TOPIC_WORDS
-    assert len(rank_module._type_stem_parts(writer)) >= rank_module.SPECIFIC_STEM_PARTS
-    assert len(rank_module._type_stem_parts(serializer)) < rank_module.SPECIFIC_STEM_PARTS
+    assert len(rank_module._stem_parts(writer)) >= rank_module.SPECIFIC_STEM_PARTS
+    assert len(rank_module._stem_parts(serializer)) < rank_module.SPECIFIC_STEM_PARTS
     monkeypatch.setattr(rank_module, "FILE_WEIGHT", 0.0)  # the path evidence alone
     scores = dict(fuse(question, [1, 2], [1, 2], candidates, 2))
     best = (1 + KEYWORD_WEIGHT) / (RRF_K + 1)

@@ -19,8 +19,9 @@
   gains up to :data:`PATH_WEIGHT` times the best fused score, by the share of the words
   it names; a long question (more than :data:`TOPIC_WORDS` such words) describes
   behaviour rather than naming a module, and gains :data:`QUESTION_PATH_WEIGHT`. A file
-  named after a type (capitalised) whose name the words name whole (``Response.swift`` for
-  "Response type ...", not ``ResponseCodable.swift``) counts :data:`STEM_SHARE` words more.
+  whose name the words name whole (``Response.swift`` for "Response type ...", not
+  ``ResponseCodable.swift``; ``streams.py`` for "... in streaming") counts
+  :data:`STEM_SHARE` words more.
 - **Whole files**: each file's best hit gains up to :data:`FILE_WEIGHT` times the best
   score, by the file's summed score against the best file's: a class cut into many small
   method chunks holds its evidence together.
@@ -153,6 +154,8 @@ STEM_SHARE = 1.0
 #: many words or more gains :data:`PATH_WEIGHT`, as for a topic: so many words of one name
 #: are its subject, not a chance match.
 SPECIFIC_STEM_PARTS = 3
+# A file that a package's folder is imported by: its name is the folder's, not its topic.
+_FOLDER_FILE = re.compile(r"(?:__init__\.pyi?|mod\.rs|index\.[cm]?[jt]sx?|init\.lua)$")
 # English inflections, longest first (:func:`_root`); not the agent's -er and -or nor -ion
 # (``validate`` is not ``validators``, ``connection`` not ``connectors``): measured worse.
 _SUFFIXES = ("ing", "ed", "es", "s")
@@ -844,19 +847,19 @@ def _path_parts(path: str) -> frozenset[str]:
 def _stem_named(path: str, words: AbstractSet[str]) -> bool:
     """Whether every identifier part of a file's name (before its extensions) is named by
     one of ``words`` (:func:`_names`): ``Response.swift`` for "Response type", not
-    ``ResponseCodable.swift``."""
-    stem = _type_stem_parts(path)
+    ``ResponseCodable.swift``; ``streams.py`` for "flow control in streaming"."""
+    stem = _stem_parts(path)
     return bool(stem) and all(any(_names(word, part) for word in words) for part in stem)
 
 
 @functools.lru_cache(maxsize=8192)
-def _type_stem_parts(path: str) -> tuple[str, ...]:
-    """The identifier parts of a file's name when it is a type's (capitalised:
-    ``Response.swift``, ``UpsertStatement.kt``, ``Options.hs``), else none."""
-    stem = _stem(path)
-    if not stem[:1].isupper():
+def _stem_parts(path: str) -> tuple[str, ...]:
+    """The identifier parts of a file's name (``Response.swift``: response;
+    ``UpsertStatement.kt``: upsert, statement; ``bash_completions.go``), none for a file
+    named for its folder (:data:`_FOLDER_FILE`: ``mod.rs``, ``index.ts``)."""
+    if _FOLDER_FILE.match(PurePosixPath(path).name):
         return ()
-    return tuple(part for part in identifier_parts(stem) if part)
+    return tuple(part for part in identifier_parts(_stem(path)) if part)
 
 
 @functools.lru_cache(maxsize=65536)  # a search asks of every word and every path part
@@ -905,7 +908,7 @@ def _weigh_paths(scores: dict[int, float], candidates: dict[int, Candidate], que
             # a name of several words, each named: the question's subject however long
             scale = (
                 topic_unit
-                if whole and len(_type_stem_parts(candidate.path)) >= SPECIFIC_STEM_PARTS
+                if whole and len(_stem_parts(candidate.path)) >= SPECIFIC_STEM_PARTS
                 else unit
             )
             gain = gains[candidate.path] = scale * (named + STEM_SHARE * whole) / len(words)
