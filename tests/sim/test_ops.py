@@ -2182,6 +2182,11 @@ NOT_COVERED_HERE = {
     "constexpr_lut_to_sparse",
     "constexpr_sparse_blockwise_shift_scale",
     "constexpr_sparse_to_dense",
+    # draws: tests/sim/test_random_ops.py (degenerate distributions, seeds, statistics)
+    "random_bernoulli",
+    "random_categorical",
+    "random_normal",
+    "random_uniform",
 }
 
 
