@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from anekit.errors import ProgramError
 from anekit.ops import composites
 from anekit.ops.conv import conv_geometry
 from anekit.ops.defs._util import errstate
@@ -25,8 +27,31 @@ def const(ctx: OpContext, **_: Any) -> Any:
 
 @register(*sorted(CONSTEXPR))
 def constexpr(ctx: OpContext, **_: Any) -> Any:
-    """Materialize a compressed weight with coremltools' own decompression."""
-    return ctx.op.materialized_val_inference()
+    """Materialize a compressed weight with coremltools' own decompression (each op
+    class's ``decompress``), on its inputs' values: constants, or the outputs of other
+    constexpr ops (iOS18's joint compression: a palette that is itself quantized, a
+    quantized weight that is also sparse), which coremltools' ``materialized_val_inference``
+    leaves unread."""
+    return _decompressed(ctx.op)
+
+
+def _decompressed(op: Any) -> Any:
+    decompress = getattr(type(op), "decompress", None)
+    if decompress is None:
+        return op.materialized_val_inference()
+    names = inspect.signature(decompress).parameters
+    return decompress(**{name: _constant_input(getattr(op, name, None)) for name in names})
+
+
+def _constant_input(var: Any) -> Any:
+    """The value of a constexpr op's input: a constant's, or a constexpr output's."""
+    if var is None or var.val is not None:
+        return None if var is None else var.val
+    if var.op is None or var.op.op_type not in CONSTEXPR:
+        raise ProgramError(f"{var.name!r} is neither a constant nor a constexpr op's output")
+    values = _decompressed(var.op)
+    values = values if isinstance(values, tuple) else (values,)
+    return next(value for out, value in zip(var.op.outputs, values, strict=True) if out is var)
 
 
 @register("max_pool", "avg_pool", "l2_pool")
