@@ -2187,6 +2187,8 @@ NOT_COVERED_HERE = {
     "random_categorical",
     "random_normal",
     "random_uniform",
+    # tests/sim/test_resample.py: coremltools' examples and torch's grid_sample
+    "resample",
 }
 
 

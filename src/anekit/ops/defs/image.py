@@ -325,3 +325,80 @@ def affine(
         cols = _affine_source(a0 * xs + a1 * ys + a2, width, corners)
         rows = _affine_source(b0 * xs + b1 * ys + b2, height, corners)
         return _sample_padded(image, rows, cols, padding_value).astype(image.dtype)
+
+
+def _resample_source(coords: Any, size: int, mode: str, align_corners: bool) -> Any:
+    """``resample``'s coordinates along an axis of ``size`` as pixel positions (0 is the
+    first pixel's center): ``unnormalized`` as given; ``normalized_minus_one_to_one`` and
+    ``normalized_zero_to_one`` map their ends to the corner pixels' centers
+    (align_corners) or their outer edges."""
+    c = np.asarray(coords, np.float64)
+    if mode == "unnormalized":
+        return c
+    if mode == "normalized_minus_one_to_one":
+        return (c + 1) / 2 * (size - 1) if align_corners else ((c + 1) * size - 1) / 2
+    if mode == "normalized_zero_to_one":
+        return c * (size - 1) if align_corners else c * size - 0.5
+    raise ProgramError(f"resample: unknown coordinates_mode {mode!r}")
+
+
+def _fold(points: Any, size: int, padding_mode: str) -> Any:
+    """Positions outside [0, size - 1] brought inside as MIL's padding modes read the
+    image there: ``border`` clamps, ``reflection`` mirrors about the edge pixels' centers
+    (``|1 2 3|`` -> ``2 3 2 1 2 3 2 1``), ``symmetric`` about their outer edges, the edge
+    pixels repeated (``3 2 1 1 2 3 3 2 1``); ``constant`` leaves them (they read the pad)."""
+    p = np.nan_to_num(np.asarray(points, np.float64), nan=-2.0, posinf=size + 1.0, neginf=-2.0)
+    if padding_mode == "border":
+        return np.clip(p, 0, size - 1)
+    if padding_mode == "reflection":
+        if size == 1:
+            return np.zeros_like(p)
+        period = 2 * (size - 1)
+        t = np.mod(np.abs(p), period)
+        return np.where(t > size - 1, period - t, t)
+    if padding_mode == "symmetric":
+        t = np.mod(p + 0.5, 2 * size)
+        return np.where(t > size, 2 * size - t, t) - 0.5
+    if padding_mode == "constant":
+        return np.clip(p, -2.0, size + 1.0)  # beyond one pixel out, all taps read the pad
+    raise ProgramError(f"resample: unknown padding_mode {padding_mode!r}")
+
+
+@register("resample")
+def resample(
+    ctx: OpContext,
+    x: Any,
+    coordinates: Any,
+    sampling_mode: Any,
+    padding_mode: Any,
+    padding_value: Any,
+    coordinates_mode: Any,
+    align_corners: Any,
+) -> Any:
+    """Output ``[b, c, h, w]`` samples ``x[b, c]`` at ``coordinates[b, h, w]`` = (x, y),
+    as PyTorch's ``grid_sample`` does for the modes it shares (coremltools converts it to
+    this op) and MIL's documentation defines for the others; its worked examples are
+    coremltools' test of this op. ``nearest`` rounds half to even (``grid_sample``'s
+    nearbyint), then reads the nearest pixel (constant padding: the pad outside)."""
+    image = np.asarray(x)
+    batch, channels, height, width = image.shape
+    coords = np.asarray(coordinates)
+    pad, corners, where = str(padding_mode), bool(align_corners), str(coordinates_mode)
+    cols = _fold(_resample_source(coords[..., 0], width, where, corners), width, pad)
+    rows = _fold(_resample_source(coords[..., 1], height, where, corners), height, pad)
+    fill = float(np.asarray(padding_value)) if pad == "constant" else 0.0
+    if str(sampling_mode) == "bilinear":
+        if pad != "constant":  # every position is inside: no tap reads the pad
+            rows, cols = np.clip(rows, 0, height - 1), np.clip(cols, 0, width - 1)
+        result = _sample_padded(image, rows, cols, fill)
+    elif str(sampling_mode) == "nearest":
+        r, c = np.rint(rows), np.rint(cols)
+        inside = (r >= 0) & (r <= height - 1) & (c >= 0) & (c <= width - 1)
+        ri = np.clip(r, 0, height - 1).astype(np.intp)[:, None]
+        ci = np.clip(c, 0, width - 1).astype(np.intp)[:, None]
+        lead = (np.arange(batch)[:, None, None, None], np.arange(channels)[None, :, None, None])
+        picked = image[(*lead, ri, ci)]
+        result = picked if pad != "constant" else np.where(inside[:, None], picked, fill)
+    else:
+        raise ProgramError(f"resample: unknown sampling_mode {sampling_mode!r}")
+    return np.asarray(result, np.float32)
