@@ -10,7 +10,11 @@ a pytest plugin (this module, ``-p mil_op_suite``) that makes the prediction ane
 (``MLModel._mil_program``, after coremltools' passes; ``MLModel.predict`` too, for the
 tests that call it themselves) with
 :func:`anekit.sim.interpreter.run`, in ``fp32`` mode (reference math) or ``ane`` mode
-(every float value stored in fp16). The suite's own checks then judge the outputs.
+(every float value stored in fp16). The suite's own checks then judge the outputs. A
+run the simulator refuses for its input values (an index out of bounds with
+``validate_indices``) raises ``RuntimeError("Unable to compute the prediction using ML
+Program ...")``, as Core ML's ``predict`` does and the suite's tests expect; an op the
+simulator lacks raises its own error.
 
 Only ML programs are run (``PYMIL_TEST_TARGETS=mlprogram``, fp16 and fp32 precisions:
 ``INCLUDE_MIL_FP32_UNIT_TESTS=1``): a neural-network model has no MIL program to run.
@@ -62,6 +66,7 @@ def _simulated_predict(mlmodel: Any, input_key_values: dict[str, Any], state: An
     import pytest
     from coremltools.converters.mil.mil import types
 
+    from anekit.errors import ProgramError, UnsupportedOpError
     from anekit.sim.interpreter import run
 
     if state is not None:
@@ -81,7 +86,13 @@ def _simulated_predict(mlmodel: Any, input_key_values: dict[str, Any], state: An
         dtype = types.nptype_from_builtin(var.dtype)
         feeds[name] = np.asarray(value).astype(dtype).reshape(var.shape)
     _current["reached"] = True
-    return run(program, feeds, mode=os.environ[MODE_ENV]).outputs
+    try:
+        return run(program, feeds, mode=os.environ[MODE_ENV]).outputs
+    except UnsupportedOpError:
+        raise
+    except (ProgramError, IndexError) as error:  # the program refused its input values
+        # as Core ML's predict reports a failed prediction (the suite's tests match it)
+        raise RuntimeError(f"Unable to compute the prediction using ML Program: {error}") from error
 
 
 def _sampled(items: list[Any], keep: int) -> list[Any]:

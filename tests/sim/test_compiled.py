@@ -78,6 +78,29 @@ def test_inf_or_nan_hands_over_to_the_interpreter() -> None:
         sim.run(program.program, {"v": np.full((2, 4), 20.0, F32)}, mode="ane", engine="compiled")
 
 
+def test_values_onnx_runtime_refuses_hand_over_to_the_interpreter() -> None:
+    """An index out of bounds for a gather with validate_indices: the compiled graph's
+    Gather fails inside ONNX Runtime; the interpreter then names the op and the reason."""
+    import coremltools as ct
+    from coremltools.converters.mil.mil import Builder as mb
+    from coremltools.converters.mil.mil import types
+
+    specs = [mb.TensorSpec(shape=(2, 3)), mb.TensorSpec(shape=(2,), dtype=types.int32)]
+
+    def build(x: Any, i: Any) -> Any:
+        return mb.gather(x=x, indices=i, axis=0, validate_indices=True, name="picked")
+
+    program = mb.program(input_specs=specs, opset_version=ct.target.iOS17)(build)
+    assert compiled.cached(program.functions["main"], Numerics("fp32")) is not None
+    feeds = {"x": np.ones((2, 3), F32), "i": np.array([0, 5], np.int32)}
+    with pytest.raises(errors.ProgramError, match=r"'picked'.*out of bounds"):
+        sim.run(program, feeds, mode="fp32")
+    with pytest.raises(errors.ProgramError, match="failed on these values"):
+        sim.run(program, feeds, mode="fp32", engine="compiled")
+    good = sim.run(program, {**feeds, "i": np.array([1, 0], np.int32)}, mode="fp32")
+    np.testing.assert_array_equal(good.outputs["picked"], np.ones((2, 3), F32))
+
+
 def test_internal_overflow_hands_over_to_the_interpreter() -> None:
     x = np.zeros((1, 64, 1, 8), F32)
     x[:, ::2] = 300.0

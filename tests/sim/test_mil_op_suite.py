@@ -80,3 +80,26 @@ def test_a_prediction_is_the_simulators_run_of_the_models_program(
     with pytest.raises(pytest.skip.Exception, match="stateful"):
         suite._simulated_predict(Model(), dict(feeds), state=object())
     assert suite._current["excluded"] == "stateful model"
+
+
+def test_a_refused_run_fails_as_core_mls_predict_does(
+    suite: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An index out of bounds with validate_indices: RuntimeError with Core ML's words."""
+    import coremltools as ct
+    from coremltools.converters.mil.mil import Builder as mb
+    from coremltools.converters.mil.mil import Program, types
+
+    specs = [mb.TensorSpec(shape=(2, 3)), mb.TensorSpec(shape=(2,), dtype=types.int32)]
+
+    @mb.program(input_specs=specs, opset_version=ct.target.iOS17)  # type: ignore[untyped-decorator]
+    def program(x: Any, i: Any) -> Any:
+        return mb.gather(x=x, indices=i, axis=0, validate_indices=True)
+
+    class Model:
+        _mil_program: Program = program
+
+    monkeypatch.setenv(suite.MODE_ENV, "fp32")
+    feeds = {"x": np.ones((2, 3), np.float32), "i": np.array([0, 5], np.int32)}
+    with pytest.raises(RuntimeError, match="Unable to compute the prediction using ML Program"):
+        suite._simulated_predict(Model(), feeds)

@@ -348,7 +348,10 @@ def run(
             result = _run_compiled(lowered, func, name, feeds, numerics, start)
             if result is not None or engine == "compiled":
                 if result is None:
-                    raise ProgramError("the compiled run produced inf/NaN; use the interpreter")
+                    raise ProgramError(
+                        "the compiled run produced inf/NaN or failed on these values; "
+                        "use the interpreter"
+                    )
                 return result
     state = _Run(func, name, numerics, intermediate)
     state.feed(feeds)
@@ -361,7 +364,8 @@ def run(
 def _run_compiled(
     lowered: Any, func: Any, name: str, feeds: Mapping[str, Any], numerics: Numerics, start: float
 ) -> SimResult | None:
-    """One compiled run; None when inf/NaN appeared (the interpreter then reports them)."""
+    """One compiled run; None when inf/NaN appeared or ONNX Runtime refused the values
+    (the interpreter then reports them)."""
     from anekit.sim.compiled import cliff_arguments
 
     check_feeds(func, feeds)
@@ -371,7 +375,13 @@ def _run_compiled(
         dtype = numpy_dtype(func.inputs[input_name])
         target = np.float32 if dtype is not None and dtype.kind == "f" else dtype
         ort_feeds[f"in_{input_name}"] = np.ascontiguousarray(value.astype(target, copy=False))
-    results = lowered.session.run(None, ort_feeds)
+    from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
+
+    try:
+        results = lowered.session.run(None, ort_feeds)
+    except (Fail, InvalidArgument, RuntimeException):
+        return None  # ONNX Runtime refused the values (an index out of bounds): the
+        # interpreter runs the program and names the op and the reason
     count = len(lowered.output_vars)
     values = iter(float(value) for value in results[count:])
     report = NumericsReport(mode=numerics.mode, accumulation=numerics.accumulation, function=name)
