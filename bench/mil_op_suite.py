@@ -14,7 +14,8 @@ tests that call it themselves) with
 run the simulator refuses for its input values (an index out of bounds with
 ``validate_indices``) raises ``RuntimeError("Unable to compute the prediction using ML
 Program ...")``, as Core ML's ``predict`` does and the suite's tests expect; an op the
-simulator lacks raises its own error.
+simulator lacks raises its own error. Outputs come back in their declared dtype, as Core
+ML's do: in ``fp32`` mode an fp16 output of float32 math is rounded there.
 
 Only ML programs are run (``PYMIL_TEST_TARGETS=mlprogram``, fp16 and fp32 precisions:
 ``INCLUDE_MIL_FP32_UNIT_TESTS=1``): a neural-network model has no MIL program to run.
@@ -87,12 +88,18 @@ def _simulated_predict(mlmodel: Any, input_key_values: dict[str, Any], state: An
         feeds[name] = np.asarray(value).astype(dtype).reshape(var.shape)
     _current["reached"] = True
     try:
-        return run(program, feeds, mode=os.environ[MODE_ENV]).outputs
+        outputs = run(program, feeds, mode=os.environ[MODE_ENV]).outputs
     except UnsupportedOpError:
         raise
     except (ProgramError, IndexError) as error:  # the program refused its input values
         # as Core ML's predict reports a failed prediction (the suite's tests match it)
         raise RuntimeError(f"Unable to compute the prediction using ML Program: {error}") from error
+    # Core ML returns each output in its declared dtype: an fp16 output of fp32 math is
+    # rounded there (the simulator's fp32 numerics keep the reference's float32)
+    for var in func.outputs:
+        if var.dtype == types.fp16 and var.name in outputs:
+            outputs[var.name] = np.asarray(outputs[var.name]).astype(np.float16)
+    return outputs
 
 
 def _sampled(items: list[Any], keep: int) -> list[Any]:
