@@ -255,6 +255,17 @@ def summarise(rows: list[dict]) -> dict[str, Any]:
     }
 
 
+def _commit() -> str:
+    """This checkout's commit, ``-edited`` when its source differs from it."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+        return done.stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    return commit + ("-edited" if git("status", "--porcelain", "--", "src", "bench") else "")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=[*MODES, "both"], default="both")
@@ -276,6 +287,7 @@ def main() -> None:
         "date": datetime.date.today().isoformat(),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"{platform.system()} {platform.release()}",
+        "anekit": _commit(),
         "settings": {"opsets": opsets, "sample": args.sample, "keyword": args.keyword},
         "modes": {},
     }
