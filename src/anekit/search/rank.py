@@ -8,14 +8,15 @@
   query only.
 - **Code before prose**: a question about behaviour is answered by the code that does it,
   not by the changelog, docs and tests that repeat its words (:data:`KIND_WEIGHTS`), nor by
-  the stubs, generated files and ``__main__`` demo blocks that repeat its names
-  (:data:`ROLE_WEIGHTS`, :func:`role`), nor by a superseded copy (a ``v3/`` folder beside
+  the stubs, generated files, templates, listings and ``__main__`` demo blocks that repeat
+  its names (:data:`ROLE_WEIGHTS`, :func:`role`), nor by a superseded copy (a ``v3/`` folder beside
   ``v4/``, ``legacy/``: :func:`_superseded`), unless the query asks for that kind or role
   (``test``, ``docs``, ``stub``, ``example``, ``legacy``, ``v3`` ...).
 - **Many files**: a file's further hits are weighted down (:data:`SAME_FILE_DECAY`).
 - **Path evidence**: for a query that names no identifier, a hit whose file name or folder
   names the query's words (``session store behavior``: ``Session/Store.php``; a word and a
-  path part match when one begins the other, 3 letters at least: ``queue``, ``queues``)
+  path part match when one begins the other, 3 letters at least: ``queue``, ``queues``,
+  or their roots do, :func:`_names`: ``routing``, ``Router``)
   gains up to :data:`PATH_WEIGHT` times the best fused score, by the share of the words
   it names; a long question (more than :data:`TOPIC_WORDS` such words) describes
   behaviour rather than naming a module, and gains :data:`QUESTION_PATH_WEIGHT`. A file

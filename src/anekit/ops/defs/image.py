@@ -251,21 +251,26 @@ def _affine_source(coords: Any, size: int, align_corners: bool) -> Any:
     return np.clip(np.nan_to_num(points, nan=-2.0), -2.0, size + 1.0)
 
 
+def _pixels(x: np.ndarray, rows: Any, cols: Any, pad: Any) -> Any:
+    """``x`` [B, C, H, W] read at whole-pixel ``rows``/``cols`` [B, H2, W2]: ``pad`` where
+    a position falls outside the image."""
+    batch, channels, height, width = x.shape
+    lead = (np.arange(batch)[:, None, None, None], np.arange(channels)[None, :, None, None])
+    inside = (rows >= 0) & (rows <= height - 1) & (cols >= 0) & (cols <= width - 1)
+    ri = np.clip(rows, 0, height - 1).astype(np.intp)[:, None]
+    ci = np.clip(cols, 0, width - 1).astype(np.intp)[:, None]
+    return np.where(inside[:, None], x[(*lead, ri, ci)], np.float32(pad))
+
+
 def _sample_padded(x: np.ndarray, rows: Any, cols: Any, pad: Any) -> Any:
     """``x`` [B, C, H, W] sampled bilinearly at ``rows``/``cols`` [B, H2, W2] (pixel
     positions) with the image padded by ``pad`` all around: each of the four pixels
     around a point that falls outside the image reads ``pad``."""
-    batch, channels, height, width = x.shape
     r0, c0 = np.floor(rows), np.floor(cols)
     fr, fc = (rows - r0).astype(np.float32), (cols - c0).astype(np.float32)
-    lead = (np.arange(batch)[:, None, None, None], np.arange(channels)[None, :, None, None])
-    value = np.float32(pad)
 
     def tap(r: Any, c: Any) -> Any:
-        inside = (r >= 0) & (r <= height - 1) & (c >= 0) & (c <= width - 1)
-        ri = np.clip(r, 0, height - 1).astype(np.intp)[:, None]
-        ci = np.clip(c, 0, width - 1).astype(np.intp)[:, None]
-        return np.where(inside[:, None], x[(*lead, ri, ci)], value)
+        return _pixels(x, r, c, pad)
 
     fr, fc = fr[:, None], fc[:, None]
     top = tap(r0, c0) * (1 - fc) + tap(r0, c0 + 1) * fc
@@ -381,7 +386,7 @@ def resample(
     coremltools' test of this op. ``nearest`` rounds half to even (``grid_sample``'s
     nearbyint), then reads the nearest pixel (constant padding: the pad outside)."""
     image = np.asarray(x)
-    batch, channels, height, width = image.shape
+    height, width = image.shape[2:]
     coords = np.asarray(coordinates)
     pad, corners, where = str(padding_mode), bool(align_corners), str(coordinates_mode)
     cols = _fold(_resample_source(coords[..., 0], width, where, corners), width, pad)
@@ -393,12 +398,9 @@ def resample(
         result = _sample_padded(image, rows, cols, fill)
     elif str(sampling_mode) == "nearest":
         r, c = np.rint(rows), np.rint(cols)
-        inside = (r >= 0) & (r <= height - 1) & (c >= 0) & (c <= width - 1)
-        ri = np.clip(r, 0, height - 1).astype(np.intp)[:, None]
-        ci = np.clip(c, 0, width - 1).astype(np.intp)[:, None]
-        lead = (np.arange(batch)[:, None, None, None], np.arange(channels)[None, :, None, None])
-        picked = image[(*lead, ri, ci)]
-        result = picked if pad != "constant" else np.where(inside[:, None], picked, fill)
+        if pad != "constant":  # a position rounded half a pixel out reads the edge
+            r, c = np.clip(r, 0, height - 1), np.clip(c, 0, width - 1)
+        result = _pixels(image, r, c, fill)
     else:
         raise ProgramError(f"resample: unknown sampling_mode {sampling_mode!r}")
     return np.asarray(result, np.float32)
