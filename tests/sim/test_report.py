@@ -131,11 +131,16 @@ def test_intermediate_values_by_name(rng: np.random.Generator) -> None:
 def test_unsupported_op_is_named() -> None:
     placeholders = {"x": mb.placeholder(shape=(1, 4, 8, 8), dtype=types.fp32)}
     with Function(placeholders, opset_version=ct.target.iOS18) as function:
-        out = mb.random_uniform(shape=np.array([2, 2], np.int32), name="noise")
-        function.set_outputs([mb.add(x=out, y=np.float32(0), name="result")])
+        _, scores, _ = mb.non_maximum_suppression(
+            boxes=np.zeros((1, 3, 4), np.float32),
+            scores=np.zeros((1, 3, 2), np.float32),
+            iou_threshold=np.float32(0.5),
+            max_boxes=2,
+        )
+        function.set_outputs([mb.add(x=scores, y=np.float32(0), name="result")])
     program = Program()
     program.add_function("main", function)
-    with pytest.raises(errors.UnsupportedOpError, match="random_uniform") as caught:
+    with pytest.raises(errors.UnsupportedOpError, match="non_maximum_suppression") as caught:
         sim.run(program, {"x": np.zeros((1, 4, 8, 8), F32)})
     assert isinstance(caught.value, NotImplementedError)
 
