@@ -640,9 +640,9 @@ def _text_role(text: str) -> str | None:
     lines = [line for line in text.splitlines() if line.strip()]
     if len(lines) < min(LISTING_LINES, TABLE_ENTRIES):
         return None
-    for name, pattern in (("imports", _IMPORT_LINE), ("strings", _STRING_LINE)):
-        listed = sum(1 for line in lines if pattern.match(line))
-        if len(lines) >= LISTING_LINES and listed >= LISTING_SHARE * len(lines):
+    listings = (("imports", _IMPORT_LINE), ("strings", _STRING_LINE))
+    for name, pattern in listings if len(lines) >= LISTING_LINES else ():
+        if sum(1 for line in lines if pattern.match(line)) >= LISTING_SHARE * len(lines):
             return name
     code = [line for line in lines if not _COMMENT_LINE.match(line)]  # a table's headings
     entries = sum(1 for line in code if _ENTRY_LINE.match(line))
