@@ -80,6 +80,9 @@ SIDES = {
     "st-onnx-int8": "sentence-transformers model, ONNX Runtime int8 (bench/st_onnx_int8.py)",
     "anekit-onnx-int8": "anekit Embedder(backend='onnx', variant='int8'), in process",
     "anekit-onnx-int8-grouped": "the same, rows grouped 8 a run and padded to 16 tokens (before)",
+    "anekit-onnx-int8-dynamic": (
+        "the same as before: one activation scale per run, attention op by op"
+    ),
     "anekit-onnx-fp32": "anekit Embedder(backend='onnx', variant='fp32'), in process",
     "cpu-lane": "anekit CPU lane, Embedder(lanes=['cpu']) (ONNX Runtime int8 worker)",
 }
@@ -93,6 +96,11 @@ RATIOS = (
         "anekit-onnx-int8",
         "anekit-onnx-int8-grouped",
         "same engine: rows alone (batch-independent vectors) against grouped 8 a run",
+    ),
+    (
+        "anekit-onnx-int8",
+        "anekit-onnx-int8-dynamic",
+        "same engine: calibrated scales and fused attention against the int8 model before",
     ),
     ("anekit-onnx-fp32", "st-torch", "like for like: both fp32, CPU (ONNX Runtime vs torch)"),
     (
@@ -195,7 +203,7 @@ class SentenceTransformersOnnxInt8(Side):
 
 
 class AnekitOnnx(Side):
-    def __init__(self, variant: str, grouped: bool = False) -> None:
+    def __init__(self, variant: str, grouped: bool = False, dynamic: bool = False) -> None:
         import onnxruntime
 
         import anekit
@@ -209,6 +217,13 @@ class AnekitOnnx(Side):
 
             onnx_models.rows_per_run = old  # type: ignore[assignment]
             encoders.rows_per_run = old  # type: ignore[assignment]
+        if dynamic:  # int8 as it was before: no calibrated scales, attention op by op
+            from anekit.models import onnx_models
+            from anekit.package import onnx_attention
+
+            onnx_models.calibration_inputs = lambda *_: None  # type: ignore[assignment]
+            onnx_attention.fuse_attention = lambda *_: 0  # type: ignore[assignment]
+            onnx_models.MODEL_FORMAT = f"{onnx_models.MODEL_FORMAT}-dynamic"  # type: ignore[assignment]
 
         embedder = Embedder(
             backend="onnx", variant=variant, threads=THREADS, max_length=MAX_LENGTH, device="cpu"
@@ -255,6 +270,8 @@ def _make_side(side: str) -> Side:
         return AnekitOnnx("int8")
     if side == "anekit-onnx-int8-grouped":
         return AnekitOnnx("int8", grouped=True)
+    if side == "anekit-onnx-int8-dynamic":
+        return AnekitOnnx("int8", dynamic=True)
     if side == "anekit-onnx-fp32":
         return AnekitOnnx("fp32")
     if side == "cpu-lane":

@@ -81,7 +81,7 @@ def _convs_kept(source: Path, target: Path) -> Path:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from anekit.package.onnx_emitter import quantize_convs_per_channel
+    from anekit.package.onnx_int8 import quantize_convs_per_channel
 
     model = onnx.load(str(source))
     quantize_convs_per_channel(model)
@@ -96,7 +96,7 @@ def _convs_kept(source: Path, target: Path) -> Path:
 
 
 def _variants(layout: str) -> Iterator[tuple[str, Callable[[Path, Path], Path] | None]]:
-    from anekit.package.onnx_emitter import quantize_int8
+    from anekit.package.onnx_int8 import quantize_int8
 
     yield "fp32", None
     yield "int8 per channel", lambda s, t: quantize_int8(s, t, per_channel=True)

@@ -39,13 +39,8 @@ from anekit.backends.onnx import (
     providers,
     session_for,
 )
-from anekit.package.onnx_emitter import (
-    OPSET,
-    convs_as_matmuls,
-    quantize_int8,
-    save_onnx,
-    to_onnx,
-)
+from anekit.package.onnx_emitter import OPSET, save_onnx, to_onnx
+from anekit.package.onnx_int8 import convs_as_matmuls, quantize_int8
 from anekit.program import CompiledProgram
 from standins import OnnxRuntime
 

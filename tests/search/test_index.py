@@ -483,6 +483,7 @@ def test_the_cli_prints_the_documented_json(
     )
     status = json.loads(CliRunner().invoke(cli, ["status", "--json"]).output)
     assert (status["files"], status["identity"]["variant"]) == (4, "int8")
+    assert status["identity"]["numerics"] == 2  # calibrated activation scales
     assert status["embedded"] == status["chunks"] > 0 and status["embedded_fraction"] == 1.0
     monkeypatch.chdir(built.root.parent)
     missing = CliRunner().invoke(cli, ["search", "x", "--json"])

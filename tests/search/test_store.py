@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import signal
 import sqlite3
@@ -224,6 +225,7 @@ def test_identity_set_on_empty_store(tmp_path: Path) -> None:
         {"chunker": "ts-2"},
         {"max_length": 512},
         {"dimension": 16},
+        {"numerics": 2},
     ],
 )
 def test_identity_change_resets(store: Store, change: dict[str, Any]) -> None:
@@ -243,6 +245,30 @@ def test_identity_change_resets(store: Store, change: dict[str, Any]) -> None:
     conn = raw(store)
     assert conn.execute("SELECT count(*) FROM vectors").fetchone()[0] == 0
     assert store.ensure_identity(other) is False
+
+
+def test_identity_key_names_numerics_only_past_the_first_version(tmp_path: Path) -> None:
+    """A store written before ``numerics`` existed keeps its key (and its vector cache's
+    namespace) at version 1, and reads back as version 1; version 2 is another key."""
+    written_before = json.dumps(
+        {
+            "chunker": "ts-1",
+            "dimension": DIM,
+            "max_length": 256,
+            "model": "mini",
+            "variant": "int8",
+        },
+        sort_keys=True,
+    )
+    assert IDENTITY.numerics == 1 and IDENTITY.key() == written_before
+    calibrated = dataclasses.replace(IDENTITY, numerics=2)
+    assert json.loads(calibrated.key())["numerics"] == 2
+    with Store(store_dir(tmp_path)) as s:
+        with s.write():
+            s._set_meta("identity", written_before)
+        assert s.identity == IDENTITY
+        assert s.ensure_identity(calibrated) is True  # embedded again
+        assert s.identity == calibrated
 
 
 def test_put_needs_identity(tmp_path: Path) -> None:

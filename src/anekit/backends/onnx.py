@@ -2,7 +2,7 @@
 
 A program is emitted to ONNX (:mod:`anekit.package.onnx_emitter`) and run with graph
 optimizations on; ``mode="int8"`` quantizes the weights first
-(:func:`anekit.package.onnx_emitter.quantize_int8`: dynamic, one scale per output
+(:func:`anekit.package.onnx_int8.quantize_int8`: dynamic, one scale per output
 channel). Results measure this machine's CPU or GPU, never a Neural Engine.
 
 Device truth: ONNX Runtime does not refuse a provider it cannot use. Asked for CUDA and
@@ -209,7 +209,8 @@ class OnnxBackend:
         import onnx
 
         from anekit.errors import ProgramError
-        from anekit.package.onnx_emitter import quantize_int8, save_onnx, to_onnx
+        from anekit.package.onnx_emitter import save_onnx, to_onnx
+        from anekit.package.onnx_int8 import quantize_int8
 
         chosen = mode or "fp32"
         if chosen not in MODES:

@@ -300,6 +300,7 @@ def open_encoder(
             threads=threads,
             device=device,
             source=loaded.folder if isolated_build else None,
+            model_folder=loaded.folder,
         )
         return OnnxRuntimeEncoder(loaded, sessions)
 

@@ -64,8 +64,13 @@ MODEL_FILE = "encoder.onnx"
 BUILD_LOCK = "build.lock"
 #: What the child process that builds a model runs (``python -c``).
 _CHILD = "import sys; from anekit.models.onnx_models import _main; sys.exit(_main(sys.argv[1:]))"
-#: The cached model's format: 2 takes any batch (1 was traced at a fixed batch of 8).
-MODEL_FORMAT = 2
+#: The cached model's format: 2 takes any batch (1 was traced at a fixed batch of 8); 3
+#: has calibrated int8 activation scales (anekit.package.activation_scales).
+MODEL_FORMAT = 3
+#: The version of the int8 model's numerics (1: one activation scale per run; 2:
+#: calibrated scales): part of a search store's identity, so a store embedded with
+#: another version embeds again (anekit.search.store.StoreIdentity).
+INT8_NUMERICS = 2
 
 
 def folder_for(model_id: str, weights: ModelWeights, variant: str) -> Path:
@@ -158,9 +163,12 @@ def build_model(
     variant: str,
     folder: Path,
     source: Path | None = None,
+    model_folder: Path | None = None,
 ) -> Path:
     """The ONNX model (any batch, any length), built if missing, one builder at a time
     (a lock file in ``folder``: a search daemon and its lane worker may both need it).
+    An int8 build tokenizes its calibration texts with the tokenizer of ``model_folder``
+    (the model's folder; default ``source``).
 
     With ``source`` (the model's folder; ``Embedder(isolated_build=True)``, as the search
     index's query model is) the build runs in a fresh process: tracing, emitting and
@@ -176,7 +184,7 @@ def build_model(
             if source is not None:
                 _build_in_child(source, weights.digest, variant, folder)
             else:
-                _build(config, weights, variant, folder)
+                _build(config, weights, variant, folder, model_folder)
     return target
 
 
@@ -192,11 +200,29 @@ def _build_in_child(source: Path, digest: str, variant: str, folder: Path) -> No
         )
 
 
-def _build(config: ModelConfig, weights: ModelWeights, variant: str, folder: Path) -> None:
-    """Trace, emit and (int8) quantize the encoder into ``folder`` (this process)."""
+def calibration_inputs(
+    config: ModelConfig, weights: ModelWeights, model_folder: Path
+) -> list[dict[str, np.ndarray]]:
+    """The row encoder's inputs for each calibration text (anekit.models.calibration),
+    one row each, tokenized by ``model_folder``'s tokenizer."""
+    from anekit.models import calibration
+    from anekit.models.batching import load_tokenizer, tokenize
+    from anekit.models.embeddings import row_inputs
+
+    tokenizer = load_tokenizer(model_folder, config.max_length)
+    inputs = []
+    for ids in tokenize(tokenizer, calibration.load()):
+        row = np.asarray([ids], np.int64)
+        inputs.append(row_inputs(weights, config, row, np.ones(row.shape, np.float32)))
+    return inputs
+
+
+def row_encoder_onnx(config: ModelConfig, weights: ModelWeights) -> Any:
+    """The row encoder traced and emitted as a float32 ``onnx.ModelProto`` taking any
+    batch and length, attention op by op (what :func:`_build` quantizes and fuses)."""
     from anekit.frontends.numpy import compile_function
     from anekit.models.architectures import make_row_encoder
-    from anekit.package.onnx_emitter import quantize_int8, save_onnx, to_onnx
+    from anekit.package.onnx_emitter import to_onnx
     from anekit.specs import TensorSpec
 
     taken = {ONNX_BATCH, *config.dimensions}
@@ -218,14 +244,39 @@ def _build(config: ModelConfig, weights: ModelWeights, variant: str, folder: Pat
     model = to_onnx(program)
     symbolic_batch(model, batch)
     symbolic_length(model, length)
+    return model
+
+
+def _build(
+    config: ModelConfig,
+    weights: ModelWeights,
+    variant: str,
+    folder: Path,
+    model_folder: Path | None = None,
+) -> None:
+    """Trace, emit and (int8) quantize the encoder into ``folder`` (this process); int8
+    sets its activation scales from calibration texts (:func:`calibration_inputs`)."""
+    import onnx
+
+    from anekit.package.onnx_attention import fuse_attention
+    from anekit.package.onnx_emitter import save_onnx
+    from anekit.package.onnx_int8 import quantize_int8
+
+    model = row_encoder_onnx(config, weights)
     partial = folder / "encoder.partial.onnx"
-    save_onnx(model, partial)
     if variant == "int8":
-        quantized = folder / "encoder.int8.partial.onnx"
-        quantize_int8(partial, quantized)
-        partial.unlink()
-        partial = quantized
-    partial.replace(folder / MODEL_FILE)
+        if model_folder is None:
+            raise ModelError(
+                "building the int8 ONNX model needs the model's folder: its activation "
+                "scales are calibrated on texts its tokenizer reads"
+            )
+        fp32 = save_onnx(model, folder / "encoder.fp32.partial.onnx")
+        feeds = calibration_inputs(config, weights, model_folder)
+        model = onnx.load(str(quantize_int8(fp32, partial, calibration=feeds)))
+        fp32.unlink()
+    # last: ONNX Runtime's quantizer cannot type what follows a contrib op
+    fuse_attention(model)
+    save_onnx(model, partial).replace(folder / MODEL_FILE)
 
 
 def _main(argv: list[str]) -> int:
@@ -241,7 +292,7 @@ def _main(argv: list[str]) -> int:
     if weights.digest != digest:
         print(f"{source}: its weights changed (digest {weights.digest[:12]})", file=sys.stderr)
         return 2
-    _build(config, weights, variant, folder)
+    _build(config, weights, variant, folder, source)
     return 0
 
 
@@ -258,6 +309,7 @@ class OnnxEncoder:
         threads: int | None = None,
         device: str = "auto",
         source: Path | None = None,
+        model_folder: Path | None = None,
     ) -> None:
         from anekit.backends.onnx import DEVICES
 
@@ -279,6 +331,8 @@ class OnnxEncoder:
         self.concurrent = (threads or os.cpu_count() or 1) if rows_per_run(variant)[0] == 1 else 1
         #: The model's folder: a missing model is then built in a child process.
         self.source = source
+        #: The model's folder (its tokenizer tokenizes the int8 build's calibration texts).
+        self.model_folder = model_folder or source
         self._loaded: Any = None  # the session, once loaded
         self._pool: ThreadPoolExecutor | None = None
 
@@ -290,7 +344,9 @@ class OnnxEncoder:
         if self._loaded is None:
             from anekit.backends.onnx import session_for
 
-            path = build_model(self.config, self.weights, self.variant, self.folder, self.source)
+            path = build_model(
+                self.config, self.weights, self.variant, self.folder, self.source, self.model_folder
+            )
             threads = 1 if self.concurrent > 1 else self.threads
             self._loaded = session_for(path, threads=threads, device=self.device_choice)
         return self._loaded

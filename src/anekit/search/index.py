@@ -304,17 +304,20 @@ class Index:
         from anekit.lanes.cluster import node_lane
         from anekit.lanes.engines import lane_variant
         from anekit.models.config import load_config
+        from anekit.models.onnx_models import INT8_NUMERICS
         from anekit.models.registry import resolve
 
         model_id, folder = resolve(self.model)
         config = load_config(folder)
         lane = node_lane((self.lanes or default_lanes())[0])  # auto: this node's lane
+        variant = lane_variant(lane)
         return StoreIdentity(
             model=model_id,
-            variant=lane_variant(lane),
+            variant=variant,
             chunker=CHUNKER_VERSION,
             max_length=config.max_length,
             dimension=config.hidden_size,
+            numerics=INT8_NUMERICS if variant == "int8" else 1,
         )
 
     def close(self) -> None:

@@ -146,10 +146,18 @@ class StoreIdentity:
     chunker: str
     max_length: int
     dimension: int
+    #: The version of the variant's numerics, where they changed under the same variant
+    #: name (int8: 2 since its activation scales are calibrated,
+    #: :data:`anekit.models.onnx_models.INT8_NUMERICS`): a store of another version
+    #: embeds again, and the vector cache keeps their vectors apart.
+    numerics: int = 1
 
     def key(self) -> str:
         """A canonical string of the identity (stored, and stamped on derived files)."""
-        return json.dumps(asdict(self), sort_keys=True)
+        fields = asdict(self)
+        if self.numerics == 1:
+            del fields["numerics"]  # the keys written before the field existed stay valid
+        return json.dumps(fields, sort_keys=True)
 
 
 @dataclass(frozen=True)
