@@ -10,8 +10,8 @@ replaces each such subgraph whose key mask is the encoder's ``(1 - keep) * fill`
 node with ``keep`` as its key padding mask; anything else is left as it is.
 
 Measured on MiniLM int8, two rows at a time on two cores: 3-4 % more rows/s, and a
-search query's embedding 2.0 -> 1.6 ms at 10k chunks (docs/benchmarks.md, issue 34 and
-issue 33's query time).
+search query's embedding, with the calibrated scales too, 2.0 -> 1.6 ms
+(docs/benchmarks.md: issue 34, and issue 33's query time).
 Contrib operator: https://github.com/microsoft/onnxruntime/blob/main/docs/ContribOperators.md#com.microsoft.MultiHeadAttention
 """
 
