@@ -79,20 +79,12 @@ def _ort_as_is(source: Path, target: Path) -> Path:
 
 def _convs_kept(source: Path, target: Path) -> Path:
     import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from anekit.package.onnx_int8 import quantize_convs_per_channel
+    from anekit.package.onnx_int8 import dynamic_int8, quantize_convs_per_channel
 
     model = onnx.load(str(source))
     quantize_convs_per_channel(model)
-    quantize_dynamic(
-        model,
-        str(target),
-        per_channel=True,
-        weight_type=QuantType.QInt8,
-        op_types_to_quantize=["MatMul"],
-    )
-    return target
+    return dynamic_int8(model, target)
 
 
 def _variants(layout: str) -> Iterator[tuple[str, Callable[[Path, Path], Path] | None]]:

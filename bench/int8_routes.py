@@ -42,7 +42,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,34 +65,6 @@ ROUTES = (
 )
 
 
-def _quantize(model: Any, target: Path, exclude: list[str]) -> Path:
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    quantize_dynamic(
-        model,
-        str(target),
-        per_channel=True,
-        weight_type=QuantType.QInt8,
-        op_types_to_quantize=["MatMul"],
-        nodes_to_exclude=exclude,
-    )
-    return target
-
-
-def _named_linears(model: Any, which: Callable[[Any], bool]) -> list[str]:
-    from anekit.onnxgraph.edit import GraphEdit
-    from anekit.package import activation_scales
-
-    edit = GraphEdit(model)
-    names = []
-    for layer in activation_scales.linear_layers(model):
-        if which(layer):
-            if not layer.node.name:
-                layer.node.name = edit.fresh("linear")
-            names.append(layer.node.name)
-    return names
-
-
 def build_routes(
     source: Path, feeds: list[dict[str, np.ndarray]], folder: Path
 ) -> Iterator[tuple[str, Path]]:
@@ -100,7 +72,7 @@ def build_routes(
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
 
     from anekit.package import activation_scales
-    from anekit.package.onnx_int8 import quantize_int8
+    from anekit.package.onnx_int8 import dynamic_int8, quantize_int8
 
     def fresh() -> Any:
         return onnx.load(str(source))
@@ -108,8 +80,8 @@ def build_routes(
     yield "dynamic", quantize_int8(source, folder / "dynamic.onnx")
 
     model = fresh()
-    down = _named_linears(model, lambda layer: layer.down_projection)
-    yield "fp32-down", _quantize(model, folder / "fp32-down.onnx", down)
+    down = activation_scales.name_layers(model, lambda layer: layer.down_projection)
+    yield "fp32-down", dynamic_int8(model, folder / "fp32-down.onnx", exclude=down)
 
     class Feeds(CalibrationDataReader):  # type: ignore[misc]
         def __init__(self) -> None:
@@ -129,8 +101,8 @@ def build_routes(
     yield "static", folder / "static.onnx"
 
     model = fresh()
-    every = _named_linears(model, lambda layer: True)
-    target = _quantize(model, folder / "per-row.onnx", every)
+    every = activation_scales.name_layers(model, lambda layer: True)
+    target = dynamic_int8(model, folder / "per-row.onnx", exclude=every)
     quantized = onnx.load(str(target))
     activation_scales.per_token(quantized, every)
     onnx.save(quantized, str(target))
@@ -141,12 +113,12 @@ def build_routes(
     sources = [layer.node.input[0] for layer in layers if layer.source_op == "LayerNormalization"]
     found = activation_scales.input_statistics(model, sources, feeds)
     activation_scales.smooth(model, {name: found[name].peaks for name in sources})
-    yield "smooth", _quantize(model, folder / "smooth.onnx", [])
+    yield "smooth", dynamic_int8(model, folder / "smooth.onnx")
 
     model = fresh()
     activation_scales.prepare(model, feeds)  # smoothed; every down projection per row
-    down = _named_linears(model, lambda layer: layer.down_projection)
-    target = _quantize(model, folder / "all-down.onnx", down)
+    down = activation_scales.name_layers(model, lambda layer: layer.down_projection)
+    target = dynamic_int8(model, folder / "all-down.onnx", exclude=down)
     quantized = onnx.load(str(target))
     activation_scales.per_token(quantized, down)
     onnx.save(quantized, str(target))

@@ -18,9 +18,10 @@ import json
 import platform
 import random
 import sysconfig
-from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from anekit.models import shipped
 
 RESOURCE = "data/calibration.json"
 SEED = 0
@@ -33,7 +34,7 @@ WORDS = (1, 2, 3)
 
 def load() -> list[str]:
     """The calibration texts shipped with anekit."""
-    data = json.loads(resources.files("anekit.models").joinpath(RESOURCE).read_text("utf-8"))
+    data = shipped.read_json(RESOURCE)
     return [piece["text"] for piece in data["pieces"]]
 
 
@@ -68,8 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     content = json.dumps(generate(Path(sysconfig.get_paths()["stdlib"])), indent=1) + "\n"
     if args.write:
-        target = Path(str(resources.files("anekit.models").joinpath(RESOURCE)))
-        target.write_text(content, "utf-8")
+        target = shipped.write_text(RESOURCE, content)
         print(f"wrote {target}")
     else:
         print(content, end="")

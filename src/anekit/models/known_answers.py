@@ -18,13 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from anekit.errors import ModelError
+from anekit.models import shipped
 
 RESOURCE = "data/known_answers.json"
 MAX_LENGTH = 256
@@ -61,7 +61,7 @@ def row_cosines(got: np.ndarray, want: np.ndarray) -> np.ndarray:
 
 def load() -> KnownAnswers:
     """The fixture shipped with anekit."""
-    data = json.loads(resources.files("anekit.models").joinpath(RESOURCE).read_text("utf-8"))
+    data = shipped.read_json(RESOURCE)
     return KnownAnswers(
         model=data["model"],
         max_length=int(data["max_length"]),
@@ -105,8 +105,7 @@ def main(argv: list[str] | None = None) -> None:
         raise ModelError(f"{args.chunks}: {error}") from error
     content = json.dumps(generate(chunks), indent=1, ensure_ascii=False) + "\n"
     if args.write:
-        target = Path(str(resources.files("anekit.models").joinpath(RESOURCE)))
-        target.write_text(content, "utf-8")
+        target = shipped.write_text(RESOURCE, content)
         print(f"wrote {target} ({len(chunks)} chunks)")
     else:
         print(content, end="")

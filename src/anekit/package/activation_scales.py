@@ -28,7 +28,7 @@ rewrites in the quantized model (ONNX Runtime's quantizer leaves them float32).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,14 +161,13 @@ def smooth(model: Any, peaks: dict[str, np.ndarray], alpha: float = ALPHA) -> li
         if layer.source_op == "LayerNormalization":
             groups.setdefault(layer.node.input[0], []).append(layer)
     edit = GraphEdit(model)
-    initializers = {item.name: item for item in model.graph.initializer}
     nodes = list(model.graph.node)
     for source, layers in groups.items():
         factors = smoothing_factors(peaks[source], [layer.weight for layer in layers], alpha)
         for layer in layers:
             scaled = (layer.weight * factors[:, None]).astype(np.float32)
             name = layer.node.input[1]
-            initializers[name].CopyFrom(numpy_helper.from_array(scaled, name))
+            edit.initializers[name].CopyFrom(numpy_helper.from_array(scaled, name))
         inverse = edit.add(f"{source}_smoothing", (1 / factors).astype(np.float32))
         smoothed = edit.fresh(f"{source}_smoothed")
         first = min(nodes.index(layer.node) for layer in layers)
@@ -191,12 +190,23 @@ def prepare(model: Any, feeds: Iterable[dict[str, np.ndarray]], alpha: float = A
     statistics = input_statistics(model, [*smoothed, *down], feeds)
     if smoothed:
         smooth(model, {name: statistics[name].peaks for name in smoothed}, alpha)
+    return name_layers(
+        model,
+        lambda layer: (
+            layer.down_projection and statistics[layer.node.input[0]].row_spread >= ROW_SPREAD
+        ),
+    )
+
+
+def name_layers(model: Any, which: Callable[[Linear], bool]) -> list[str]:
+    """The names of ``model``'s linear layers that ``which`` picks, giving the unnamed
+    ones a fresh name (ONNX Runtime's quantizer excludes nodes by name)."""
     edit = GraphEdit(model)
     names = []
     for layer in linear_layers(model):
-        if layer.down_projection and statistics[layer.node.input[0]].row_spread >= ROW_SPREAD:
+        if which(layer):
             if not layer.node.name:
-                layer.node.name = edit.fresh("down_projection")
+                layer.node.name = edit.fresh("linear")
             names.append(layer.node.name)
     return names
 
@@ -290,6 +300,7 @@ __all__ = [
     "Linear",
     "input_statistics",
     "linear_layers",
+    "name_layers",
     "per_token",
     "prepare",
     "smooth",

@@ -8,7 +8,7 @@ activations so that int8 loses little of them (:mod:`anekit.package.activation_s
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,6 @@ def quantize_int8(
     smoothed, down projections quantized per row); without it every activation gets one
     scale per run (ONNX Runtime's ``DynamicQuantizeLinear``)."""
     import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
 
     target.parent.mkdir(parents=True, exist_ok=True)
     model = onnx.load(str(source))
@@ -57,6 +56,27 @@ def quantize_int8(
         if not per_channel:
             raise ValueError("calibrated activation scales need per-channel weights")
         per_row = activation_scales.prepare(model, calibration)
+    dynamic_int8(model, target, per_channel=per_channel, op_types=op_types, exclude=per_row)
+    if per_row:
+        quantized = onnx.load(str(target))
+        activation_scales.per_token(quantized, per_row)
+        onnx.save(quantized, str(target))
+    return target
+
+
+def dynamic_int8(
+    model: Any,
+    target: Path,
+    *,
+    per_channel: bool = True,
+    op_types: Sequence[str] = ("MatMul",),
+    exclude: Sequence[str] = (),
+) -> Path:
+    """ONNX Runtime's ``quantize_dynamic`` of ``model`` (an ``onnx.ModelProto``) to
+    ``target``: int8 weights of ``op_types`` (per output channel, or per tensor), except
+    the nodes named in ``exclude``."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
     root = logging.getLogger()
     hint = _DropPreprocessingHint()
     root.addFilter(hint)  # ORT logs a generic hint to the root logger on every call
@@ -66,15 +86,11 @@ def quantize_int8(
             str(target),
             per_channel=per_channel,
             weight_type=QuantType.QInt8,
-            op_types_to_quantize=op_types,
-            nodes_to_exclude=per_row,
+            op_types_to_quantize=list(op_types),
+            nodes_to_exclude=list(exclude),
         )
     finally:
         root.removeFilter(hint)
-    if per_row:
-        quantized = onnx.load(str(target))
-        activation_scales.per_token(quantized, per_row)
-        onnx.save(quantized, str(target))
     return target
 
 
