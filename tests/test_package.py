@@ -97,7 +97,8 @@ def test_compressed_weights_are_stored_compressed_and_stay_close(
         ("two", "out.pkg", {}, "must end in .mlpackage"),
         ("none", "out.mlpackage", {}, "at least one function"),
         ("two", "out.mlpackage", {"default": "seq99"}, "'seq99' is not among seq32, seq64"),
-        ("two", "out.mlpackage", {"weights": "int4"}, "weights must be one of"),
+        ("two", "out.mlpackage", {"weights": "int5"}, "unknown weight compression .int5."),
+        ("two", "out.mlpackage", {"weights": "palettize5"}, "a palette has 1, 2, 3, 4, 6, 8 bits"),
         ("same", "out.mlpackage", {}, "two functions are named 'seq32'"),
     ],
 )

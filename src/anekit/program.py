@@ -20,6 +20,7 @@ from anekit._coremltools import Program, core_ml_runtime_available, ct, quiet_pa
 from anekit._version import __version__
 from anekit.backends import RunReport
 from anekit.errors import ProgramError
+from anekit.package.compression import METADATA_KEY, Compression, CompressionReport, compress_model
 from anekit.specs import IOContract, OutputTree, TensorSpec, widened
 
 #: Deployment targets a traced program may name (ML programs need iOS 16 / macOS 13
@@ -124,13 +125,16 @@ def finalize(
     skip_passes: Sequence[str] = (),
     extra_passes: Sequence[str] = (),
     pass_options: Mapping[str, Mapping[str, Any]] | None = None,
+    compress: str | Compression | None = None,
 ) -> CompiledProgram:
     """What every frontend ends with: run the ANE passes on ``program`` (unless
     ``passes=False``), note the inputs and outputs they widened against ``before``
     (default: the function's I/O as it is now) and wrap it as a :class:`CompiledProgram`.
 
-    ``output_tree`` defaults to one output as an array, several as a dict.
+    ``output_tree`` defaults to one output as an array, several as a dict; ``compress``
+    is a weight compression spec (:mod:`anekit.package.compression`).
     """
+    compression = None if compress is None else Compression.parse(compress)
     before = before if before is not None else io_specs(program.functions[function_name])
     report = None
     if passes:
@@ -151,6 +155,7 @@ def finalize(
         locations=locations,
         io_widths=widened(before, io_specs(function)),
         pass_report=report,
+        compression=compression,
     )
 
 
@@ -176,6 +181,7 @@ class CompiledProgram:
         io_widths: dict[str, int] | None = None,
         pass_report: Any = None,
         package_path: Path | None = None,
+        compression: Compression | None = None,
     ) -> None:
         if function_name not in program.functions:
             raise ProgramError(
@@ -203,6 +209,10 @@ class CompiledProgram:
         self.package_path = package_path
         #: What anekit's ANE passes changed (``anekit.passes.PassReport``), if they ran.
         self.pass_report = pass_report
+        #: How the package stores the weights (None: fp16), and what that did to each
+        #: weight once the program was converted (:meth:`to_mlmodel`).
+        self.compression = compression
+        self.compression_report: CompressionReport | None = None
         function = program.functions[function_name]
         #: The inputs and outputs as stored and as callers see them: a pass that
         #: widened a last axis (``pad_io_width``) is undone here, inputs padded with
@@ -291,7 +301,9 @@ class CompiledProgram:
     # -- packaging ------------------------------------------------------------------
 
     def to_mlmodel(self) -> Any:
-        """Convert to a coremltools ``MLModel`` (mlprogram, fp16 compute precision).
+        """Convert to a coremltools ``MLModel`` (mlprogram, fp16 compute precision), its
+        weights compressed as :attr:`compression` says (the outcome per weight in
+        :attr:`compression_report`).
 
         On machines without Core ML the model is spec-only (``skip_model_load``).
         """
@@ -304,6 +316,9 @@ class CompiledProgram:
                 compute_precision=ct.precision.FLOAT16,
                 skip_model_load=not core_ml_runtime_available(),
             )
+        if self.compression is not None:
+            model, self.compression_report = compress_model(model, self.compression)
+            model.user_defined_metadata[METADATA_KEY] = self.compression_report.metadata()
         model.author = "anekit"
         model.version = __version__
         model.short_description = f"{self.source}, traced by anekit {__version__}"
@@ -328,9 +343,12 @@ class CompiledProgram:
 
     def lowered(self) -> Program:
         """The program as it goes into a package: coremltools' default pass pipeline
-        at fp16 compute precision applied (what the ANE would run). Cached."""
+        at fp16 compute precision applied (what the ANE would run), the weights
+        compressed when :attr:`compression` says so. Cached."""
         if self.converted:
             return self._program
+        if self._lowered is None and self.compression is not None:
+            self._lowered = self.to_mlmodel()._mil_program
         if self._lowered is None:
             with quiet_passes():
                 self._lowered = ct.convert(

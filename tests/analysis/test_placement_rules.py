@@ -352,6 +352,38 @@ def test_weights_compressed_is_a_risk() -> None:
     assert "weights.compressed" not in _op_rules(_report(_program(lambda x: mb.relu(x=x))))
 
 
+def _palette(scale: bool) -> Callable[..., Any]:
+    """A conv whose weight is a 4-bit palette (iOS18 constexpr_lut_to_dense), with or
+    without a per-channel scale after it (what enable_per_channel_scale emits)."""
+
+    def core(x: Any) -> Any:
+        indices = (np.arange(64 * 64) % 16).astype(types.np_uint4_dtype).reshape(64, 64, 1, 1)
+        lut = np.linspace(-1, 1, 16, dtype=np.float16).reshape(1, 1, 1, 1, 16, 1)
+        weight = mb.constexpr_lut_to_dense(indices=indices, lut=lut)
+        if scale:
+            per_channel = np.full((64, 1, 1, 1), 0.5, np.float16)
+            weight = mb.constexpr_blockwise_shift_scale(data=weight, scale=per_channel)
+        return mb.conv(x=x, weight=weight)
+
+    return core
+
+
+def test_a_palette_is_not_flagged_but_a_scaled_palette_is() -> None:
+    plain = _op_rules(_report(_program(_palette(scale=False))))
+    assert "weights.palette_scale" not in plain and "weights.compressed" not in plain
+    scaled = _report(_program(_palette(scale=True)))
+    assert "weights.palette_scale" in _op_rules(scaled)
+    assert "weights.compressed" not in _op_rules(scaled)  # a palette, not an int weight
+    assert RULES["weights.palette_scale"].severity == "risk"
+    (message,) = [
+        finding.message
+        for op in scaled.compute_ops()
+        for finding in op.findings
+        if finding.rule == "weights.palette_scale"
+    ]
+    assert "constexpr_lut_to_dense -> constexpr_blockwise_shift_scale" in message
+
+
 # --- program-level rules --------------------------------------------------------------
 
 

@@ -157,14 +157,50 @@ def _op_types(op_types: Collection[str]) -> OpCheck:
     return lambda op: [op.op_type] if op.op_type in op_types else []
 
 
-def _compressed(op: Any) -> list[str]:
+def _weight_chain(op: Any) -> list[list[str]]:
+    """For each input of a linear-like op fed by constexpr ops: their types, in the
+    order they decompress (``["constexpr_lut_to_dense", "constexpr_blockwise_shift_scale"]``
+    for a palette with a per-channel scale)."""
     if op.op_type not in ("linear", "conv", "matmul", "conv_transpose"):
         return []
+    chains = []
     for var in op.get_flattened_inputs():
-        producer = getattr(var.op, "op_type", "")  # "" for an input
-        if producer.startswith("constexpr_") and producer != "constexpr_cast":
-            return [f"weights from {producer}"]
-    return []
+        chain: list[str] = []
+        producers: list[Any] = [getattr(var, "op", None)]
+        while producers:
+            producer = producers.pop()
+            kind = getattr(producer, "op_type", "")  # "" for an input
+            if kind.startswith("constexpr_") and kind != "constexpr_cast":
+                chain.insert(0, kind)
+                producers.extend(getattr(i, "op", None) for i in producer.get_flattened_inputs())
+        if chain:
+            chains.append(chain)
+    return chains
+
+
+#: Linear (integer) weight quantization: the formats reported off the ANE.
+_LINEAR_QUANTIZED = frozenset(
+    {"constexpr_affine_dequantize", "constexpr_blockwise_shift_scale",
+     "constexpr_sparse_blockwise_shift_scale"}
+)  # fmt: skip
+
+
+def _compressed(op: Any) -> list[str]:
+    """Integer (linear) quantized weights, not a palette's per-channel scale."""
+    return [
+        f"weights from {chain[-1]}"
+        for chain in _weight_chain(op)
+        if _LINEAR_QUANTIZED & set(chain) and "constexpr_lut_to_dense" not in chain
+    ]
+
+
+def _palette_scaled(op: Any) -> list[str]:
+    """A palette (LUT) whose values a per-channel scale multiplies afterwards."""
+    return [
+        f"weights from {' -> '.join(chain)}"
+        for chain in _weight_chain(op)
+        if "constexpr_lut_to_dense" in chain and "constexpr_blockwise_shift_scale" in chain
+    ]
 
 
 def _constant_weight(op: Any) -> bool:
@@ -383,11 +419,25 @@ RULES: dict[str, RuleInfo] = {
             on_op=_not_bc1s,
         ),
         RuleInfo(
-            "weights.compressed", "risk", "int4/int8 compressed weights",
-            "ane-knowledge.md §7.7: linear int4/int8 constexpr weights reported CPU-only by "
-            "MLComputePlan on M4 (stablehlo-coreml#110) vs fast on the private path (MDX, AF)",
-            "check the actual placement on a Mac (anekit doctor shows MLComputePlan there)",
+            "weights.compressed", "risk", "int4/int8 linearly quantized weights",
+            "ane-knowledge.md §7.7 and §2 rule 26: a conv/linear/matmul with int4/int8 "
+            "constexpr weights reported supported=[CPU] by MLComputePlan on M4, at iOS26 too "
+            "(kasper0406/stablehlo-coreml#110); 8-bit per-block weights gave cosine 0.367 on "
+            "the ANE vs 0.999 on the GPU (apple/coreai-models#279); fast on the private path "
+            "(MDX, AF)",
+            "check the actual placement on a Mac (anekit doctor shows MLComputePlan there), "
+            "or use a palette (compress='palettize4' / 'palettize4-g16'), which the ANE runs",
             on_op=_compressed,
+        ),
+        RuleInfo(
+            "weights.palette_scale", "risk", "a palette followed by a per-channel scale",
+            "ane-knowledge.md §2 rule 26: OpPalettizerConfig(enable_per_channel_scale=True) "
+            "fails MPSGraph verification at ANE load on macOS 26 (apple/coremltools#2688); "
+            "the ANE needs the scale after the conv (coremltools' "
+            "common::reorder_lut_per_channel_scale); LUT + block-wise scale chains are "
+            "rejected with error -14 (CML DECODE_STATE_LAYOUTS.md §8)",
+            "palettize without a per-channel scale (per tensor or per grouped channel)",
+            on_op=_palette_scaled,
         ),
     )
 }  # fmt: skip

@@ -213,6 +213,12 @@ class OnnxBackend:
         from anekit.package.onnx_int8 import quantize_int8
 
         chosen = mode or "fp32"
+        if program.compression is not None:
+            raise ProgramError(
+                f"{program.source}: compressed weights ({program.compression.name}) are a "
+                "Core ML package format; run it with backend='sim' or 'coreml', or compile "
+                "it without compress= for ONNX Runtime"
+            )
         if chosen not in MODES:
             raise ProgramError(f"onnx backend modes are {', '.join(MODES)}, got {chosen!r}")
         model = to_onnx(program)

@@ -64,6 +64,9 @@ class SimBackend:
         return ""
 
     def load(self, program: CompiledProgram, mode: str | None = None) -> SimSession:
+        if program.compression is not None and not program.converted:
+            # the weights as the package holds them: decompressed by the constexpr ops
+            return SimSession(program.lowered(), "main", mode or self.mode, self.accumulation)
         return SimSession(
             program.program, program.function_name, mode or self.mode, self.accumulation
         )

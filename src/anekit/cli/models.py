@@ -132,10 +132,11 @@ def info(model: str | None, max_length: int | None, as_json: bool) -> None:
 @click.argument("model", required=False)
 @click.option(
     "--variant",
-    type=click.Choice(["fp16", "int8", "both"]),
     default="both",
     show_default=True,
-    help="Weights: fp16, int8 per-channel, or both packages.",
+    help="Weights: fp16, int8 (per channel), int4-b32 / int8-b32 (blocks of 32), "
+    "palettize4 / 6 / 8 (a k-means palette per tensor), palettize4-g16 (per group of 16 "
+    "output channels), any such spec, or both (fp16 and int8).",
 )
 @click.option(
     "--out",
@@ -160,6 +161,10 @@ def build_model(model: str | None, variant: str, out: Path | None, as_json: bool
     from anekit.models import build_package
 
     variants = ["fp16", "int8"] if variant == "both" else [variant]
+    from anekit.package.compression import Compression
+
+    for name in variants:
+        Compression.parse(name)  # a clear error before any work
     results = []
     for name in variants:
         target = None if out is None else out / f"{model_id}-{name}.mlpackage"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from anekit.package.compression import Compression
 from anekit.program import CompiledProgram, deployment_target_from_name, finalize
 from anekit.trace import trace_function
 
@@ -19,6 +20,7 @@ def compile_function(
     skip_passes: Sequence[str] = (),
     extra_passes: Sequence[str] = (),
     pass_options: Mapping[str, Mapping[str, Any]] | None = None,
+    compress: str | Compression | None = None,
 ) -> CompiledProgram:
     """``anekit.compile``: trace ``fn`` on inputs shaped like ``example_args`` into a
     Core ML MIL program.
@@ -33,6 +35,12 @@ def compile_function(
     ``extra_passes`` optional ones to add (``gelu_tanh``); ``pass_options`` sets pass
     options (``{"prescale_query": {"logit_clamp": 50.0}}``). What they changed is in
     ``program.pass_report``.
+
+    ``compress`` stores the package's weights compressed (``"int8"``, ``"int4-b32"``,
+    ``"palettize4"``, ``"palettize4-g16"``, ...: :mod:`anekit.package.compression`), each
+    weight checked against an error bound and kept fp16 when over it
+    (``program.compression_report`` once converted); the simulator then runs the
+    decompressed weights, as the package holds them.
 
     >>> import numpy as np, anekit
     >>> prog = anekit.compile(lambda x: np.tanh(x) * 2, np.zeros((4, 32), np.float16))
@@ -58,6 +66,7 @@ def compile_function(
         skip_passes=skip_passes,
         extra_passes=extra_passes,
         pass_options=pass_options,
+        compress=compress,
     )
 
 

@@ -2,9 +2,10 @@
 
 Each bucket (batch 4 x sequence 128 ... 512) is the encoder traced at that shape,
 run through the ANE passes and saved as one function (``seq128`` ...); coremltools'
-``save_multifunction`` stores the weights they share once. The ``int8`` variant
-quantizes each bucket's weights per output channel (coremltools'
-``linear_quantize_weights``, symmetric) before combining. Metadata records the model
+``save_multifunction`` stores the weights they share once. A compressed variant
+(``int8``: per output channel; ``int4-b32``, ``palettize4``, ``palettize4-g16``, ...:
+:mod:`anekit.package.compression`) compresses each bucket's weights with coremltools'
+utilities and its per-weight error check before combining. Metadata records the model
 id, the weights' SHA-256, the bucket table, the pooling and anekit's version.
 """
 
@@ -27,10 +28,11 @@ from anekit.models.batching import BATCH, BUCKETS
 from anekit.models.config import ModelConfig, load_config
 from anekit.models.registry import resolve
 from anekit.models.weights import ModelWeights, load_weights
+from anekit.package.compression import METADATA_KEY, PRESETS, Compression
 
 _log = logging.getLogger(__name__)
 
-VARIANTS = ("fp16", "int8")
+VARIANTS = PRESETS
 INPUTS = ("hidden", "keep")
 OUTPUT = "embedding"
 
@@ -53,6 +55,8 @@ class PackageInfo:
     pooling: str
     normalize: bool
     anekit_version: str
+    #: The compression report in short (spec, bound, weights kept fp16), if compressed.
+    compression: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -68,6 +72,7 @@ class PackageInfo:
             "pooling": self.pooling,
             "normalize": self.normalize,
             "anekit": self.anekit_version,
+            "compression": self.compression,
         }
 
 
@@ -128,8 +133,10 @@ def build_package(
     progress: Callable[[str], None] | None = None,
 ) -> PackageInfo:
     """Build the bucketed package of ``model`` (default: all-MiniLM-L6-v2)."""
-    if variant not in VARIANTS:
-        raise ModelError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+    try:
+        Compression.parse(variant)
+    except ProgramError as error:
+        raise ModelError(f"variant: {error}") from error
     sizes = tuple(sorted({int(size) for size in buckets}))
     if not sizes or any(size not in BUCKETS for size in sizes):
         raise ModelError(f"buckets must be among {BUCKETS}, got {tuple(buckets)}")
@@ -174,7 +181,7 @@ def build_package(
         progress=report,
     )
     report(f"built {target} in {time.perf_counter() - started:.1f} s")
-    return info
+    return read_package(target)
 
 
 def _metadata(info: PackageInfo) -> dict[str, str]:
@@ -214,6 +221,7 @@ def read_package(path: Path) -> PackageInfo:
             pooling=meta["anekit.pooling"],
             normalize=bool(json.loads(meta["anekit.normalize"])),
             anekit_version=meta["anekit.version"],
+            compression=(json.loads(meta[METADATA_KEY]) if METADATA_KEY in meta else None),
         )
     except (KeyError, ValueError) as error:
         raise ModelError(f"{path}: not an anekit model package (metadata {error})") from error

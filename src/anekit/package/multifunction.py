@@ -23,10 +23,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from anekit.errors import ProgramError
+from anekit.package.compression import METADATA_KEY, Compression, CompressionReport, compress_model
 
-#: Weight formats: as the program holds them (fp16 after coremltools' fp16 pipeline),
-#: int8 per output channel (linear symmetric), or a 4/6/8-bit k-means palette.
-WEIGHTS = ("fp16", "int8", "palettize4", "palettize6", "palettize8")
 #: Metadata key holding each function's widened inputs and outputs (name -> width).
 IO_WIDTHS_KEY = "anekit.function_io_widths"
 
@@ -42,35 +40,12 @@ class SavableFunction(Protocol):
     def to_mlmodel(self) -> Any: ...
 
 
-def compressed(model: Any, weights: str) -> Any:
-    """``model`` (a coremltools ``MLModel``) with its weights in the ``weights`` format."""
-    if weights not in WEIGHTS:
-        raise ProgramError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
-    if weights == "fp16":
-        return model
-    import coremltools.optimize.coreml as cto
-
-    from anekit._coremltools import quiet_passes
-
-    if weights == "int8":
-        op_config: Any = cto.OpLinearQuantizerConfig(
-            mode="linear_symmetric", dtype="int8", granularity="per_channel"
-        )
-        settings = cto.OptimizationConfig(global_config=op_config)
-        with quiet_passes():
-            return cto.linear_quantize_weights(model, settings)
-    bits = int(weights.removeprefix("palettize"))
-    op_config = cto.OpPalettizerConfig(mode="kmeans", nbits=bits)
-    with quiet_passes():
-        return cto.palettize_weights(model, cto.OptimizationConfig(global_config=op_config))
-
-
 def save_functions(
     functions: Mapping[str, SavableFunction] | Iterable[tuple[str, SavableFunction]],
     path: str | Path,
     *,
     default: str | None = None,
-    weights: str = "fp16",
+    weights: str | Compression = "fp16",
     metadata: Mapping[str, str] | None = None,
     description: str | None = None,
     progress: Callable[[str], None] | None = None,
@@ -87,8 +62,7 @@ def save_functions(
     target = Path(path)
     if target.suffix != ".mlpackage":
         raise ProgramError(f"{target}: a package path must end in .mlpackage")
-    if weights not in WEIGHTS:
-        raise ProgramError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
+    compression = Compression.parse(weights)
     pairs = functions.items() if isinstance(functions, Mapping) else functions
     from anekit._coremltools import ct, quiet_passes
 
@@ -97,12 +71,16 @@ def save_functions(
         descriptor = ct.utils.MultiFunctionDescriptor()
         names: list[str] = []
         widths: dict[str, dict[str, int]] = {}
+        reports: dict[str, CompressionReport] = {}
         for name, function in pairs:
             if name in names:
                 raise ProgramError(f"two functions are named {name!r}")
             report(f"function {name}: saving ({weights})")
             single = Path(scratch) / f"f{len(names)}.mlpackage"
-            compressed(function.to_mlmodel(), weights).save(str(single))
+            model, reports[name] = compress_model(function.to_mlmodel(), compression)
+            if compression is not None:
+                report(f"function {name}: {reports[name].summary()}")
+            model.save(str(single))
             descriptor.add_function(
                 str(single), src_function_name="main", target_function_name=name
             )
@@ -120,6 +98,8 @@ def save_functions(
         with quiet_passes():
             ct.utils.save_multifunction(descriptor, str(combined))
         package = ct.models.MLModel(str(combined), skip_model_load=True)
+        if compression is not None:
+            package.user_defined_metadata[METADATA_KEY] = reports[names[0]].metadata()
         if widths:
             package.user_defined_metadata[IO_WIDTHS_KEY] = json.dumps(widths, sort_keys=True)
         for key, value in (metadata or {}).items():
@@ -135,4 +115,4 @@ def save_functions(
     return target
 
 
-__all__ = ["IO_WIDTHS_KEY", "WEIGHTS", "SavableFunction", "compressed", "save_functions"]
+__all__ = ["IO_WIDTHS_KEY", "SavableFunction", "save_functions"]

@@ -32,10 +32,11 @@ def constexpr(ctx: OpContext, **_: Any) -> Any:
     constexpr ops (iOS18's joint compression: a palette that is itself quantized, a
     quantized weight that is also sparse), which coremltools' ``materialized_val_inference``
     leaves unread."""
-    return _decompressed(ctx.op)
+    return decompressed(ctx.op)
 
 
-def _decompressed(op: Any) -> Any:
+def decompressed(op: Any) -> Any:
+    """A constexpr op's value as coremltools defines its decompression."""
     decompress = getattr(type(op), "decompress", None)
     if decompress is None:
         return op.materialized_val_inference()
@@ -49,7 +50,7 @@ def _constant_input(var: Any) -> Any:
         return None if var is None else var.val
     if var.op is None or var.op.op_type not in CONSTEXPR:
         raise ProgramError(f"{var.name!r} is neither a constant nor a constexpr op's output")
-    values = _decompressed(var.op)
+    values = decompressed(var.op)
     values = values if isinstance(values, tuple) else (values,)
     return next(value for out, value in zip(var.op.outputs, values, strict=True) if out is var)
 
