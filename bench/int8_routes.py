@@ -19,7 +19,11 @@ in the activations' scales:
 - ``smooth``: SmoothQuant on the LayerNorm-fed inputs, one scale per run everywhere;
 - ``smooth+per-row-down``: SmoothQuant on the LayerNorm-fed inputs and one scale per row
   for the down projections whose rows are uneven on the calibration texts
-  (``ROW_SPREAD``): what ``quantize_int8(calibration=...)`` does (the default).
+  (``ROW_SPREAD``): what ``quantize_int8(calibration=...)`` does (the default);
+- ``... (s8 weights)`` and ``... (u8 weights)``: that route with each int8 weight form
+  (:mod:`anekit.package.int8_kernels`): int8 weights, which AVX2 machines without VNNI
+  multiply with int16 saturation, and uint8 weights, which no kernel saturates. Every
+  other route stores its weights in the form this machine takes (the record says which).
 
 Fidelity: min and mean cosine to anekit's NumPy fp32 path on the known answers (32 code
 chunks), the short-text fixture (tests/fixtures/short_texts.json, 102 texts) and the
@@ -62,6 +66,8 @@ ROUTES = (
     "smooth",
     "smooth+per-row-all-down",
     "smooth+per-row-down",
+    "smooth+per-row-down (s8 weights)",
+    "smooth+per-row-down (u8 weights)",
 )
 
 
@@ -72,6 +78,7 @@ def build_routes(
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
 
     from anekit.package import activation_scales
+    from anekit.package.int8_kernels import WEIGHT_FORMS
     from anekit.package.onnx_int8 import dynamic_int8, quantize_int8
 
     def fresh() -> Any:
@@ -125,6 +132,12 @@ def build_routes(
     yield "smooth+per-row-all-down", target
 
     yield "smooth+per-row-down", quantize_int8(source, folder / "default.onnx", calibration=feeds)
+    for form in WEIGHT_FORMS:
+        path = folder / f"default-{form}.onnx"
+        yield (
+            f"smooth+per-row-down ({form} weights)",
+            quantize_int8(source, path, calibration=feeds, form=form),
+        )
 
 
 def main() -> None:
@@ -143,6 +156,7 @@ def main() -> None:
     from anekit.models.embeddings import row_inputs
     from anekit.models.known_answers import row_cosines
     from anekit.models.onnx_models import calibration_inputs, row_encoder_onnx
+    from anekit.package.int8_kernels import u8s8_saturates, weight_form
     from anekit.package.onnx_attention import fuse_attention
 
     fp32 = Embedder(backend="onnx", variant="fp32")
@@ -219,6 +233,8 @@ def main() -> None:
         "machine": machine(),
         "source": source_state(),
         "speed_rows": len(speed_rows),
+        "weight_form": weight_form(),
+        "u8s8_saturates": u8s8_saturates(),
         "routes": results,
     }
     names = list(sets)

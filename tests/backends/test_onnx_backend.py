@@ -39,6 +39,7 @@ from anekit.backends.onnx import (
     providers,
     session_for,
 )
+from anekit.package.int8_kernels import WEIGHT_FORMS, u8s8_saturates, weight_form
 from anekit.package.onnx_emitter import OPSET, save_onnx, to_onnx
 from anekit.package.onnx_int8 import convs_as_matmuls, quantize_int8
 from anekit.program import CompiledProgram
@@ -467,7 +468,7 @@ def _quantized_weights(model: Any) -> dict[str, tuple[np.ndarray, np.ndarray, np
 
 
 def test_quantize_int8_stores_per_channel_int8_weights(fp32_ffn_path: Path, tmp_path: Path) -> None:
-    target = quantize_int8(fp32_ffn_path, tmp_path / "deep" / "ffn.int8.onnx")
+    target = quantize_int8(fp32_ffn_path, tmp_path / "deep" / "ffn.int8.onnx", form="s8")
     assert target == tmp_path / "deep" / "ffn.int8.onnx" and target.is_file()
     model = onnx.load(str(target))
     onnx.checker.check_model(model)
@@ -494,11 +495,60 @@ def test_quantize_int8_stores_per_channel_int8_weights(fp32_ffn_path: Path, tmp_
     )
 
 
+def test_u8_form_stores_uint8_weights_per_channel(fp32_ffn_path: Path, tmp_path: Path) -> None:
+    """The form for machines whose u8 x s8 kernels saturate: uint8 weights, a scale and
+    a zero point per output channel (ONNX Runtime's QUInt8), each weight within half a
+    step; and it computes what the s8 form computes where that one is exact."""
+    model = onnx.load(str(quantize_int8(fp32_ffn_path, tmp_path / "u8.onnx", form="u8")))
+    onnx.checker.check_model(model)
+    weights = _quantized_weights(model)
+    assert len(weights) == 2
+    for (stored, scale, zero), w in zip(weights.values(), (W1, W2), strict=True):
+        assert stored.dtype == np.uint8 and stored.shape == w.T.shape
+        assert scale.shape == (w.shape[0],) and zero.shape == (w.shape[0],)
+        assert zero.dtype == np.uint8
+        error = np.abs((stored.astype(F64) - zero.astype(F64)) * scale - w.T)
+        assert (error <= scale / 2 * (1 + 1e-5)).all()
+    x = activation(np.random.default_rng(3))
+    (got,) = session_for(model.SerializeToString(), gpu=False).run(None, {"x": x})
+    assert _cosine(got, ffn_ref(x)) >= 0.999
+
+
+def test_an_unknown_weight_form_is_refused(fp32_ffn_path: Path, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"int8 weight form must be one of s8, u8, got 'u4'"):
+        quantize_int8(fp32_ffn_path, tmp_path / "x.onnx", form="u4")
+
+
+def test_the_default_form_is_exact_where_paired_products_overflow_int16(tmp_path: Path) -> None:
+    """Activations at the top of uint8 times weights at +-127: two products in a row
+    overflow int16, which AVX2's u8 x s8 kernel saturates. The int8 weights then lose a
+    quarter of the result on such a machine (the probe says so), and the form this
+    machine gets by default does not."""
+    w = np.where(np.arange(64)[None, :] % 3 == 0, -1.0, 1.0).astype(F32) * np.ones((8, 1), F32)
+
+    def matmul(x: Any) -> Any:
+        return x @ w.T
+
+    x = np.full((4, 64), 4.0, F32)
+    x[:, 0] = 0.0  # the activation range starts at 0: uint8 levels up to 255
+    source = save_onnx(to_onnx(anekit.compile(matmul, x, passes=False)), tmp_path / "m.onnx")
+    want = wide(x) @ wide(w).T
+
+    def error(form: str | None) -> float:
+        model = quantize_int8(source, tmp_path / f"{form}.onnx", form=form)
+        (got,) = session_for(model, gpu=False).run(None, {"x": x})
+        return float(np.abs(wide(got) - want).max() / np.abs(want).max())
+
+    assert error(None) < 0.01
+    assert error("u8") < 0.01
+    assert (error("s8") > 0.1) == u8s8_saturates()
+
+
 def test_quantize_int8_per_tensor_has_one_scale_per_weight(
     fp32_ffn_path: Path, tmp_path: Path
 ) -> None:
-    model = onnx.load(str(quantize_int8(fp32_ffn_path, tmp_path / "t.onnx", per_channel=False)))
-    weights = _quantized_weights(model)
+    target = quantize_int8(fp32_ffn_path, tmp_path / "t.onnx", per_channel=False, form="s8")
+    weights = _quantized_weights(onnx.load(str(target)))
     assert len(weights) == 2
     for (stored, scale, zero), w in zip(weights.values(), (W1, W2), strict=True):
         assert stored.dtype == np.int8
@@ -522,8 +572,9 @@ def test_int8_mode_stays_close_to_fp32(rng: np.random.Generator) -> None:
     # The model that ran holds int8 weights, one scale per output channel.
     ran = program._sessions["onnx:int8"].model
     assert node_types(ran).count("MatMulInteger") == 2 and "MatMul" not in node_types(ran)
+    form_dtype = np.int8 if weight_form() == "s8" else np.uint8  # anekit.package.int8_kernels
     for (stored, scale, _), w in zip(_quantized_weights(ran).values(), (W1, W2), strict=True):
-        assert stored.dtype == np.int8 and scale.shape == (w.shape[0],)
+        assert stored.dtype == form_dtype and scale.shape == (w.shape[0],)
     assert int8.dtype == F32 and int8.shape == want.shape
     assert _cosine(int8, want) >= 0.98
     # ... and it did quantize: fp32 is far closer to the reference than int8 is.
@@ -560,14 +611,15 @@ def test_int8_mode_is_per_channel(tmp_path: Path, rng: np.random.Generator, pass
     assert worst_channel(got[:, :16]) > 0.5  # the ANE passes pad the output to 32 wide
 
 
-def _matmul_weight_scales(model: Any) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(int8 weight, scale) of each MatMulInteger, in graph order."""
+def _matmul_weight_scales(model: Any) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(stored weight, scale, zero point) of each MatMulInteger, in graph order."""
     values = initializers(model)
     found = []
     for node in model.graph.node:
         if node.op_type == "MatMulInteger":
             name = node.input[1]
-            found.append((values[name], values[name.removesuffix("_quantized") + "_scale"]))
+            scale = values[name.removesuffix("_quantized") + "_scale"]
+            found.append((values[name], scale, values[node.input[3]]))
     return found
 
 
@@ -593,11 +645,13 @@ def test_int8_mode_quantizes_programs_compiled_with_ane_passes(
     assert types.count("DynamicQuantizeLinear") == 2  # the activations, at run time
     weights = _matmul_weight_scales(ran)
     assert len(weights) == 2
-    for (stored, scale), w in zip(weights, (W1, W2), strict=True):
-        assert stored.dtype == np.int8 and stored.shape == w.T.shape
+    for (stored, scale, zero), w in zip(weights, (W1, W2), strict=True):
+        assert stored.dtype == (np.int8 if weight_form() == "s8" else np.uint8)
+        assert stored.shape == w.T.shape
         assert scale.shape == (w.shape[0],), "one scale per output channel"
-        np.testing.assert_allclose(scale * 127, np.abs(w).max(axis=1), rtol=1e-6)
-        error = np.abs(stored.astype(F64) * scale - w.T)
+        if weight_form() == "s8":  # symmetric: the largest |w| of a channel maps to 127
+            np.testing.assert_allclose(scale * 127, np.abs(w).max(axis=1), rtol=1e-6)
+        error = np.abs((stored.astype(F64) - zero.astype(F64)) * scale - w.T)
         assert (error <= scale / 2 * (1 + 1e-5)).all()
     values = initializers(ran)
     assert not any(
@@ -665,9 +719,13 @@ def test_1x1_convs_become_matmuls_that_compute_the_same(
     np.testing.assert_allclose(_run(model, x), want, rtol=RTOL, atol=ATOL)
 
 
-def test_other_convs_are_quantized_per_channel(tmp_path: Path, rng: np.random.Generator) -> None:
+@pytest.mark.parametrize("form", WEIGHT_FORMS)
+def test_other_convs_are_quantized_per_channel(
+    tmp_path: Path, rng: np.random.Generator, form: str
+) -> None:
     """A 3x3 convolution (stride 2, padded) is no matmul: it gets ConvInteger, with
-    one scale per output channel, where ONNX Runtime's own quantizer keeps one."""
+    one scale per output channel, where ONNX Runtime's own quantizer keeps one; in
+    either weight form (uint8: the same levels plus 128, zero point 128)."""
     sizes = np.logspace(-3, 0, 8).astype(F32)
     w = weight(8, 6, 3, 3) * sizes[:, None, None, None]
     b = weight(8, scale=0.01)
@@ -677,7 +735,7 @@ def test_other_convs_are_quantized_per_channel(tmp_path: Path, rng: np.random.Ge
     source = save_onnx(model, tmp_path / "conv.onnx")
     x = rng.standard_normal((2, 6, 9, 9)).astype(F32)
     want = _run(model, x)
-    quantized = onnx.load(str(quantize_int8(source, tmp_path / "conv.int8.onnx")))
+    quantized = onnx.load(str(quantize_int8(source, tmp_path / "conv.int8.onnx", form=form)))
     onnx.checker.check_model(quantized)
     types = node_types(quantized)
     assert types.count("ConvInteger") == 1 and "Conv" not in types
@@ -689,10 +747,14 @@ def test_other_convs_are_quantized_per_channel(tmp_path: Path, rng: np.random.Ge
     }
     values = initializers(quantized)
     stored, scale = values[conv.input[1]], values[conv.input[1] + "_scale"]
-    assert stored.dtype == np.int8 and stored.shape == w.shape
+    zero = values[conv.input[3]]
+    assert stored.shape == w.shape and zero.shape == ()
+    want_dtype, want_zero = (np.dtype(np.int8), 0) if form == "s8" else (np.dtype(np.uint8), 128)
+    assert stored.dtype == want_dtype and zero.dtype == want_dtype and int(zero) == want_zero
     assert scale.shape == (1, 8, 1, 1), "one scale per output channel"
     np.testing.assert_allclose(scale.reshape(-1) * 127, np.abs(w).reshape(8, -1).max(1), rtol=1e-6)
-    assert not values[conv.input[3]].any()  # symmetric: zero point 0
+    levels = stored.astype(np.int16) - int(zero)  # symmetric: the largest |w| maps to 127
+    assert np.abs(levels).reshape(8, -1).max(1).tolist() == [127] * 8
     assert not any(value.dtype == F32 and value.shape == w.shape for value in values.values())
 
     def worst_channel(got: np.ndarray) -> float:

@@ -21,11 +21,13 @@ from anekit.models import calibration, known_answers
 from anekit.models.encoders import ModelEncoder
 from anekit.models.onnx_models import (
     MODEL_FILE,
+    MODEL_FORMAT,
     ONNX_BATCH,
     VARIANTS,
     OnnxEncoder,
     folder_for,
 )
+from anekit.package.int8_kernels import weight_form
 
 F64 = np.float64
 
@@ -206,7 +208,7 @@ def test_cached_models_take_any_length(
             scale = numpy_helper.to_array(values[node.input[3]])
         else:
             continue
-        assert stored.dtype == np.int8
+        assert stored.dtype == (np.int8 if weight_form() == "s8" else np.uint8)
         assert scale.shape == (stored.shape[1],), "one scale per output channel"
     # LayerNorm-fed inputs (Q, K, V share one; the first FFN matmul's) are smoothed: a Mul
     # by a per-channel factor before them
@@ -389,3 +391,24 @@ def test_a_failed_child_build_names_the_model_and_why(tmp_path: Path) -> None:
         onnx_models._build_in_child(source, "0" * 64, "int8", tmp_path / "out")
     assert str(source) in str(raised.value) and "int8" in str(raised.value)
     assert embedder.weights.digest != "0" * 64
+
+
+def test_each_int8_weight_form_has_its_own_cache_folder_and_numerics(
+    fp32: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model folder (or a store) moved to a machine that takes the other weight form
+    is not reused: the u8 form has a folder and a store numerics of its own."""
+    from anekit.models.onnx_models import int8_numerics
+    from anekit.package import int8_kernels
+
+    found = {}
+    for form in int8_kernels.WEIGHT_FORMS:
+        monkeypatch.setattr(int8_kernels, "weight_form", lambda form=form: form)
+        found[form] = (folder_for(fp32.model_id, fp32.weights, "int8"), int8_numerics())
+    (s8_folder, s8_numerics), (u8_folder, u8_numerics) = found["s8"], found["u8"]
+    stem = f"-onnx{MODEL_FORMAT}-int8"
+    assert s8_folder.name.endswith(stem) and u8_folder.name.endswith(f"{stem}-u8")
+    assert (s8_numerics, u8_numerics) == (2, 3)
+    assert folder_for(fp32.model_id, fp32.weights, "fp32").name.endswith(
+        f"-onnx{MODEL_FORMAT}-fp32"
+    )

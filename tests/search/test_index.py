@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 
 from anekit.errors import SearchError
+from anekit.models.onnx_models import INT8_NUMERICS
+from anekit.package.int8_kernels import weight_form
 from anekit.search import index as index_module
 from anekit.search.cache import VectorCache
 from anekit.search.index import Index, find_root
@@ -483,7 +485,8 @@ def test_the_cli_prints_the_documented_json(
     )
     status = json.loads(CliRunner().invoke(cli, ["status", "--json"]).output)
     assert (status["files"], status["identity"]["variant"]) == (4, "int8")
-    assert status["identity"]["numerics"] == 2  # calibrated activation scales
+    # calibrated activation scales, weights in this machine's form (int8: 2, uint8: 3)
+    assert status["identity"]["numerics"] == INT8_NUMERICS[weight_form()]
     assert status["embedded"] == status["chunks"] > 0 and status["embedded_fraction"] == 1.0
     monkeypatch.chdir(built.root.parent)
     missing = CliRunner().invoke(cli, ["search", "x", "--json"])

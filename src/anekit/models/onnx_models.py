@@ -67,14 +67,30 @@ _CHILD = "import sys; from anekit.models.onnx_models import _main; sys.exit(_mai
 #: The cached model's format: 2 takes any batch (1 was traced at a fixed batch of 8); 3
 #: has calibrated int8 activation scales (anekit.package.activation_scales).
 MODEL_FORMAT = 3
-#: The version of the int8 model's numerics (1: one activation scale per run; 2:
-#: calibrated scales): part of a search store's identity, so a store embedded with
-#: another version embeds again (anekit.search.store.StoreIdentity).
-INT8_NUMERICS = 2
+#: The version of the int8 model's numerics per weight form (1: one activation scale
+#: per run; 2: calibrated scales, int8 weights; 3: the same with uint8 weights, on
+#: machines whose u8 x s8 kernels saturate, anekit.package.int8_kernels): part of a
+#: search store's identity, so a store embedded with other numerics embeds again
+#: (anekit.search.store.StoreIdentity).
+INT8_NUMERICS = {"s8": 2, "u8": 3}
+
+
+def int8_numerics() -> int:
+    """The int8 numerics this machine's models have (:data:`INT8_NUMERICS`)."""
+    from anekit.package.int8_kernels import weight_form
+
+    return INT8_NUMERICS[weight_form()]
 
 
 def folder_for(model_id: str, weights: ModelWeights, variant: str) -> Path:
-    return packages_dir() / f"{model_id}-{weights.digest[:12]}-onnx{MODEL_FORMAT}-{variant}"
+    """Where the model of ``variant`` is cached; an int8 model with uint8 weights
+    (:mod:`anekit.package.int8_kernels`) has a folder of its own."""
+    name = f"{model_id}-{weights.digest[:12]}-onnx{MODEL_FORMAT}-{variant}"
+    if variant == "int8":
+        from anekit.package.int8_kernels import weight_form
+
+        name += "" if weight_form() == "s8" else f"-{weight_form()}"
+    return packages_dir() / name
 
 
 def symbolic_length(model: Any, length: int) -> None:

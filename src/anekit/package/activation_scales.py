@@ -18,7 +18,8 @@ rewrites of the float32 graph, applied before quantizing:
   layer, fed by the activation function) whose rows are uneven in the calibration runs
   (:data:`ROW_SPREAD`) is quantized with one scale per row (token),
   symmetric (``max|x| -> 127``), stored as u8 with zero point 128, the form ONNX
-  Runtime's fast u8 x s8 kernel takes, and multiplied by its ``MatMulIntegerToFloat``
+  Runtime's int8 kernels take (u8 x s8, or u8 x u8 where that saturates:
+  :mod:`anekit.package.int8_kernels`), and multiplied by its ``MatMulIntegerToFloat``
   (com.microsoft) with the weight's column scales, the row scales after. A row's scale
   is its own, so a row's result does not depend on the other rows.
 
@@ -211,10 +212,18 @@ def name_layers(model: Any, which: Callable[[Linear], bool]) -> list[str]:
     return names
 
 
-def per_token(model: Any, names: Iterable[str]) -> int:
+def per_token(model: Any, names: Iterable[str], form: str | None = None) -> int:
     """Rewrite the float32 linear layers named ``names`` in ``model`` (quantized
-    otherwise) as int8 with a scale per row (module doc). Returns how many."""
+    otherwise) as int8 with a scale per row (module doc). Returns how many. ``form``:
+    the weights stored as int8 (``s8``) or as uint8 with zero point 128 (``u8``, for
+    machines whose u8 x s8 kernels saturate); default: the form this machine multiplies
+    exactly (:mod:`anekit.package.int8_kernels`)."""
     from onnx import helper
+
+    from anekit.package import int8_kernels
+
+    form = int8_kernels.check_form(form)
+    weight_zero_point = int8_kernels.zero_point(form)
 
     wanted = set(names)
     done: set[str] = set()
@@ -232,7 +241,7 @@ def per_token(model: Any, names: Iterable[str]) -> int:
         edit.replaced.add(node.input[1])
         rows = layer.weight.shape[0]
         column_scale = np.maximum(np.abs(layer.weight).max(axis=0), _TINY) / np.float32(127)
-        quantized = np.clip(np.round(layer.weight / column_scale), -127, 127).astype(np.int8)
+        levels = np.clip(np.round(layer.weight / column_scale), -127, 127)
 
         def const(base: str, value: Any, prefix: str = node.name) -> str:
             return edit.add(f"{prefix}_{base}", np.asarray(value))
@@ -277,10 +286,11 @@ def per_token(model: Any, names: Iterable[str]) -> int:
                 "MatMulIntegerToFloat",
                 [
                     xq,
-                    const("weight", quantized),
+                    const("weight", int8_kernels.stored(levels, form)),
                     const("one", np.float32(1)),
                     const("column_scale", column_scale.astype(np.float32)),
-                    const("weight_zero_point_a", np.uint8(ZERO_POINT)),
+                    const("a_zero_point", np.uint8(ZERO_POINT)),
+                    const("b_zero_point", weight_zero_point),
                 ],
                 [product],
                 domain=MICROSOFT,

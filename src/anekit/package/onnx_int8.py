@@ -3,6 +3,8 @@
 :func:`quantize_int8` turns an emitted float32 model (:mod:`anekit.package.onnx_emitter`)
 into ONNX Runtime's dynamic int8 form. Given calibration inputs it first scales the
 activations so that int8 loses little of them (:mod:`anekit.package.activation_scales`).
+The weights are stored in the form this machine's ONNX Runtime multiplies exactly
+(:mod:`anekit.package.int8_kernels`: int8, or uint8 where its u8 x s8 kernels saturate).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from anekit.onnxgraph.edit import GraphEdit
-from anekit.package import activation_scales
+from anekit.package import activation_scales, int8_kernels
 
 
 def quantize_int8(
@@ -23,6 +25,7 @@ def quantize_int8(
     target: Path,
     per_channel: bool = True,
     calibration: Iterable[dict[str, np.ndarray]] | None = None,
+    form: str | None = None,
 ) -> Path:
     """Dynamic int8 quantization of the weights of MatMul and Conv: the weights are
     stored as int8, the activations quantized at run time (``DynamicQuantizeLinear``)
@@ -41,25 +44,33 @@ def quantize_int8(
     ``calibration``: inputs of the model (feeds of one run each) to set activation scales
     from (:func:`anekit.package.activation_scales.prepare`: LayerNorm-fed inputs
     smoothed, down projections quantized per row); without it every activation gets one
-    scale per run (ONNX Runtime's ``DynamicQuantizeLinear``)."""
+    scale per run (ONNX Runtime's ``DynamicQuantizeLinear``).
+
+    ``form``: how the weights are stored, ``s8`` or ``u8``
+    (:data:`anekit.package.int8_kernels.WEIGHT_FORMS`); default: the form this
+    machine's ONNX Runtime multiplies exactly (:func:`~anekit.package.int8_kernels.weight_form`)."""
     import onnx
+
+    form = int8_kernels.check_form(form)
 
     target.parent.mkdir(parents=True, exist_ok=True)
     model = onnx.load(str(source))
     convs_as_matmuls(model)
     op_types = ["MatMul", "Conv"]
     if per_channel:
-        quantize_convs_per_channel(model)
+        quantize_convs_per_channel(model, form)
         op_types = ["MatMul"]
     per_row: list[str] = []
     if calibration is not None:
         if not per_channel:
             raise ValueError("calibrated activation scales need per-channel weights")
         per_row = activation_scales.prepare(model, calibration)
-    dynamic_int8(model, target, per_channel=per_channel, op_types=op_types, exclude=per_row)
+    dynamic_int8(
+        model, target, per_channel=per_channel, op_types=op_types, exclude=per_row, form=form
+    )
     if per_row:
         quantized = onnx.load(str(target))
-        activation_scales.per_token(quantized, per_row)
+        activation_scales.per_token(quantized, per_row, form)
         onnx.save(quantized, str(target))
     return target
 
@@ -71,12 +82,16 @@ def dynamic_int8(
     per_channel: bool = True,
     op_types: Sequence[str] = ("MatMul",),
     exclude: Sequence[str] = (),
+    form: str | None = None,
 ) -> Path:
     """ONNX Runtime's ``quantize_dynamic`` of ``model`` (an ``onnx.ModelProto``) to
-    ``target``: int8 weights of ``op_types`` (per output channel, or per tensor), except
-    the nodes named in ``exclude``."""
+    ``target``: 8-bit weights of ``op_types`` (per output channel, or per tensor), except
+    the nodes named in ``exclude``; ``form`` ``s8``: int8, symmetric (``QInt8``), ``u8``:
+    uint8 (``QUInt8``, ONNX Runtime's asymmetric form: a zero point per channel); default
+    the form this machine multiplies exactly (:mod:`anekit.package.int8_kernels`)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    form = int8_kernels.check_form(form)
     root = logging.getLogger()
     hint = _DropPreprocessingHint()
     root.addFilter(hint)  # ORT logs a generic hint to the root logger on every call
@@ -85,7 +100,7 @@ def dynamic_int8(
             model,
             str(target),
             per_channel=per_channel,
-            weight_type=QuantType.QInt8,
+            weight_type=QuantType.QInt8 if form == "s8" else QuantType.QUInt8,
             op_types_to_quantize=list(op_types),
             nodes_to_exclude=list(exclude),
         )
@@ -185,7 +200,7 @@ def convs_as_matmuls(model: Any) -> int:
     return rewritten
 
 
-def quantize_convs_per_channel(model: Any) -> int:
+def quantize_convs_per_channel(model: Any, form: str | None = None) -> int:
     """Rewrite, in ``model`` (an ``onnx.ModelProto``), each ``Conv`` with float32 weight
     (and bias) initializers as dynamic int8 with one weight scale per output channel;
     returns how many were rewritten.
@@ -197,9 +212,12 @@ def quantize_convs_per_channel(model: Any) -> int:
     the bias. The weights are symmetric (zero point 0, as ONNX Runtime's int8 weights
     are), so ``ConvInteger``'s one weight zero point is 0 for every channel, and the
     per-channel scales (shape (1, C_out, 1, ...)) are applied by the ``Mul`` on the
-    integer result, broadcast over its channel axis."""
+    integer result, broadcast over its channel axis. ``form`` ``u8`` stores the same levels
+    as uint8 with zero point 128; default: the form this machine multiplies exactly
+    (:mod:`anekit.package.int8_kernels`)."""
     from onnx import TensorProto, helper
 
+    form = int8_kernels.check_form(form)
     edit = _GraphEdit(model)
     activations: dict[str, tuple[str, str, str]] = {}
     weights: dict[str, tuple[str, str]] = {}
@@ -221,13 +239,13 @@ def quantize_convs_per_channel(model: Any) -> int:
             activations[x] = (quantized[0], quantized[1], quantized[2])
         x_u8, x_scale, x_zero = activations[x]
         if node.input[1] not in weights:
-            stored, scales = _symmetric_int8_per_channel(weight)
+            levels, scales = _symmetric_int8_per_channel(weight)
             weights[node.input[1]] = (
-                edit.add(f"{node.input[1]}_i8", stored),
+                edit.add(f"{node.input[1]}_i8", int8_kernels.stored(levels, form)),
                 edit.add(f"{node.input[1]}_i8_scale", scales.reshape(channels)),
             )
         w_i8, w_scale = weights[node.input[1]]
-        zero = zero or edit.add("conv_weight_zero_point", np.zeros((), np.int8))
+        zero = zero or edit.add("conv_weight_zero_point", int8_kernels.zero_point(form))
         integers, floats = edit.fresh(f"{output}_i32"), edit.fresh(f"{output}_i32_float")
         scale = edit.fresh(f"{output}_scale")
         scaled = edit.fresh(f"{output}_unbiased") if bias is not None else output

@@ -304,7 +304,7 @@ class Index:
         from anekit.lanes.cluster import node_lane
         from anekit.lanes.engines import lane_variant
         from anekit.models.config import load_config
-        from anekit.models.onnx_models import INT8_NUMERICS
+        from anekit.models.onnx_models import int8_numerics
         from anekit.models.registry import resolve
 
         model_id, folder = resolve(self.model)
@@ -317,7 +317,7 @@ class Index:
             chunker=CHUNKER_VERSION,
             max_length=config.max_length,
             dimension=config.hidden_size,
-            numerics=INT8_NUMERICS if variant == "int8" else 1,
+            numerics=int8_numerics() if variant == "int8" else 1,
         )
 
     def close(self) -> None:

@@ -147,7 +147,7 @@ class StoreIdentity:
     max_length: int
     dimension: int
     #: The version of the variant's numerics, where they changed under the same variant
-    #: name (int8: 2 since its activation scales are calibrated,
+    #: name (int8: 2 since its activation scales are calibrated, 3 with uint8 weights,
     #: :data:`anekit.models.onnx_models.INT8_NUMERICS`): a store of another version
     #: embeds again, and the vector cache keeps their vectors apart.
     numerics: int = 1
