@@ -212,3 +212,26 @@ def test_saved_package_computes_in_fp16_with_fp32_io(tmp_path: Path) -> None:
     tanh = next(op for op in ops if op.type == "tanh")
     assert tanh.outputs[0].type.tensorType.dataType == ct.proto.MIL_pb2.DataType.FLOAT16
     assert [op.type for op in ops].count("cast") == 2  # fp32 -> fp16 in, fp16 -> fp32 out
+
+
+def test_a_package_stores_each_small_const_once() -> None:
+    """coremltools shares only consts of 100+ elements by default; anekit's packages share
+    every duplicate (anekit._coremltools.shared_consts), and the pass's process-wide
+    threshold is coremltools' default again afterwards."""
+    from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
+
+    def f(x: Any) -> Any:
+        return (x + 0.25) * 3.5 + (x - 0.25) * 3.5 + np.tanh(x) * 3.5
+
+    x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(2, 32)
+    program = anekit.compile(f, x, passes=False)
+    threshold = PASS_REGISTRY["common::const_deduplication"].const_threshold
+    lowered = program.lowered().functions["main"]
+    consts = [op.outputs[0].val for op in lowered.operations if op.op_type == "const"]
+    floats = [float(v) for v in consts if np.asarray(v).dtype.kind == "f" and np.size(v) == 1]
+    assert floats.count(3.5) == 1  # three uses, one const
+    assert PASS_REGISTRY["common::const_deduplication"].const_threshold == threshold == 100
+    spec = program.to_mlmodel().get_spec()
+    (block,) = spec.mlProgram.functions["main"].block_specializations.values()
+    assert sum(op.type == "const" for op in block.operations) == len(consts)
+    np.testing.assert_allclose(program(x, backend="sim"), f(x), atol=2e-2)

@@ -22,6 +22,7 @@ __all__ = [
     "ct",
     "mb",
     "quiet_passes",
+    "shared_consts",
     "types",
     "without_final_collect",
 ]
@@ -33,6 +34,7 @@ from coremltools.converters import _converters_entry
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import Function, Program, types
 from coremltools.converters.mil.mil.passes import pass_pipeline as _pass_pipeline
+from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 from anekit import _runtime  # noqa: F401
 from anekit._runtime import core_ml_runtime_available
@@ -65,6 +67,28 @@ def quiet_passes() -> Iterator[None]:
         yield
     finally:
         _pass_pipeline.tqdm = original
+
+
+#: coremltools' ``common::const_deduplication`` shares only consts of 100 elements or more
+#: by default. A traced transformer holds about 1,800 small consts per function (shapes,
+#: slice bounds, scalars; about 140 distinct values in MiniLM's), each stored with its
+#: own name in ``model.mlmodel``: with every duplicate shared (threshold 0), MiniLM's
+#: six-bucket ``model.mlmodel`` went from 2.43 MB to 1.10 MB (docs/models.md).
+CONST_SHARING_THRESHOLD = 0
+
+
+@contextlib.contextmanager
+def shared_consts() -> Iterator[None]:
+    """Conversions and multifunction saves that share every duplicate const
+    (:data:`CONST_SHARING_THRESHOLD`). The pass keeps its threshold on its class, for the
+    whole process: it is put back after."""
+    dedup = PASS_REGISTRY["common::const_deduplication"]
+    saved = dedup.const_threshold
+    dedup.const_threshold = CONST_SHARING_THRESHOLD
+    try:
+        yield
+    finally:
+        dedup.const_threshold = saved
 
 
 @contextlib.contextmanager

@@ -16,7 +16,13 @@ from typing import Any
 import numpy as np
 
 from anekit import _miltext, dtypes
-from anekit._coremltools import Program, core_ml_runtime_available, ct, quiet_passes
+from anekit._coremltools import (
+    Program,
+    core_ml_runtime_available,
+    ct,
+    quiet_passes,
+    shared_consts,
+)
 from anekit._version import __version__
 from anekit.backends import RunReport
 from anekit.errors import ProgramError
@@ -308,7 +314,7 @@ class CompiledProgram:
         On machines without Core ML the model is spec-only (``skip_model_load``).
         """
         program = self._single_function_copy()
-        with quiet_passes():
+        with quiet_passes(), shared_consts():
             model = ct.convert(
                 program,
                 convert_to="mlprogram",
@@ -350,7 +356,7 @@ class CompiledProgram:
         if self._lowered is None and self.compression is not None:
             self._lowered = self.to_mlmodel()._mil_program
         if self._lowered is None:
-            with quiet_passes():
+            with quiet_passes(), shared_consts():
                 self._lowered = ct.convert(
                     self._single_function_copy(),
                     convert_to="milinternal",

@@ -97,8 +97,9 @@ def exclusive_lock(path: Path) -> Iterator[None]:
 
 #: How packages are built: bump it when tracing or the ANE passes change what a
 #: package holds, so that cached packages built the old way are rebuilt, not reused
-#: (2: fp16_safe_norm's per-row scale).
-RECIPE = 2
+#: (2: fp16_safe_norm's per-row scale; 3: every duplicate const shared,
+#: anekit._coremltools.CONST_SHARING_THRESHOLD).
+RECIPE = 3
 
 
 def default_path(model_id: str, weights: ModelWeights, variant: str) -> Path:

@@ -64,7 +64,7 @@ def save_functions(
         raise ProgramError(f"{target}: a package path must end in .mlpackage")
     compression = Compression.parse(weights)
     pairs = functions.items() if isinstance(functions, Mapping) else functions
-    from anekit._coremltools import ct, quiet_passes
+    from anekit._coremltools import ct, quiet_passes, shared_consts
 
     report = progress or (lambda message: None)
     with tempfile.TemporaryDirectory(prefix="anekit-package-") as scratch:
@@ -95,7 +95,7 @@ def save_functions(
         descriptor.default_function_name = chosen
         combined = Path(scratch) / "combined.mlpackage"
         report(f"combining {len(names)} functions (shared weights)")
-        with quiet_passes():
+        with quiet_passes(), shared_consts():
             ct.utils.save_multifunction(descriptor, str(combined))
         package = ct.models.MLModel(str(combined), skip_model_load=True)
         if compression is not None:
