@@ -89,7 +89,8 @@ def folder_for(model_id: str, weights: ModelWeights, variant: str) -> Path:
     if variant == "int8":
         from anekit.package.int8_kernels import weight_form
 
-        name += "" if weight_form() == "s8" else f"-{weight_form()}"
+        form = weight_form()
+        name += "" if form == "s8" else f"-{form}"
     return packages_dir() / name
 
 

@@ -7,14 +7,15 @@ fit in 32,767, so the larger products are clipped and a layer's output is silent
 (ONNX Runtime's quantization guide, "When to use reduce_range and different quantization
 formats": https://onnxruntime.ai/docs/performance/model-optimizations/quantization.html).
 CPUs with AVX-512 VNNI or AVX-VNNI, and ARM64 (Apple silicon), multiply u8 x s8 in 32
-bits. uint8 weights (``u8``: stored with zero point 128) take the u8 x u8 kernels,
+bits. uint8 weights (``u8``: ONNX Runtime's ``QUInt8`` with a zero point per channel,
+and zero point 128 in the layers anekit quantizes itself) take the u8 x u8 kernels,
 which widen to 16 bits before multiplying and never saturate, at some cost in speed.
 
 :func:`weight_form` asks ONNX Runtime itself, once per process: it runs one
 ``MatMulInteger`` whose exact result needs more than int16 per pair of products
 (:func:`u8s8_saturates`), and picks ``s8`` where that comes back exact, ``u8``
 otherwise. Measured on MiniLM (docs/benchmarks.md): on an AVX2 machine ``s8`` gave min
-cosine 0.9887 to fp32 on the known answers and ``u8`` 0.9982, at 0.85x the speed.
+cosine 0.9887 to fp32 on the known answers and ``u8`` 0.9982, at 0.82x the speed.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ import functools
 
 import numpy as np
 
-#: The int8 weight forms: ``s8`` (int8, symmetric, zero point 0) and ``u8`` (the same
-#: levels stored as uint8 with zero point :data:`U8_ZERO_POINT`).
+#: The int8 weight forms: ``s8`` (int8, symmetric, zero point 0) and ``u8`` (uint8 with a
+#: zero point: :data:`U8_ZERO_POINT` for the levels anekit stores itself, :func:`stored`).
 WEIGHT_FORMS = ("s8", "u8")
 #: The zero point of ``u8`` weights: the int8 level ``q`` is stored as ``q + 128``.
 U8_ZERO_POINT = 128
