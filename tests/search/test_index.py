@@ -369,6 +369,46 @@ def test_hits_behind_a_link_make_room_for_the_next_ones(
         copy.close()
 
 
+def test_files_named_after_a_topic_word_join_the_candidates(
+    indexed: tuple[Index, object], cache: VectorCache, tmp_path: Path
+) -> None:
+    """A question that names no identifier: the first chunk of each file named after one
+    of its words (singular or plural) or two in a row joins the candidates; a word that
+    names more than NAMED_FILES files names none in particular, and a query that names an
+    identifier looks files up by that name instead."""
+    copy = _copy(indexed[0], tmp_path / "repo", cache)
+    files = {
+        "utils/tasks.ts": "export function getTasks() {\n  return []\n}\n",
+        "node/test-run.ts": "export class TestRun {\n}\n",
+        "node/state.ts": "export class StateManager {\n}\n",
+        "node/tasker.ts": "export const x = 1\n",
+    }
+    files |= {f"pkg{i}/index.ts": f"export const n{i} = {i}\n" for i in range(9)}
+    for relpath, text in files.items():
+        (copy.root / relpath).parent.mkdir(parents=True, exist_ok=True)
+        (copy.root / relpath).write_text(text)
+    try:
+        copy.update()
+        store = copy.store
+
+        def proposed(query: str, allowed: object = None) -> set[str]:
+            ids = index_module._topic_file_chunks(store, query, allowed)  # type: ignore[arg-type]
+            return {chunk.relpath for chunk in store.chunks(ids)}
+
+        assert proposed("task state and test run tracking") == {
+            "utils/tasks.ts",
+            "node/test-run.ts",
+            "node/state.ts",
+        }
+        assert proposed("how is the index of a task kept") == {"utils/tasks.ts"}
+        assert proposed("task state", store.filter_ids(["node"])) == {"node/state.ts"}
+        assert proposed("how getTasks reads task state") == set()
+        ids = index_module._topic_file_chunks(store, "task state", None)
+        assert len(ids) == 2  # one chunk per file
+    finally:
+        copy.close()
+
+
 def test_files_named_after_a_name_join_the_candidates(
     indexed: tuple[Index, object], cache: VectorCache, tmp_path: Path
 ) -> None:

@@ -221,6 +221,25 @@ def test_a_member_assignment_defines_a_qualified_name() -> None:
     assert fuse("Res.sendFile", [1, 4, 3, 2], [], candidates, 1)[0][0] == 3
 
 
+def test_a_definition_behind_a_sigil_is_another_spelling_of_the_name() -> None:
+    """zod's core ``$ZodType`` beside the public ``ZodType``, its builder ``_record`` behind
+    ``z.record``: a definition of the name behind ``$`` or ``_`` (by its symbol or its
+    text) earns another spelling's bonus, below the name's own definition; a use of the
+    prefixed name earns nothing, and a query that writes the sigil names that one."""
+    candidates = {
+        1: Candidate(1, "ZodType", "code", "export class ZodType {", "classic/schemas.ts"),
+        2: Candidate(2, "$ZodType", "code", "export interface $ZodType {", "core/schemas.ts"),
+        3: Candidate(3, "", "code", "export function _record(key, value) {", "core/api.ts"),
+        4: Candidate(4, "", "code", "  return $ZodType.init(inst);", "core/util.ts"),
+    }
+    scores = dict(fuse("ZodType", [4, 3, 2, 1], [4], candidates, 4))
+    assert scores[1] > DEFINITION_BONUS > scores[2] > NAME_BONUS > scores[4]
+    assert rank_module.resolves(candidates[3], ["z", "record"]) == NAME_BONUS
+    assert rank_module.resolves(candidates[4], ["ZodType"]) == 0
+    assert rank_module.resolves(candidates[2], ["$ZodType"]) >= DEFINITION_BONUS
+    assert rank_module.resolves(candidates[1], ["$ZodType"]) == 0
+
+
 def test_a_long_definitions_first_chunk_takes_the_hit() -> None:
     """An identifier lands on the chunk holding the ``def`` line, not on a later chunk of the
     same definition that the searches ranked higher, even when they did not propose it."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import logging
 import os
 import stat
@@ -438,7 +439,9 @@ class Index:
         from anekit.search.rank import Candidate, fuse
         from anekit.search.store import StoredChunk
 
-        named_files = _named_file_chunks(store, query, allowed)
+        named_files = _named_file_chunks(store, query, allowed) or _topic_file_chunks(
+            store, query, allowed
+        )
         if named_files:
             more = [*more, (named_files, 0.0)]
         lists = [list(vector), list(keyword), *(list(ranked) for ranked, _ in more)]
@@ -898,6 +901,34 @@ def _named_file_chunks(store: Store, query: str, allowed: AbstractSet[int] | Non
         return []
     files = store.files_named(stems)[:NAMED_FILES]
     ids = store.file_chunk_ids(files, NAMED_FILE_CHUNKS)
+    return ids if allowed is None else [i for i in ids if i in allowed]
+
+
+def _topic_file_chunks(store: Store, query: str, allowed: AbstractSet[int] | None) -> list[int]:
+    """For a query that names no identifier, the first chunk of each file named after one
+    of its words or two of them in a row (``tasks.ts`` for "task state", ``test-run.ts``
+    for "test run"), singular or plural: a file named after the subject, though neither half
+    proposed it. A word that names more than :data:`NAMED_FILES` files names none in
+    particular (``index``, ``utils``) and is passed over."""
+    from anekit.search.rank import identifiers, topic_words
+
+    if identifiers(query):
+        return []
+    words = topic_words(query)
+    spellings: list[set[str]] = []
+    for word in dict.fromkeys(words):
+        spellings.append({word, word + "s", word.removesuffix("s")})
+    for first, second in itertools.pairwise(words):
+        spellings.append({first + sep + second for sep in ("", "_", "-")})
+    files: list[str] = []
+    for stems in spellings:
+        found = store.files_named(stems)
+        if len(found) <= NAMED_FILES:
+            files += [path for path in found if path not in files]
+    if not files:
+        return []
+    heads = store.file_heads(files[: 2 * NAMED_FILES])  # one query for them all
+    ids = [heads[path][0].id for path in files if path in heads]
     return ids if allowed is None else [i for i in ids if i in allowed]
 
 

@@ -465,7 +465,7 @@ def _resolves(candidate: Candidate, parts: Sequence[str], root: str) -> float:
     named = _ends_with(path, [name])  # in any case, when nothing matches exactly
     holds = holds_signature(candidate.text, parts, candidate.path)
     if not (named or holds):
-        return 0.0
+        return NAME_BONUS if _defines_behind_sigil(candidate, name) else 0.0
     if len(parts) == 1:  # spelled otherwise (request for Request): another name's
         if not (holds or path[-1:] == [name]):
             return NAME_BONUS
@@ -487,6 +487,27 @@ def _resolves(candidate: Candidate, parts: Sequence[str], root: str) -> float:
         return DEFINITION_BONUS
     # another definition of the name: spelled the same (sendfile is not sendFile)
     return NAME_BONUS if holds or path[-1:] == [name] else 0.0
+
+
+#: Prefixes that mark a name as internal or core without changing what it names: zod's
+#: core ``$ZodType`` behind the public ``ZodType``, its builder ``_record`` behind
+#: ``z.record``, Python's and JavaScript's private ``_name``.
+_SIGILS = ("$", "_")
+
+
+def _defines_behind_sigil(candidate: Candidate, name: str) -> bool:
+    """Whether ``candidate`` defines ``name`` behind a sigil (:data:`_SIGILS`), by its
+    symbol path or its text: another spelling of the name (:data:`NAME_BONUS`)."""
+    if name.startswith(_SIGILS):
+        return False
+    path = _symbol_path(candidate.symbol)
+    if path and path[-1] != name and path[-1].lstrip("".join(_SIGILS)) == name:
+        return True
+    text = candidate.text
+    return any(
+        sigil + name in text and _holds_definition(text, sigil + name, candidate.path)
+        for sigil in _SIGILS
+    )
 
 
 def reexports(candidate: Candidate, name: str) -> bool:
@@ -834,11 +855,17 @@ def _best_of_files(
 
 
 def _path_words(query: str) -> set[str]:
-    return {
+    return set(topic_words(query))
+
+
+def topic_words(query: str) -> list[str]:
+    """The words of ``query`` a path is matched on, lower-cased, in order: three letters
+    or more, neither a stopword nor a question's word."""
+    return [
         word
         for word in (w.lower() for w in _IDENTIFIER.findall(query) for w in _SEPARATOR.split(w))
         if len(word) > 2 and word not in PATH_STOPWORDS and word not in QUESTION_WORDS
-    }
+    ]
 
 
 @functools.lru_cache(maxsize=4096)
