@@ -912,17 +912,16 @@ def _topic_file_chunks(store: Store, query: str, allowed: AbstractSet[int] | Non
     particular (``index``, ``utils``) and is passed over."""
     from anekit.search.rank import identifiers, topic_words
 
-    if identifiers(query):
-        return []
     words = topic_words(query)
+    if not words or identifiers(query):
+        return []
     spellings: list[set[str]] = []
     for word in dict.fromkeys(words):
         spellings.append({word, word + "s", word.removesuffix("s")})
     for first, second in itertools.pairwise(words):
         spellings.append({first + sep + second for sep in ("", "_", "-")})
     files: list[str] = []
-    for stems in spellings:
-        found = store.files_named(stems)
+    for found in store.files_named_each(spellings):
         if len(found) <= NAMED_FILES:
             files += [path for path in found if path not in files]
     if not files:

@@ -293,6 +293,11 @@ def identifiers(query: str) -> list[list[str]]:
     but in plain English (:func:`is_prose`) not a dunder nor a constant's capitals: "how is
     a frozen class's __setattr__ blocked" and "how are HTTP_PROXY and NO_PROXY read" name a
     protocol and values, and every definition of those names would go first."""
+    return [list(parts) for parts in _identifiers(query)]
+
+
+@functools.lru_cache(maxsize=256)  # a search asks it of one query in several places
+def _identifiers(query: str) -> tuple[tuple[str, ...], ...]:
     found = code_spans(query)
     words = _IDENTIFIER.findall(_QUOTED.sub(" ", _BACKTICKED.sub(" ", query)))
     prose = is_prose(query)
@@ -302,7 +307,7 @@ def identifiers(query: str) -> list[list[str]]:
                 found.append(word)
         elif _looks_like_code(word) or (len(words) == 1 and not found):
             found.append(word)
-    return [_SEPARATOR.split(word) for word in dict.fromkeys(found)]
+    return tuple(tuple(_SEPARATOR.split(word)) for word in dict.fromkeys(found))
 
 
 def _symbol_path(symbol: str) -> list[str]:
@@ -498,12 +503,12 @@ _SIGILS = ("$", "_")
 def _defines_behind_sigil(candidate: Candidate, name: str) -> bool:
     """Whether ``candidate`` defines ``name`` behind a sigil (:data:`_SIGILS`), by its
     symbol path or its text: another spelling of the name (:data:`NAME_BONUS`)."""
-    if name.startswith(_SIGILS):
+    text = candidate.text
+    if name.startswith(_SIGILS) or (name not in text and name not in candidate.symbol):
         return False
-    path = _symbol_path(candidate.symbol)
+    path = _symbol_names(candidate.symbol)
     if path and path[-1] != name and path[-1].lstrip("".join(_SIGILS)) == name:
         return True
-    text = candidate.text
     return any(
         sigil + name in text and _holds_definition(text, sigil + name, candidate.path)
         for sigil in _SIGILS

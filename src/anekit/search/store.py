@@ -1088,6 +1088,10 @@ class Store:
         """The indexed files whose name before its first dot is one of ``stems``, in any
         case (``FlatMap.scala`` for ``flatmap``), in path order (from a map of every file's
         stem, kept for the store's generation: a search asks this of every query)."""
+        return self.files_named_each([stems])[0]
+
+    def files_named_each(self, groups: Sequence[Iterable[str]]) -> list[list[str]]:
+        """:meth:`files_named` of each group of stems, from one read of the map."""
         with self.read():  # the stems of every file, read once a generation
             self._check_caches()
             if self._stems is None:
@@ -1095,8 +1099,10 @@ class Store:
                 for (relpath,) in self._conn.execute("SELECT relpath FROM files"):
                     self._stems.setdefault(_file_stem(relpath), []).append(relpath)
             by_stem = self._stems
-        found = {path for stem in {s.lower() for s in stems} for path in by_stem.get(stem, ())}
-        return sorted(found)
+        return [
+            sorted({path for stem in {s.lower() for s in stems} for path in by_stem.get(stem, ())})
+            for stems in groups
+        ]
 
     def file_chunk_ids(self, relpaths: Sequence[str], per_file: int) -> list[int]:
         """The ids of the first ``per_file`` chunks of each of ``relpaths``, file by file."""
