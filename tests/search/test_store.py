@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from anekit.errors import DamagedStoreError, SearchError
-from anekit.search import store as store_module
+from anekit.search import store_connection, store_keyword, store_schema
 from anekit.search.store import (
     DB_FILE,
     SCHEMA_VERSION,
@@ -198,8 +198,8 @@ def test_keyword_index_rebuilt_when_terms_change(
         s.ensure_identity(IDENTITY)
         put(s, "a.py", ["value = getUserName()"])
     # A newer terms module that also indexes a made-up term; the store must re-index.
-    monkeypatch.setattr(store_module, "TERMS_VERSION", 999)
-    monkeypatch.setattr(store_module, "index_terms", lambda text: index_terms(text) + " zzextra")
+    monkeypatch.setattr(store_connection, "TERMS_VERSION", 999)
+    monkeypatch.setattr(store_schema, "index_terms", lambda text: index_terms(text) + " zzextra")
     with Store(store_dir(tmp_path)) as s:
         assert [c.relpath for c in s.chunks([i for i, _ in s.keyword_search("zzextra", 5)])] == [
             "a.py"
@@ -631,7 +631,7 @@ def test_keyword_query_syntax_never_raises(store: Store, query: str) -> None:
 def test_keyword_allowed_applies_before_ranking(
     store: Store, monkeypatch: pytest.MonkeyPatch, in_list_max: int
 ) -> None:
-    monkeypatch.setattr(store_module, "_IN_LIST_MAX", in_list_max)
+    monkeypatch.setattr(store_keyword, "_IN_LIST_MAX", in_list_max)
     # 20 strong matches in tests/, 6 weaker ones in src/: the best 5 are all in tests/.
     with store.write():
         for i in range(20):
@@ -650,7 +650,7 @@ def test_keyword_allowed_applies_before_ranking(
 def test_keyword_prunes_common_words_but_finds_rare_ones(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store_module, "MATCH_BUDGET", 10)
+    monkeypatch.setattr(store_keyword, "MATCH_BUDGET", 10)
     with store.write():
         for i in range(40):
             store.put_file(record(f"c{i}.py"), [chunk(f"the common thing {i}")], vectors(1))

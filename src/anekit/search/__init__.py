@@ -2,12 +2,12 @@
 
 Modules, each with one job: :mod:`~anekit.search.walk` (which files),
 :mod:`~anekit.search.chunk` (where to cut them), :mod:`~anekit.search.store` (the SQLite
-store, the single source of truth), :mod:`~anekit.search.terms` (code-aware keyword
-terms), :mod:`~anekit.search.vectors` (the vector index derived from the store),
-:mod:`~anekit.search.cache` (the machine-wide vector cache), :mod:`~anekit.search.rank`
-(fusion and priors), :mod:`~anekit.search.index` (:class:`Index`: update and search),
-:mod:`~anekit.search.lock` (one writer per store), :mod:`~anekit.search.evaluate`
-(retrieval metrics).
+store, the single source of truth; its parts are the ``store_*`` modules),
+:mod:`~anekit.search.terms` (code-aware keyword terms), :mod:`~anekit.search.vectors`
+(the vector index derived from the store), :mod:`~anekit.search.cache` (the machine-wide
+vector cache), :mod:`~anekit.search.rank` (fusion and priors), :mod:`~anekit.search.index`
+(:class:`Index`: update and search), :mod:`~anekit.search.lock` (one writer per store),
+:mod:`~anekit.search.evaluate` (retrieval metrics).
 """
 
 from __future__ import annotations
