@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
-import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -24,9 +22,10 @@ from anekit._coremltools import (
     shared_consts,
 )
 from anekit._version import __version__
-from anekit.backends import RunReport
+from anekit.backends import LoadRequest, RunReport
 from anekit.errors import ProgramError
 from anekit.package.compression import METADATA_KEY, Compression, CompressionReport, compress_model
+from anekit.package.saving import package_target, record_io_widths, save_package
 from anekit.specs import IOContract, OutputTree, TensorSpec, widened
 
 #: Deployment targets a traced program may name (ML programs need iOS 16 / macOS 13
@@ -330,10 +329,7 @@ class CompiledProgram:
         model.short_description = f"{self.source}, traced by anekit {__version__}"
         model.user_defined_metadata["anekit.version"] = __version__
         model.user_defined_metadata["anekit.source"] = self.source
-        if self.io_widths:
-            model.user_defined_metadata["anekit.io_widths"] = json.dumps(
-                self.io_widths, sort_keys=True
-            )
+        record_io_widths(model.user_defined_metadata, {"main": self.io_widths})
         for specs, description in (
             (self.input_specs, model.input_description),
             (self.output_specs, model.output_description),
@@ -379,23 +375,27 @@ class CompiledProgram:
         return program
 
     def save(self, path: str | Path) -> Path:
-        """Write the program as an ``.mlpackage`` at ``path`` and return the path."""
-        target = Path(path)
-        if target.suffix != ".mlpackage":
-            raise ProgramError(
-                f"{target}: a Core ML ML program is saved as a directory ending in .mlpackage"
-            )
-        if target.exists() and not target.is_dir():
-            raise ProgramError(f"{target}: exists and is not a directory")
-        model = self.to_mlmodel()
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if target.exists():
-                shutil.rmtree(target)
-            model.save(str(target))
-        except OSError as error:
-            raise ProgramError(f"{target}: could not write the package: {error}") from error
-        return target
+        """Write the program as an ``.mlpackage`` at ``path`` and return the path: whole
+        or not at all (:func:`~anekit.package.saving.save_package`; a package already
+        there is replaced once the new one is complete)."""
+        target = package_target(path)  # refused before the conversion, not after it
+        return save_package(self.to_mlmodel(), target)
+
+    def load_request(self) -> LoadRequest:
+        """What a backend gets to load this program: the MIL program, the function, the
+        I/O contract, and the lowering and saving as callables (run only if the backend
+        needs them)."""
+        return LoadRequest(
+            program=self._program,
+            function=self._function_name,
+            contract=self.io,
+            lowered=self.lowered,
+            save=self.save,
+            source=self._source,
+            converted=self.converted,
+            package=self.package_path,
+            compression=None if self.compression is None else self.compression.name,
+        )
 
     # -- running --------------------------------------------------------------------
 
@@ -419,7 +419,7 @@ class CompiledProgram:
         if key in self._sessions:
             return self._sessions[key], None
         started = time.perf_counter()
-        session = chosen.load(self, mode=mode)
+        session = chosen.load(self.load_request(), mode=mode)
         self._sessions[key] = session
         return session, time.perf_counter() - started
 

@@ -34,7 +34,7 @@ def _ffn() -> tuple[Any, np.ndarray]:
 @pytest.fixture
 def runtime(monkeypatch: pytest.MonkeyPatch) -> StandInANE:
     program, _ = _ffn()
-    simulator = select_backend("sim").load(program)
+    simulator = select_backend("sim").load(program.load_request())
 
     def device(text: str, values: list[np.ndarray], function: str) -> list[np.ndarray]:
         """The FFN in the simulator, on the stored (padded) input buffers."""
@@ -98,7 +98,7 @@ def test_the_compile_budget_is_refused_then_falls_back_to_core_ml(
     monkeypatch.setattr(direct, "_compiles", direct.COMPILE_BUDGET)
     program, _ = _ffn()
     with pytest.warns(RuntimeWarning, match=r"made 100 ANE compiles.*running it on Core ML"):
-        session = direct.DirectBackend().load(program)
+        session = direct.DirectBackend().load(program.load_request())
     assert type(session).__name__ == "CoreMLSession" and not runtime.models
 
 
@@ -111,7 +111,7 @@ def test_a_refused_compile_names_the_step_and_core_ml_keeps_working(
     runtime.refuse = "compile"
     program, x = _ffn()
     with pytest.warns(RuntimeWarning, match="refused to compile: ANECCompile"):
-        session = direct.DirectBackend().load(program)
+        session = direct.DirectBackend().load(program.load_request())
     spec = program.io.inputs[0]
     padded = np.zeros(spec.shape, np.float16)
     padded[..., : x.shape[-1]] = x
@@ -135,9 +135,9 @@ def test_a_program_the_text_cannot_hold_runs_on_core_ml_unless_fallback_is_refus
     monkeypatch.setattr(mil_text, "to_mil_text", refuse)
     program, _ = _ffn()
     with direct.no_fallback(), pytest.raises(direct.DirectError, match=r"\(while_loop\)"):
-        direct.DirectBackend().load(program)
+        direct.DirectBackend().load(program.load_request())
     with pytest.warns(RuntimeWarning, match=r"\(while_loop\).*running it on Core ML"):
-        session = direct.DirectBackend().load(program)
+        session = direct.DirectBackend().load(program.load_request())
     assert type(session).__name__ == "CoreMLSession" and not runtime.models
 
 
@@ -146,7 +146,7 @@ def test_only_fp16_inputs_and_outputs(runtime: StandInANE) -> None:
     program = anekit.compile(lambda a: a * 2, x)
     only = r"fp16 inputs and outputs only: main: \w+ \(fp32\)"
     with pytest.raises(direct.DirectError, match=only):
-        direct.DirectSession(program, runtime)
+        direct.DirectSession(program.load_request(), runtime)
 
 
 @pytest.mark.macos

@@ -771,7 +771,7 @@ def test_unknown_mode_is_refused(rng: np.random.Generator) -> None:
     program = anekit.compile(ffn, x, passes=False)
     assert MODES == ("fp32", "int8")
     with pytest.raises(errors.ProgramError, match=r"onnx backend modes are fp32, int8, got 'fp16'"):
-        OnnxBackend().load(program, mode="fp16")
+        OnnxBackend().load(program.load_request(), mode="fp16")
     with pytest.raises(errors.ProgramError, match="onnx backend modes"):
         program(x, backend="onnx", mode="ane")
 
@@ -845,7 +845,7 @@ def test_select_backend_onnx() -> None:
 def test_run_report_after_predict(rng: np.random.Generator) -> None:
     x = activation(rng)
     program = anekit.compile(ffn, x, passes=False)
-    session = select_backend("onnx").load(program)
+    session = select_backend("onnx").load(program.load_request())
     assert isinstance(session, OnnxSession)
     before: RunReport | None = session.last_run
     assert before is None

@@ -12,16 +12,21 @@ import importlib
 import platform
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
+from anekit.backends.request import LoadRequest
 from anekit.errors import BackendUnavailableError
 
-if TYPE_CHECKING:
-    from anekit.program import CompiledProgram
-
-__all__ = ["Backend", "RunReport", "Session", "available_backends", "select_backend"]
+__all__ = [
+    "Backend",
+    "LoadRequest",
+    "RunReport",
+    "Session",
+    "available_backends",
+    "select_backend",
+]
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,8 @@ class Session(Protocol):
 
 
 class Backend(Protocol):
-    """Something that can run MIL programs."""
+    """Something that can run MIL programs: it loads a :class:`LoadRequest` (the
+    program, its function and I/O contract; never a ``CompiledProgram``)."""
 
     name: str
 
@@ -101,8 +107,8 @@ class Backend(Protocol):
         """Why :meth:`available` is false, in one sentence."""
         ...
 
-    def load(self, program: CompiledProgram, mode: str | None = None) -> Session:
-        """Prepare ``program`` to run (``mode``: backend-specific numerics option)."""
+    def load(self, request: LoadRequest, mode: str | None = None) -> Session:
+        """Prepare ``request``'s program to run (``mode``: backend-specific option)."""
         ...
 
 

@@ -26,15 +26,13 @@ import weakref
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from anekit._coremltools import core_ml_runtime_available, ct
 from anekit.backends import RunReport, coreml_nogil
-
-if TYPE_CHECKING:
-    from anekit.program import CompiledProgram
+from anekit.backends.request import LoadRequest
 
 COMPUTE_UNITS = ("CPU_AND_NE", "CPU_AND_GPU", "CPU_ONLY", "ALL")
 
@@ -112,20 +110,22 @@ class CoreMLBackend:
             return "Core ML exists only on macOS"
         return "coremltools could not load its Core ML bindings (libcoremlpython)"
 
-    def load(self, program: CompiledProgram, mode: str | None = None) -> CoreMLSession:
-        """Load ``program`` with the compute units ``mode`` names (default: this backend's)."""
+    def load(self, request: LoadRequest, mode: str | None = None) -> CoreMLSession:
+        """Load ``request``'s program with the compute units ``mode`` names (default: this
+        backend's): the package it was read from as it is, else the one ``request.save``
+        writes into a temporary directory."""
         compute_units = mode or self.compute_units
         if compute_units not in COMPUTE_UNITS:
             raise ValueError(f"compute units must be one of {COMPUTE_UNITS}, got {compute_units!r}")
         units = getattr(ct.ComputeUnit, compute_units)
         directory = tempfile.mkdtemp(prefix="anekit-coreml-")
         function = None
-        if program.package_path is not None:
+        if request.package is not None:
             # a package read from disk: load it as it is, the right function of it
-            path = Path(program.package_path)
-            function = program.function_name
+            path = Path(request.package)
+            function = request.function
         else:
-            path = program.save(Path(directory) / "model.mlpackage")
+            path = request.save(Path(directory) / "model.mlpackage")
         # compile_model's destination must end in .mlmodelc and must not exist yet
         compiled = Path(
             ct.models.utils.compile_model(str(path), str(Path(directory) / "model.mlmodelc"))

@@ -57,12 +57,11 @@ import numpy as np
 
 from anekit.backends import RunReport
 from anekit.backends.direct_io import Procedure, Tensor, procedures
+from anekit.backends.request import LoadRequest
 from anekit.errors import BackendUnavailableError, ProgramError
 
 if TYPE_CHECKING:
     from coremltools.converters.mil.mil import Program
-
-    from anekit.program import CompiledProgram
 
 FRAMEWORK = "/System/Library/PrivateFrameworks/AppleNeuralEngine.framework"
 IOSURFACE = "/System/Library/Frameworks/IOSurface.framework/IOSurface"
@@ -361,11 +360,12 @@ class DirectModel:
 
 
 class DirectSession:
-    """One function of a :class:`~anekit.program.CompiledProgram` on the direct path: the
-    session ``program(x, backend="direct")`` runs (a model of one procedure)."""
+    """One function of a program on the direct path, as a package holds it (the
+    request's :attr:`~anekit.backends.LoadRequest.lowered`): the session
+    ``program(x, backend="direct")`` runs (a model of one procedure)."""
 
-    def __init__(self, program: CompiledProgram, runtime: Any, form: str = "1.3") -> None:
-        lowered = program.lowered()
+    def __init__(self, request: LoadRequest, runtime: Any, form: str = "1.3") -> None:
+        lowered = request.lowered()
         (self.function,) = lowered.functions  # one function: procedure 0
         self.model = DirectModel(lowered, runtime, form)
         self.last_run: RunReport | None = None
@@ -421,13 +421,13 @@ class DirectBackend:
     def unavailable_reason(self) -> str:
         return unavailable_reason() or ""
 
-    def load(self, program: CompiledProgram, mode: str | None = None) -> Any:
-        """``program`` on the ANE through the private framework (``mode``: the MIL text
-        form, ``1.3`` by default); on a refusal, on Core ML instead."""
+    def load(self, request: LoadRequest, mode: str | None = None) -> Any:
+        """``request``'s program on the ANE through the private framework (``mode``: the
+        MIL text form, ``1.3`` by default); on a refusal, on Core ML instead."""
         try:
             if self._runtime is None:
                 self._runtime = PrivateANE()
-            return DirectSession(program, self._runtime, mode or "1.3")
+            return DirectSession(request, self._runtime, mode or "1.3")
         except REFUSALS as error:
             from anekit.backends.coreml import CoreMLBackend
 
@@ -441,4 +441,4 @@ class DirectBackend:
                 RuntimeWarning,
                 stacklevel=2,
             )
-            return CoreMLBackend().load(program)
+            return CoreMLBackend().load(request)

@@ -20,15 +20,13 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from anekit.backends import RunReport
+from anekit.backends.request import LoadRequest
 from anekit.errors import BackendUnavailableError
-
-if TYPE_CHECKING:
-    from anekit.program import CompiledProgram
 
 MODES = ("fp32", "int8")
 CPU = "CPUExecutionProvider"
@@ -205,7 +203,7 @@ class OnnxBackend:
     def unavailable_reason(self) -> str:
         return "onnxruntime is not installed"
 
-    def load(self, program: CompiledProgram, mode: str | None = None) -> OnnxSession:
+    def load(self, request: LoadRequest, mode: str | None = None) -> OnnxSession:
         import onnx
 
         from anekit.errors import ProgramError
@@ -213,15 +211,15 @@ class OnnxBackend:
         from anekit.package.onnx_int8 import quantize_int8
 
         chosen = mode or "fp32"
-        if program.compression is not None:
+        if request.compression is not None:
             raise ProgramError(
-                f"{program.source}: compressed weights ({program.compression.name}) are a "
+                f"{request.source}: compressed weights ({request.compression}) are a "
                 "Core ML package format; run it with backend='sim' or 'coreml', or compile "
                 "it without compress= for ONNX Runtime"
             )
         if chosen not in MODES:
             raise ProgramError(f"onnx backend modes are {', '.join(MODES)}, got {chosen!r}")
-        model = to_onnx(program)
+        model = to_onnx(request.program, request.function)
         if chosen == "int8":
             with tempfile.TemporaryDirectory(prefix="anekit-onnx-") as scratch:
                 source = save_onnx(model, Path(scratch) / "fp32.onnx")

@@ -7,14 +7,12 @@ arithmetic, never an ANE measurement.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from anekit.backends import RunReport
-
-if TYPE_CHECKING:
-    from anekit.program import CompiledProgram
+from anekit.backends.request import LoadRequest
 
 
 class SimSession:
@@ -63,10 +61,8 @@ class SimBackend:
     def unavailable_reason(self) -> str:
         return ""
 
-    def load(self, program: CompiledProgram, mode: str | None = None) -> SimSession:
-        if program.compression is not None and not program.converted:
+    def load(self, request: LoadRequest, mode: str | None = None) -> SimSession:
+        if request.compression is not None and not request.converted:
             # the weights as the package holds them: decompressed by the constexpr ops
-            return SimSession(program.lowered(), "main", mode or self.mode, self.accumulation)
-        return SimSession(
-            program.program, program.function_name, mode or self.mode, self.accumulation
-        )
+            return SimSession(request.lowered(), "main", mode or self.mode, self.accumulation)
+        return SimSession(request.program, request.function, mode or self.mode, self.accumulation)

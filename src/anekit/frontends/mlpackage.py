@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from anekit._mlpackage import read_function, read_program, read_spec
 from anekit.errors import ProgramError
-from anekit.package.multifunction import IO_WIDTHS_KEY
+from anekit.package.saving import read_io_widths
 from anekit.program import CompiledProgram
 
 
@@ -26,13 +25,8 @@ def load_package(path: str | os.PathLike[str], *, function: str | None = None) -
     outputs = list(chosen.outputs)
     metadata = dict(spec.description.metadata.userDefined)
     try:
-        # A multifunction package records each function's; a single function, its own.
-        per_function = json.loads(metadata.get(IO_WIDTHS_KEY, "{}"))
-        widths = per_function.get(name) if per_function else None
-        if widths is None:
-            widths = json.loads(metadata.get("anekit.io_widths", "{}"))
-        io_widths = {str(k): int(v) for k, v in widths.items()}
-    except (ValueError, AttributeError) as error:
+        io_widths = read_io_widths(metadata, name)
+    except (ValueError, TypeError, AttributeError) as error:
         raise ProgramError(f"{path}: unreadable io widths metadata: {error}") from error
     return CompiledProgram(
         program,

@@ -15,8 +15,6 @@ documentation advises, so that the combined package still shares them.
 
 from __future__ import annotations
 
-import json
-import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -24,9 +22,7 @@ from typing import Any, Protocol
 
 from anekit.errors import ProgramError
 from anekit.package.compression import METADATA_KEY, Compression, CompressionReport, compress_model
-
-#: Metadata key holding each function's widened inputs and outputs (name -> width).
-IO_WIDTHS_KEY = "anekit.function_io_widths"
+from anekit.package.saving import IO_WIDTHS_KEY, package_target, record_io_widths, save_package
 
 
 class SavableFunction(Protocol):
@@ -57,11 +53,11 @@ def save_functions(
     Identical weights are stored once. ``default`` names the default function (the
     first otherwise); ``weights`` is ``fp16``, ``int8`` or ``palettize4``/``6``/``8``;
     ``metadata`` adds user-defined metadata. The package is written next to ``path``
-    and moved into place whole, so a reader never sees half a package.
+    and moved into place whole (:func:`~anekit.package.saving.save_package`), so a
+    reader never sees half a package; each function's I/O widths go under
+    :data:`~anekit.package.saving.IO_WIDTHS_KEY`.
     """
-    target = Path(path)
-    if target.suffix != ".mlpackage":
-        raise ProgramError(f"{target}: a package path must end in .mlpackage")
+    target = package_target(path)
     compression = Compression.parse(weights)
     pairs = functions.items() if isinstance(functions, Mapping) else functions
     from anekit._coremltools import ct, quiet_passes, shared_consts
@@ -85,8 +81,7 @@ def save_functions(
                 str(single), src_function_name="main", target_function_name=name
             )
             names.append(name)
-            if function.io_widths:
-                widths[name] = dict(function.io_widths)
+            widths[name] = dict(function.io_widths)
         if not names:
             raise ProgramError("save_functions needs at least one function")
         chosen = default if default is not None else names[0]
@@ -100,18 +95,12 @@ def save_functions(
         package = ct.models.MLModel(str(combined), skip_model_load=True)
         if compression is not None:
             package.user_defined_metadata[METADATA_KEY] = reports[names[0]].metadata()
-        if widths:
-            package.user_defined_metadata[IO_WIDTHS_KEY] = json.dumps(widths, sort_keys=True)
+        record_io_widths(package.user_defined_metadata, widths)
         for key, value in (metadata or {}).items():
             package.user_defined_metadata[key] = value
         if description is not None:
             package.short_description = description
-        partial = target.with_name(target.stem + ".partial.mlpackage")
-        shutil.rmtree(partial, ignore_errors=True)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        package.save(str(partial))
-        shutil.rmtree(target, ignore_errors=True)
-        partial.replace(target)
+        save_package(package, target)
     return target
 
 
