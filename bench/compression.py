@@ -95,7 +95,7 @@ def _minilm(variants: list[str], scratch: Path) -> dict[str, Any]:
     answers = known_answers.load()
 
     def score(path: Path) -> np.ndarray:
-        embedder = Embedder(backend="sim", package=path, max_length=answers.max_length)
+        embedder = Embedder(runtime="sim", package=path, max_length=answers.max_length)
         return np.asarray(answers.cosines(embedder.encode(answers.texts)))
 
     print("all-MiniLM-L6-v2", flush=True)
@@ -110,10 +110,10 @@ def _modernbert(variants: list[str], scratch: Path) -> dict[str, Any]:
 
     folder = tiny_modernbert(scratch / "tiny-modernbert")
     token_ids = ids_of_lengths(folder, BUCKET_LENGTHS)
-    reference = Embedder(folder, backend="numpy").embed_ids(token_ids)
+    reference = Embedder(folder, runtime="numpy").embed_ids(token_ids)
 
     def score(path: Path) -> np.ndarray:
-        simulated = Embedder(folder, backend="sim", package=path).embed_ids(token_ids)
+        simulated = Embedder(folder, runtime="sim", package=path).embed_ids(token_ids)
         return np.asarray(row_cosines(simulated, reference))
 
     print("tiny ModernBERT", flush=True)

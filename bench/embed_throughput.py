@@ -16,7 +16,7 @@ chunks (cut from this Python's standard library at blank lines, deterministicall
   the Hugging Face model, ``onnxruntime.quantization.quantize_dynamic``, a CPU session
   with 2 intra-op threads, the folder's tokenizer, length-sorted batches of 32, mean
   pooling, L2 normalization;
-- ``anekit-onnx-int8`` and ``anekit-onnx-fp32``: ``Embedder(backend="onnx",
+- ``anekit-onnx-int8`` and ``anekit-onnx-fp32``: ``Embedder(runtime="onnx",
   variant=..., threads=2, device="cpu")`` in process;
 - ``anekit-onnx-int8-grouped``: the int8 row with its rows grouped as before they ran alone
   (8 a run, padded to a multiple of 16 tokens; ``rows_per_run`` replaced in its process),
@@ -78,12 +78,12 @@ REFERENCE = "st-torch"
 SIDES = {
     "st-torch": "sentence-transformers, torch fp32",
     "st-onnx-int8": "sentence-transformers model, ONNX Runtime int8 (bench/st_onnx_int8.py)",
-    "anekit-onnx-int8": "anekit Embedder(backend='onnx', variant='int8'), in process",
+    "anekit-onnx-int8": "anekit Embedder(runtime='onnx', variant='int8'), in process",
     "anekit-onnx-int8-grouped": "the same, rows grouped 8 a run and padded to 16 tokens (before)",
     "anekit-onnx-int8-dynamic": (
         "the same as before: one activation scale per run, attention op by op"
     ),
-    "anekit-onnx-fp32": "anekit Embedder(backend='onnx', variant='fp32'), in process",
+    "anekit-onnx-fp32": "anekit Embedder(runtime='onnx', variant='fp32'), in process",
     "cpu-lane": "anekit CPU lane, Embedder(lanes=['cpu']) (ONNX Runtime int8 worker)",
 }
 #: (numerator, denominator, what the ratio of their chunks/s means).
@@ -226,7 +226,7 @@ class AnekitOnnx(Side):
             onnx_models.MODEL_FORMAT = f"{onnx_models.MODEL_FORMAT}-dynamic"  # type: ignore[assignment]
 
         embedder = Embedder(
-            backend="onnx", variant=variant, threads=THREADS, max_length=MAX_LENGTH, device="cpu"
+            runtime="onnx", variant=variant, threads=THREADS, max_length=MAX_LENGTH, device="cpu"
         )
         self.encode = embedder.encode
         self.versions = {"anekit": anekit.__version__, "onnxruntime": onnxruntime.__version__}
@@ -395,7 +395,7 @@ def main() -> None:
     from anekit.embedder import Embedder
 
     texts = code_chunks(args.chunks)
-    tokens = [len(ids) for ids in Embedder(backend="numpy", max_length=MAX_LENGTH).tokenize(texts)]
+    tokens = [len(ids) for ids in Embedder(runtime="numpy", max_length=MAX_LENGTH).tokenize(texts)]
     sides = [side for side in SIDES if side in chosen]
     times: dict[str, list[float]] = {side: [] for side in sides}
     passes: list[list[dict[str, Any]]] = []

@@ -159,7 +159,7 @@ def main() -> None:
     from anekit.package.int8_kernels import u8s8_saturates, weight_form
     from anekit.package.onnx_attention import fuse_attention
 
-    fp32 = Embedder(backend="onnx", variant="fp32")
+    fp32 = Embedder(runtime="onnx", variant="fp32")
     config, weights = fp32.config, fp32.weights
     sets = {
         "known answers": known_answers.load().texts,
@@ -168,7 +168,7 @@ def main() -> None:
     }
     if args.texts:
         sets[args.texts.name] = json.loads(args.texts.read_text("utf-8"))
-    reference = Embedder(backend="numpy")
+    reference = Embedder(runtime="numpy")
 
     def one_row(text: str) -> dict[str, np.ndarray]:
         row = np.asarray([fp32.tokenize([text])[0]], np.int64)

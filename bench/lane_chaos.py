@@ -3,7 +3,7 @@
 
 The corpus is ``code_chunks(N)`` from ``bench/embed_throughput.py`` (real code cut from
 the standard library), written one per line as JSON lines (``{"text": ...}``, since the
-chunks hold newlines). The fp32 reference is ``Embedder(backend="numpy").encode`` of the
+chunks hold newlines). The fp32 reference is ``Embedder(runtime="numpy").encode`` of the
 same chunks, computed once and cached as a ``.npy`` in the temporary directory.
 
 What it runs, each ``anekit embed FILE`` a subprocess with the default lanes (no
@@ -203,7 +203,7 @@ def reference_vectors(chunks: list[str]) -> tuple[np.ndarray, str]:
 
     log(f"computing the fp32 reference of {len(chunks)} chunks (once; cached in {cache})...")
     started = time.perf_counter()
-    vectors = np.asarray(Embedder(backend="numpy").encode(chunks), np.float32)
+    vectors = np.asarray(Embedder(runtime="numpy").encode(chunks), np.float32)
     log(f"  {time.perf_counter() - started:.0f} s")
     cache.parent.mkdir(parents=True, exist_ok=True)
     np.save(cache, vectors)
@@ -214,7 +214,7 @@ def poison_token(chunks: list[str], rng: random.Random) -> tuple[int, int, int]:
     """(token id, chunk index, candidates): a token id found in exactly one chunk."""
     from anekit.embedder import Embedder
 
-    token_ids = Embedder(backend="numpy").tokenize(chunks)
+    token_ids = Embedder(runtime="numpy").tokenize(chunks)
     holders: dict[int, set[int]] = {}
     for index, ids in enumerate(token_ids):
         for token in set(ids):
@@ -753,7 +753,7 @@ def main() -> None:
             "min_cosine": MIN_COSINE,
             "mid_batch_gap_ms": MID_BATCH_GAP * 1000,
             "serving_window_s": round(runner.serving_window, 2),
-            "reference": f"Embedder(backend='numpy').encode, fp32 ({reference_path})",
+            "reference": f"Embedder(runtime='numpy').encode, fp32 ({reference_path})",
         },
         "calibration": calibration,
         "summary": {

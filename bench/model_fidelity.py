@@ -64,7 +64,7 @@ def main() -> None:
 
         folder = tiny_modernbert(Path(scratch) / "tiny-modernbert")
         token_ids = ids_of_lengths(folder, BUCKET_LENGTHS)
-        reference = Embedder(folder, backend="numpy").embed_ids(token_ids)
+        reference = Embedder(folder, runtime="numpy").embed_ids(token_ids)
         record: dict[str, Any] = {
             "command": "python bench/model_fidelity.py",
             "date": datetime.date.today().isoformat(),
@@ -79,7 +79,7 @@ def main() -> None:
             target = Path(scratch) / f"tiny-{variant}.mlpackage"
             info = build_package(folder, variant=variant, out=target, progress=lambda _: None)
             seconds = time.perf_counter() - started
-            simulated = Embedder(folder, backend="sim", package=info.path).embed_ids(token_ids)
+            simulated = Embedder(folder, runtime="sim", package=info.path).embed_ids(token_ids)
             record[f"package_{variant}"] = {
                 "build_s": round(seconds, 1),
                 "simulated_vs_fp32": _cosines(simulated, reference),
@@ -89,7 +89,7 @@ def main() -> None:
                 },
             }
         for variant in ("fp32", "int8"):
-            onnx = Embedder(folder, backend="onnx", variant=variant).embed_ids(token_ids)
+            onnx = Embedder(folder, runtime="onnx", variant=variant).embed_ids(token_ids)
             record[f"onnx_{variant}_vs_fp32"] = _cosines(onnx, reference)
     emit(record, args.save)
 

@@ -7,7 +7,7 @@ placement and what the ANE passes rewrite depend on the shapes and the ops, not 
 weight values, so these are the figures a real checkpoint of the same configuration gets.
 The simulated fidelity printed with them is of random weights and says only that nothing
 overflows; a real checkpoint's fidelity needs that checkpoint (``anekit build-model FOLDER``
-then ``Embedder(FOLDER, backend="sim")``).
+then ``Embedder(FOLDER, runtime="sim")``).
 
     .venv/bin/python bench/model_placement.py [--quick] [--save FILE.json]
 

@@ -31,7 +31,7 @@ into ``$ANEKIT_HOME/static/`` with a ``distill.json`` that records the settings 
 taken. Every chunk is embedded with it as the lanes embed it (``chunk.model_text``: the path
 and symbol header, then the text, at most ``--max-length`` tokens), ``--repeats`` times:
 chunks/s median and range. For a same-machine MiniLM figure, the CPU lane's engine
-(``Embedder(backend="onnx", variant="int8", threads=2)``) and the static model embed the
+(``Embedder(runtime="onnx", variant="int8", threads=2)``) and the static model embed the
 same ``--sample`` chunks drawn from every repository, ``--repeats`` times each.
 
 model2vec is a bench-only dependency (not in pyproject.toml)::
@@ -311,7 +311,7 @@ def minilm_throughput(sample: Sequence[str], repeats: int) -> dict[str, Any]:
     """The CPU lane's engine (ONNX Runtime int8, two threads) on ``sample``."""
     from anekit.embedder import Embedder
 
-    embedder = Embedder(backend="onnx", variant="int8", threads=2)
+    embedder = Embedder(runtime="onnx", variant="int8", threads=2)
     try:
         embedder.encode(list(sample[:8]))  # the session loaded, the kernels warm
         seconds = []
@@ -322,7 +322,7 @@ def minilm_throughput(sample: Sequence[str], repeats: int) -> dict[str, Any]:
     finally:
         embedder.close()
     return {
-        "engine": 'Embedder(backend="onnx", variant="int8", threads=2)',
+        "engine": 'Embedder(runtime="onnx", variant="int8", threads=2)',
         "chunks": len(sample),
         "seconds": spread(seconds),
         "chunks_per_second": spread([len(sample) / s for s in seconds]),

@@ -102,7 +102,7 @@ def _isolated_home(
 def fp16() -> Any:
     from anekit.embedder import Embedder
 
-    embedder = Embedder(backend="sim", max_length=512)
+    embedder = Embedder(runtime="sim", max_length=512)
     embedder.package()
     return embedder
 
@@ -111,6 +111,6 @@ def fp16() -> Any:
 def int8() -> Any:
     from anekit.embedder import Embedder
 
-    embedder = Embedder(backend="sim", max_length=512, variant="int8")
+    embedder = Embedder(runtime="sim", max_length=512, variant="int8")
     embedder.package()
     return embedder

@@ -196,7 +196,7 @@ def _worker_lane(claim: Claim, ns: Namespace) -> None:
     (status,) = ns["embedder"].scheduler.status()
     assert status["lane"] == "cpu" and status["device"] == "CPU (ONNX Runtime int8)"
     assert status["pid"] not in (None, os.getpid())
-    reference = anekit.Embedder(backend="numpy").encode(ns["chunks"])
+    reference = anekit.Embedder(runtime="numpy").encode(ns["chunks"])
     cosines = (ns["vectors"] * reference).sum(1)
     assert cosines.min() >= status["floor"], cosines
 
@@ -219,7 +219,7 @@ CHECKS: dict[str, Check] = {
     'package = anekit.load("block.mlpackage")': _loaded_package,
     "print(result.report.summary())": _numerics_summary,
     "print(tiny.functions[0].findings[0].message)": _too_small,
-    'embedder = anekit.Embedder(backend="numpy")': _default_backend,
+    'embedder = anekit.Embedder(runtime="numpy")': _default_backend,
     "print(vectors.shape)": _unit_vectors_in_input_order,
     'with anekit.Embedder(lanes=["cpu"]) as embedder:': _default_lanes,
     "vectors = embedder.encode(chunks)": _worker_lane,

@@ -3,6 +3,8 @@ imports :mod:`anekit.bench`, which imports coremltools)."""
 
 from __future__ import annotations
 
+from anekit.runtimes import RUNTIMES
+
 __all__ = ["COLUMNS", "DEFAULT_COLUMNS"]
 
 COLUMNS = {
@@ -11,7 +13,7 @@ COLUMNS = {
     "numpy": "NumPy fp32",
     "onnxruntime": "ONNX Runtime CPU fp32",
     "simulator": "simulator (fp16, simulated)",
-    "direct": "ANE (direct, private API; experimental)",
+    "direct": RUNTIMES["direct"].device,
 }
 #: The columns run unless others are named: the direct path is opt-in everywhere.
 DEFAULT_COLUMNS = tuple(key for key in COLUMNS if key != "direct")

@@ -82,7 +82,7 @@ def model_workload(size: str = "full", batch: int = 4) -> ModelWorkload:
     from anekit.embedder import Embedder
     from anekit.models.encoders import ModelEncoder
 
-    embedder = Embedder(backend="numpy")
+    embedder = Embedder(runtime="numpy")
     assert isinstance(embedder.encoder, ModelEncoder)
     config = embedder.encoder.config
     tokens = config.max_length // (SMALL_DIVISOR if size == "small" else 1)

@@ -163,7 +163,7 @@ def run_model(progress: Callable[[str], None] | None = None) -> ModelDemo:
 
     started = time.perf_counter()
     answers = known_answers.load()
-    embedder = Embedder(backend="sim", max_length=answers.max_length, progress=progress)
+    embedder = Embedder(runtime="sim", max_length=answers.max_length, progress=progress)
     info = embedder.package()
     report = analyze(info.path, families=["a14"])
     functions = {

@@ -1,10 +1,11 @@
 """``anekit.Embedder``: sentence embeddings from a BERT-family or ModernBERT model, on the
 ANE when there is one, following sentence-transformers' ``encode`` semantics.
 
-An Embedder is a tokenizer, batching and one encoder (:mod:`anekit.models.encoders`):
-texts are tokenized and truncated at ``max_length`` (the model's default, 256 for
-MiniLM; up to 512), handed to the encoder in windows of ``batch_size``, and returned
-in input order, L2-normalized unless asked not to be. Encoders:
+An Embedder is a model (:class:`~anekit.models.encoders.LoadedModel`, resolved once),
+its tokenizer and one runtime's encoder (:mod:`anekit.models.encoders`): texts are
+tokenized and truncated at ``max_length`` (the model's default, 256 for MiniLM; up to
+512), handed to the encoder in windows of ``batch_size``, and returned in input order,
+L2-normalized unless asked not to be. Runtimes (:data:`anekit.runtimes.RUNTIMES`):
 
 - ``numpy``: the fp32 reference, the encoder evaluated directly with NumPy (any OS);
 - ``sim``: the fp16 package's bucket functions in anekit's ANE simulator (any OS;
@@ -14,58 +15,68 @@ in input order, L2-normalized unless asked not to be. Encoders:
 - ``onnx``: ONNX Runtime on the CPU (or CUDA), int8 weights per channel by default
   (``variant="fp32"`` keeps float32), from the row-layout encoder;
 - ``direct``: the fp16 package on the ANE through the private framework, without Core
-  ML (macOS; experimental, unverified on hardware; docs/direct.md);
-- ``lanes=[...]``: a pool of lane worker processes (:class:`anekit.lanes.Scheduler`);
-  with ``ray=ADDRESS``, one lane's engines as actors on a Ray cluster
-  (:class:`anekit.lanes.cluster.RayScheduler`; docs/scale-out.md).
+  ML (macOS; experimental, unverified on hardware; docs/direct.md).
+
+``lanes=[...]`` embeds through a pool of lane worker processes instead
+(:class:`anekit.lanes.Pool`, kept apart from the model as sentence-transformers keeps
+its multi-process pool); with ``ray=ADDRESS``, one lane's engines as actors on a Ray
+cluster (docs/scale-out.md).
 
 The package is built on first use and cached under ``$ANEKIT_HOME/packages``.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from anekit._runtime import core_ml_runtime_available
-from anekit.errors import BackendUnavailableError, ModelError
-from anekit.models.batching import buckets_for, load_tokenizer, tokenize
-from anekit.models.config import ModelConfig, load_config
+from anekit import runtimes
+from anekit.errors import ModelError
+from anekit.models.batching import buckets_for, checked_texts, load_tokenizer, tokenize
+from anekit.models.config import ModelConfig
 from anekit.models.encoders import (
-    KINDS,
     Encoder,
+    LoadedModel,
     ModelEncoder,
     OnnxRuntimeEncoder,
+    load_model,
     open_encoder,
     unit_rows,
 )
-from anekit.models.onnx_models import OnnxEncoder
+from anekit.models.onnx_models import OnnxSessions
 from anekit.models.package import PackageInfo
-from anekit.models.registry import resolve
-from anekit.models.weights import ModelWeights, load_weights
+from anekit.models.weights import ModelWeights
+from anekit.runtimes import RUNTIMES, default_runtime
 
-BACKENDS = KINDS
+if TYPE_CHECKING:
+    from anekit.lanes.pool import Pool
+
+#: The runtimes an Embedder runs on (``backend`` was their older name).
+BACKENDS = tuple(RUNTIMES)
 
 
 def default_backend() -> str:
-    return "coreml" if core_ml_runtime_available() else "numpy"
+    """:func:`anekit.runtimes.default_runtime` (its older name)."""
+    return default_runtime()
 
 
 class Embedder:
     """Sentence embeddings: ``Embedder().encode(["def f(): ..."])`` -> (1, 384) float32.
 
     ``model``: None (all-MiniLM-L6-v2), a cached model name or a Hugging Face folder.
-    ``backend``: ``numpy``, ``sim``, ``coreml`` or ``onnx`` (default: coreml on a Mac,
-    else numpy). ``variant``: package weights for sim/coreml (``fp16``, ``int8``) or the
-    ONNX model's (``int8``, ``fp32``). ``package``: a package ``anekit build-model``
-    wrote (default: built and cached). ``threads``: ONNX Runtime's intra-op threads
-    (in the lane workers too). ``device``: the onnx backend's ``auto`` (default),
-    ``cpu`` or ``cuda`` (:func:`anekit.backends.onnx.session_for`). ``isolated_build``:
-    an ONNX model not built yet is built in a child process (for a long-lived process:
-    the build's memory leaves with the child; it costs a Python start and imports).
+    ``runtime``: ``numpy``, ``sim``, ``coreml``, ``onnx`` or ``direct`` (default:
+    coreml on a Mac, else numpy; ``backend=`` is its deprecated older name).
+    ``variant``: package weights for sim/coreml (``fp16``, ``int8``) or the ONNX
+    model's (``int8``, ``fp32``). ``package``: a package ``anekit build-model`` wrote
+    (default: built and cached). ``threads``: ONNX Runtime's intra-op threads (in the
+    lane workers too). ``device``: the onnx runtime's ``auto`` (default), ``cpu`` or
+    ``cuda`` (:func:`anekit.backends.onnx.session_for`). ``isolated_build``: an ONNX
+    model not built yet is built in a child process (for a long-lived process: the
+    build's memory leaves with the child; it costs a Python start and imports).
 
     ``lanes`` (e.g. ``["ane"]``, ``["cpu"]``, ``["ane", "cpu"]``) embeds through worker
     processes instead (:mod:`anekit.lanes`): each lane proves itself on the known
@@ -81,7 +92,7 @@ class Embedder:
         self,
         model: str | Path | None = None,
         *,
-        backend: str | None = None,
+        runtime: str | None = None,
         max_length: int | None = None,
         variant: str | None = None,
         package: Path | None = None,
@@ -92,97 +103,100 @@ class Embedder:
         device: str | None = None,
         isolated_build: bool = False,
         ray: str | None = None,
+        backend: str | None = None,
     ) -> None:
-        if lanes is not None and backend is not None:
-            raise ModelError("give backend or lanes, not both")
+        if backend is not None:
+            if runtime is not None:
+                raise ModelError("give runtime, not backend too (backend is its older name)")
+            warnings.warn(
+                "Embedder(backend=...) is now Embedder(runtime=...)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            runtime = backend
+        if lanes is not None and runtime is not None:
+            raise ModelError("give runtime or lanes, not both")
         if ray is not None and lanes is None:
             raise ModelError("ray= runs a lane on a Ray cluster: give lanes= too ([]: the default)")
-        chosen = "numpy" if lanes is not None else (backend or default_backend())
+        chosen = "numpy" if lanes is not None else (runtime or default_runtime())
         if device is not None and chosen != "onnx":
-            raise ModelError(f"device= applies to backend='onnx', not {chosen!r}")
-        if chosen not in BACKENDS:
-            raise ModelError(f"backend must be one of {', '.join(BACKENDS)}, got {chosen!r}")
-        if chosen == "coreml" and not core_ml_runtime_available():
-            raise BackendUnavailableError(
-                "the coreml backend needs macOS with Core ML; use backend='numpy' or 'sim' here"
-            )
-        if chosen == "direct":
-            from anekit.backends.direct import unavailable_reason
-
-            if (reason := unavailable_reason()) is not None:
-                raise BackendUnavailableError(f"the direct backend cannot run here: {reason}")
-        self.model_id, self.folder = resolve(model)
-        self.config: ModelConfig = load_config(self.folder, max_length=max_length)
-        self.backend = "lanes" if lanes is not None else chosen
-        self.variant = variant or ("int8" if chosen == "onnx" else "fp16")
+            raise ModelError(f"device= applies to runtime='onnx', not {chosen!r}")
+        if lanes is None:
+            runtimes.runtime(chosen).require()
+        self.model: LoadedModel = load_model(model, max_length)
+        self.model_id, self.folder = self.model.model_id, self.model.folder
+        self.config: ModelConfig = self.model.config
+        #: The runtime that embeds, or ``lanes``.
+        self.runtime = "lanes" if lanes is not None else chosen
+        self.variant = variant or RUNTIMES[chosen].variants[0]
         self.buckets = buckets_for(self.config.max_length)
         self._tokenizer = load_tokenizer(self.folder, self.config.max_length)
-        self._weights: ModelWeights | None = None
+        self._pool: Pool | None = None
         self.encoder: Encoder
-        if lanes is not None and ray is not None:
-            from anekit.lanes import default_lanes
-            from anekit.lanes.cluster import RayScheduler
+        if lanes is not None:
+            from anekit.lanes.pool import open_pool
 
-            names = list(lanes) or default_lanes()
-            if len(names) != 1:
+            if ray is not None and len(names := list(lanes)) > 1:
                 raise ModelError(f"a Ray cluster runs one lane (or auto), got {', '.join(names)}")
-            self.encoder = RayScheduler(
-                names[0],
-                address=ray,
-                model=None if model is None else str(model),
-                max_length=self.config.max_length,
-                threads=threads or 1,
-            )
-        elif lanes is not None:
-            from anekit.lanes import Scheduler
-
-            self.encoder = Scheduler(
+            self._pool = open_pool(
                 lanes,
-                model=model,
+                model=self.model,
                 max_length=self.config.max_length,
                 deadline=deadline,
                 threads=threads,
+                ray=ray,
             )
+            self.encoder = cast(Encoder, self._pool)  # the two pools are encoders too
         else:
-            # Read now, so that a broken folder fails here; lanes read their own.
-            self._weights = load_weights(self.folder, self.config)
+            _ = self.model.weights  # read now, so that a broken folder fails here
             self.encoder = open_encoder(
                 chosen,
-                model,
-                max_length=self.config.max_length,
+                self.model,
                 variant=self.variant,
                 package=package,
                 progress=progress,
                 threads=threads,
                 device=device or "auto",
                 isolated_build=isolated_build,
-                weights=self._weights,
             )
         #: Rows per program call: 4 for the packages, 8 for ONNX Runtime.
         self.batch = self.encoder.batch
 
     @property
-    def onnx_encoder(self) -> OnnxEncoder | None:
-        """The ONNX Runtime sessions of the onnx backend, else None."""
+    def backend(self) -> str:
+        """:attr:`runtime` (its older name)."""
+        return self.runtime
+
+    @property
+    def onnx_sessions(self) -> OnnxSessions | None:
+        """The ONNX Runtime sessions of the onnx runtime, else None."""
         return self.encoder.sessions if isinstance(self.encoder, OnnxRuntimeEncoder) else None
+
+    @property
+    def onnx_encoder(self) -> OnnxSessions | None:
+        """:attr:`onnx_sessions` (its older name)."""
+        return self.onnx_sessions
 
     @property
     def weights(self) -> ModelWeights:
         """The model's weights (with lanes, read on first use: workers read their own)."""
-        if self._weights is None:
-            self._weights = load_weights(self.folder, self.config)
-        return self._weights
+        return self.model.weights
 
     @property
-    def scheduler(self) -> Any:
-        """The lane scheduler (``lanes=``), else None."""
-        return self.encoder if self.backend == "lanes" else None
+    def pool(self) -> Pool | None:
+        """The pool of lane workers (``lanes=``), else None."""
+        return self._pool
+
+    @property
+    def scheduler(self) -> Pool | None:
+        """:attr:`pool` (its older name)."""
+        return self._pool
 
     def package(self) -> PackageInfo:
-        """The bucketed package the sim and coreml backends run."""
+        """The bucketed package the sim, coreml and direct runtimes run."""
         info = getattr(self.encoder, "package", None)
         if not isinstance(info, PackageInfo):
-            raise ModelError(f"the {self.backend} backend runs no package")
+            raise ModelError(f"the {self.runtime} runtime runs no package")
         return info
 
     def close(self) -> None:
@@ -216,7 +230,7 @@ class Embedder:
         A text that is not valid Unicode (a lone surrogate such as ``"\\ud800"``)
         raises a :class:`~anekit.errors.ModelError` naming its index.
         """
-        return tokenize(self._tokenizer, _checked_texts(texts))
+        return tokenize(self._tokenizer, checked_texts(texts))
 
     def encode(
         self,
@@ -254,27 +268,6 @@ class Embedder:
         if normalize_embeddings and not self.encoder.normalized:
             return unit_rows(result)
         return result
-
-
-def _checked_texts(texts: Iterable[str]) -> list[str]:
-    """``texts`` as a list (an iterator is read once, here), each checked to be a str
-    the tokenizer can take: valid Unicode, so no lone surrogates."""
-    if isinstance(texts, str):
-        raise TypeError("encode() takes a list of texts; wrap a single text in a list")
-    items = list(texts)
-    for index, text in enumerate(items):
-        if not isinstance(text, str):
-            raise TypeError(f"text {index} is a {type(text).__name__}, not a str")
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as error:
-            raise ModelError(
-                f"text {index} is not valid Unicode: character {error.start} is a lone "
-                f"surrogate (U+{ord(text[error.start]):04X}), half of a UTF-16 pair or a "
-                "byte decoded with errors='surrogateescape'; repair the text first, e.g. "
-                "text.encode('utf-8', 'replace').decode('utf-8')"
-            ) from None
-    return items
 
 
 __all__ = ["BACKENDS", "Embedder", "default_backend"]

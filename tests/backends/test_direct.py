@@ -191,8 +191,8 @@ def test_off_a_mac_the_direct_embedder_and_lane_say_why() -> None:
     from anekit.errors import LaneError
     from anekit.lanes import Scheduler
 
-    with pytest.raises(BackendUnavailableError, match=r"direct backend cannot run here: .*macOS"):
-        Embedder(backend="direct")
+    with pytest.raises(BackendUnavailableError, match=r"direct runtime cannot run here: .*macOS"):
+        Embedder(runtime="direct")
     with pytest.raises(LaneError, match="lane direct: the direct ANE path needs macOS"):
         Scheduler(["direct"])
 
@@ -200,7 +200,7 @@ def test_off_a_mac_the_direct_embedder_and_lane_say_why() -> None:
 def test_the_direct_encoder_and_lane_engine_run_the_package_buckets(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Embedder(backend="direct") and the direct lane's engine: the model's package
+    """Embedder(runtime="direct") and the direct lane's engine: the model's package
     compiled once by the (stand-in) framework, every bucket a procedure, the device
     running the procedure each request names."""
     from anekit.embedder import Embedder
@@ -211,7 +211,7 @@ def test_the_direct_encoder_and_lane_engine_run_the_package_buckets(
 
     folder = tiny_bert(tmp_path / "tiny-bert")
     package = build_package(folder, buckets=(128, 192), out=tmp_path / "tiny.mlpackage")
-    simulated = Embedder(folder, backend="sim", max_length=192, package=package.path)
+    simulated = Embedder(folder, runtime="sim", max_length=192, package=package.path)
     stand_in = simulated_ane(monkeypatch)
     # four short texts (the 128 bucket) and four long chunks (a longer bucket)
     texts = [
@@ -221,7 +221,7 @@ def test_the_direct_encoder_and_lane_engine_run_the_package_buckets(
         "import os",
         *known_answers.load().texts[:4],
     ]
-    on_ane = Embedder(folder, backend="direct", package=package.path, max_length=192)
+    on_ane = Embedder(folder, runtime="direct", package=package.path, max_length=192)
     assert on_ane.encoder.device == "ANE (direct, private API; experimental)"
     np.testing.assert_array_equal(on_ane.encode(texts), simulated.encode(texts))
     # one compile for both buckets, each a procedure of the model

@@ -97,7 +97,7 @@ def test_cached_models_are_fused(tmp_path: Path) -> None:
     from anekit.models.onnx_models import MODEL_FILE, folder_for
 
     for variant in ("fp32", "int8"):
-        embedder = Embedder(backend="onnx", variant=variant)
+        embedder = Embedder(runtime="onnx", variant=variant)
         embedder.encode(["x"])
         model = onnx.load(
             str(folder_for(embedder.model_id, embedder.weights, variant) / MODEL_FILE)

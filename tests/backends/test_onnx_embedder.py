@@ -1,4 +1,4 @@
-"""Embedder(backend="onnx"): the row-layout encoder on ONNX Runtime against the NumPy
+"""Embedder(runtime="onnx"): the row-layout encoder on ONNX Runtime against the NumPy
 fp32 reference on the known-answer chunks, fp32 and int8 (per-channel) variants.
 
 Each variant's model (one for every length) is built once per test run and cached
@@ -24,7 +24,7 @@ from anekit.models.onnx_models import (
     MODEL_FORMAT,
     ONNX_BATCH,
     VARIANTS,
-    OnnxEncoder,
+    OnnxSessions,
     folder_for,
 )
 from anekit.package.int8_kernels import weight_form
@@ -39,17 +39,17 @@ def texts() -> list[str]:
 
 @pytest.fixture(scope="module")
 def reference(texts: list[str]) -> np.ndarray:
-    return Embedder(backend="numpy").encode(texts)
+    return Embedder(runtime="numpy").encode(texts)
 
 
 @pytest.fixture(scope="module")
 def fp32() -> Embedder:
-    return Embedder(backend="onnx", variant="fp32")
+    return Embedder(runtime="onnx", variant="fp32")
 
 
 @pytest.fixture(scope="module")
 def int8() -> Embedder:
-    return Embedder(backend="onnx")  # int8 is the onnx backend's default
+    return Embedder(runtime="onnx")  # int8 is the onnx backend's default
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +107,7 @@ def test_int8_keeps_short_texts_close_to_the_reference(int8: Embedder) -> None:
     """One- to three-token texts are where one activation scale per run lost most (min
     cosine 0.966); with calibrated scales none falls under 0.99."""
     texts = json.loads(SHORT_TEXTS.read_text("utf-8"))["texts"]
-    found = cosines(int8.encode(texts), Embedder(backend="numpy").encode(texts))
+    found = cosines(int8.encode(texts), Embedder(runtime="numpy").encode(texts))
     assert len(texts) > 100 and found.min() >= 0.99
 
 
@@ -330,7 +330,7 @@ def test_a_model_whose_constants_hold_the_traced_batch_is_refused() -> None:
 def test_unknown_variant_is_refused(fp32: Embedder) -> None:
     assert VARIANTS == ("fp32", "int8")
     with pytest.raises(errors.ModelError, match="onnx variant must be one of fp32, int8"):
-        OnnxEncoder(fp32.model_id, fp32.config, fp32.weights, variant="fp16")
+        OnnxSessions(fp32.model_id, fp32.config, fp32.weights, variant="fp16")
 
 
 def test_a_missing_model_is_built_in_a_child_process_one_builder_at_a_time(
@@ -344,7 +344,7 @@ def test_a_missing_model_is_built_in_a_child_process_one_builder_at_a_time(
     source = tiny_bert(tmp_path / "tiny-bert")
     monkeypatch.setenv("ANEKIT_PACKAGES", str(tmp_path / "packages"))
     here = tmp_path / "built-here"
-    first = Embedder(source, backend="onnx", variant="fp32", isolated_build=True)
+    first = Embedder(source, runtime="onnx", variant="fp32", isolated_build=True)
     onnx_models.build_model(first.config, first.weights, "fp32", here)  # no source: here
 
     def refuse(*args: object) -> None:
@@ -356,7 +356,7 @@ def test_a_missing_model_is_built_in_a_child_process_one_builder_at_a_time(
     folder = folder_for(first.model_id, first.weights, "fp32")
     assert (folder / MODEL_FILE).read_bytes() == (here / MODEL_FILE).read_bytes()
     assert not list(folder.glob("*partial*"))
-    np.testing.assert_allclose(vectors, Embedder(source, backend="numpy").encode(texts), atol=1e-5)
+    np.testing.assert_allclose(vectors, Embedder(source, runtime="numpy").encode(texts), atol=1e-5)
 
     # A second builder waits for the lock, then finds the model built by the first.
     import fcntl
@@ -386,7 +386,7 @@ def test_a_failed_child_build_names_the_model_and_why(tmp_path: Path) -> None:
     from tinybert import tiny_bert
 
     source = tiny_bert(tmp_path / "tiny-bert")
-    embedder = Embedder(source, backend="numpy")
+    embedder = Embedder(source, runtime="numpy")
     with pytest.raises(errors.ModelError, match="weights changed") as raised:
         onnx_models._build_in_child(source, "0" * 64, "int8", tmp_path / "out")
     assert str(source) in str(raised.value) and "int8" in str(raised.value)

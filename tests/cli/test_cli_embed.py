@@ -20,17 +20,17 @@ import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 
-import anekit.lanes
+import anekit.lanes.scheduler
 from anekit.cli import cli
 from anekit.embedder import Embedder
-from anekit.lanes.scheduler import RunSummary
+from anekit.lanes.pool import RunSummary
 
 DIMENSION = 384  # all-MiniLM-L6-v2's
 
 
 class RecordingScheduler:
-    """Stands in for :class:`anekit.lanes.Scheduler`, an Encoder to the Embedder (unit
-    vectors): records what it is asked to embed."""
+    """Stands in for :class:`anekit.lanes.Scheduler`, a :class:`~anekit.lanes.Pool` and an
+    Encoder to the Embedder (unit vectors): records what it is asked to embed."""
 
     normalized = True
     batch = 1
@@ -77,6 +77,12 @@ class RecordingScheduler:
     def status(self) -> list[dict[str, Any]]:
         return self.report
 
+    def node_rates(self) -> list[dict[str, Any]]:
+        return []
+
+    def workers_gone_idle(self) -> bool:
+        return False
+
     def close(self) -> None:
         pass
 
@@ -91,9 +97,9 @@ class RecordingScheduler:
 def made(monkeypatch: pytest.MonkeyPatch) -> list[RecordingScheduler]:
     """The schedulers the command made (the recording stand-in replaces the real one)."""
     schedulers: list[RecordingScheduler] = []
-    monkeypatch.setattr(
-        anekit.lanes, "Scheduler", functools.partial(RecordingScheduler, schedulers)
-    )
+    recording = functools.partial(RecordingScheduler, schedulers)
+    monkeypatch.setattr(anekit.lanes, "Scheduler", recording)  # `anekit lanes`
+    monkeypatch.setattr(anekit.lanes.scheduler, "Scheduler", recording)  # open_pool's
     return schedulers
 
 
@@ -376,7 +382,7 @@ def test_a_real_lane_embeds_the_good_lines_in_place(good_and_bad: str) -> None:
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert [row is None for row in rows] == [index is None for index in ALIGNED]
     vectors = np.array([row for row in rows if row is not None], np.float32)
-    reference = Embedder(backend="numpy").encode(GOOD_TEXTS)
+    reference = Embedder(runtime="numpy").encode(GOOD_TEXTS)
     assert vectors.shape == reference.shape
     assert ((vectors * reference).sum(1) > 0.99999).all()
     assert result.stderr.splitlines()[-1] == (

@@ -125,8 +125,8 @@ def test_fp16_accumulation_in_fp32_mode_is_refused(package: Path) -> None:
     result = _simulate(str(package), "--mode", "fp32", "--accumulation", "fp16")
     assert result.exit_code == 2
     assert result.stderr.endswith(
-        "Error: Invalid value for --accumulation: fp16 accumulation applies to --mode ane; "
-        "fp32 mode accumulates in fp32\n"
+        "Error: Invalid value for --accumulation: fp16 accumulation applies to --numerics ane; "
+        "fp32 numerics accumulate in fp32\n"
     )
 
 

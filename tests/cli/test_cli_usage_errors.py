@@ -77,7 +77,7 @@ CASES = [
     (["simulate", "empty.mlpackage", "--inputs", "gone.npz"], "--inputs gone.npz: no such file"),
     (
         ["simulate", "empty.mlpackage", "--mode", "fp32", "--accumulation", "fp16"],
-        "fp16 accumulation applies to --mode ane",
+        "fp16 accumulation applies to --numerics ane",
     ),
     (["run", "missing.mlpackage"], "missing.mlpackage: no such file or directory"),
     (["run", "empty.mlpackage", "--inputs", "gone.npz"], "--inputs gone.npz: no such file"),

@@ -78,7 +78,7 @@ def test_embed_writes_one_json_vector_per_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["embed", "--lane", "numpy", str(source)])
     assert result.exit_code == 0, result.output
     vectors = np.array([json.loads(line) for line in result.stdout.splitlines()], np.float32)
-    reference = Embedder(backend="numpy").encode(texts)
+    reference = Embedder(runtime="numpy").encode(texts)
     assert vectors.shape == reference.shape
     assert ((vectors * reference).sum(1) > 0.99999).all()
 
@@ -142,7 +142,7 @@ def test_embed_killed_mid_run_keeps_every_finished_vector_in_order(tmp_path: Pat
     assert 40 <= len(lines) < len(texts)  # killed mid-run
     assert all(line.endswith("\n") for line in lines)  # whole lines only
     vectors = np.array([json.loads(line) for line in lines], np.float32)
-    reference = Embedder(backend="numpy").encode(texts[: len(lines)])
+    reference = Embedder(runtime="numpy").encode(texts[: len(lines)])
     assert ((vectors * reference).sum(1) >= 0.98).all()  # line n is text n's vector
     for pid in workers:  # the worker sees its stdin close and leaves
         deadline = time.monotonic() + 20
@@ -169,7 +169,7 @@ def test_embed_writes_null_for_a_chunk_that_kills_every_worker(
     from collections import Counter
 
     texts = _texts(12)
-    token_ids = Embedder(backend="numpy").tokenize(texts)
+    token_ids = Embedder(runtime="numpy").tokenize(texts)
     counts = Counter(token for ids in token_ids for token in set(ids))
     poison = next(token for token in token_ids[7] if counts[token] == 1)
     monkeypatch.setenv("ANEKIT_FAULT", f"cpu:kill-on:{poison}")
@@ -183,7 +183,7 @@ def test_embed_writes_null_for_a_chunk_that_kills_every_worker(
     assert len(out) == 13 and out[3] is None and out[8] is None  # text 7 is line 9
     assert sum(row is None for row in out) == 2
     # int8 with activations quantized per batch: >= 0.98 to fp32, the lane's floor
-    reference = Embedder(backend="numpy").encode(texts)
+    reference = Embedder(runtime="numpy").encode(texts)
     kept = [row for row in out if row is not None]
     expected = np.delete(reference, 7, axis=0)
     assert ((np.array(kept, np.float32) * expected).sum(1) >= 0.98).all()

@@ -28,7 +28,7 @@ from anekit.models import known_answers
 @pytest.fixture(scope="module")
 def work() -> tuple[list[list[int]], np.ndarray]:
     """48 tokenized chunks and their fp32 reference vectors."""
-    embedder = Embedder(backend="numpy")
+    embedder = Embedder(runtime="numpy")
     texts = known_answers.load().texts
     token_ids = embedder.tokenize(texts + texts[:16])
     return token_ids, embedder.embed_ids(token_ids)
@@ -475,7 +475,7 @@ def test_another_model_is_admitted_against_its_own_fp32_reference(tmp_path: Any)
 
     folder = tiny_bert(tmp_path / "tiny-bert")
     texts = known_answers.load().texts[:6]
-    embedder = Embedder(folder, backend="numpy")
+    embedder = Embedder(folder, runtime="numpy")
     with Scheduler(["cpu", "numpy"], model=folder) as scheduler:
         scheduler.start()
         status = {item["lane"]: item for item in scheduler.status()}

@@ -39,7 +39,7 @@ def test_the_parent_of_lanes_imports_no_tracer_coremltools_or_torch() -> None:
 
 
 def test_a_cached_cpu_lane_worker_imports_onnx_runtime_and_numpy_only() -> None:
-    built = Embedder(backend="onnx", device="cpu")
+    built = Embedder(runtime="onnx", device="cpu")
     assert built.onnx_encoder is not None
     built.onnx_encoder.prepare()  # the model built and cached
     code = (

@@ -184,12 +184,12 @@ def test_the_ane_lane_is_admitted_on_a_mac() -> None:
     from anekit.models import known_answers
 
     texts = known_answers.load().texts[:8]
-    reference = Embedder(backend="numpy").encode(texts)
+    reference = Embedder(runtime="numpy").encode(texts)
     with Scheduler(["ane"]) as scheduler:
         scheduler.start()
         (status,) = scheduler.status()
         assert status["state"] == "ready", status["reason"]
         assert status["min_cosine"] >= 0.999
-        vectors = scheduler.embed(Embedder(backend="numpy").tokenize(texts))
+        vectors = scheduler.embed(Embedder(runtime="numpy").tokenize(texts))
     assert ((vectors * reference).sum(1) >= 0.999).all()
     assert np.isfinite(vectors).all()

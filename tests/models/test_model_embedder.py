@@ -14,7 +14,7 @@ from anekit.models.batching import BATCH, batches, bucket_for, buckets_for
 
 @pytest.fixture(scope="module")
 def embedder() -> Embedder:
-    return Embedder(backend="numpy")
+    return Embedder(runtime="numpy")
 
 
 def _one_by_one(embedder: Embedder, texts: list[str]) -> np.ndarray:
@@ -141,19 +141,31 @@ def test_encode_refuses_what_sentence_transformers_would_not_take(embedder: Embe
 
 
 def test_embedder_options_are_checked() -> None:
-    with pytest.raises(errors.ModelError, match="backend must be one of"):
-        Embedder(backend="gpu")
+    with pytest.raises(
+        errors.ModelError,
+        match=r"runtime must be one of coreml, sim, onnx, direct, numpy, got 'gpu'",
+    ):
+        Embedder(runtime="gpu")
+    with pytest.raises(errors.ModelError, match="give runtime, not backend too"):
+        Embedder(runtime="numpy", backend="numpy")
     with pytest.raises(errors.BackendUnavailableError, match="macOS"):
-        Embedder(backend="coreml")
+        Embedder(runtime="coreml")
     with pytest.raises(errors.ModelError, match=r"outside 1\.\.512"):
-        Embedder(backend="numpy", max_length=1024)
-    assert Embedder(backend="numpy", max_length=512).buckets[-1] == 512
+        Embedder(runtime="numpy", max_length=1024)
+    assert Embedder(runtime="numpy", max_length=512).buckets[-1] == 512
 
 
-def test_device_is_the_onnx_backends_option() -> None:
-    with pytest.raises(errors.ModelError, match="device= applies to backend='onnx', not 'numpy'"):
-        Embedder(backend="numpy", device="cpu")
+def test_backend_is_the_deprecated_name_of_runtime() -> None:
+    with pytest.warns(DeprecationWarning, match=r"is now Embedder\(runtime=\.\.\.\)"):
+        embedder = Embedder(backend="numpy")
+    assert embedder.runtime == embedder.backend == "numpy"
+    assert embedder.encoder.device == "CPU (NumPy fp32)"
+
+
+def test_device_is_the_onnx_runtimes_option() -> None:
+    with pytest.raises(errors.ModelError, match="device= applies to runtime='onnx', not 'numpy'"):
+        Embedder(runtime="numpy", device="cpu")
     with pytest.raises(errors.ModelError, match="onnx device must be one of auto, cpu, cuda"):
-        Embedder(backend="onnx", device="gpu")
-    encoder = Embedder(backend="onnx", device="cpu").onnx_encoder
+        Embedder(runtime="onnx", device="gpu")
+    encoder = Embedder(runtime="onnx", device="cpu").onnx_encoder
     assert encoder is not None and encoder.device_choice == "cpu"

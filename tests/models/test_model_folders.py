@@ -26,7 +26,7 @@ def test_a_local_folder_works_like_the_default(tmp_path: Path) -> None:
     config = load_config(folder)
     assert (config.hidden_size, config.num_layers, config.num_heads) == (HIDDEN, LAYERS, HEADS)
     assert config.max_length == 128 and config.pooling == "mean" and not config.normalize
-    embedder = Embedder(folder, backend="numpy")
+    embedder = Embedder(folder, runtime="numpy")
     assert embedder.model_id == "tiny-bert" and embedder.buckets == (128,)
     vectors = embedder.encode(["a tiny model", "still works"])
     assert vectors.shape == (2, HIDDEN)
@@ -34,8 +34,8 @@ def test_a_local_folder_works_like_the_default(tmp_path: Path) -> None:
 
 
 def test_cls_pooling_is_read_from_the_folder(tmp_path: Path) -> None:
-    mean = Embedder(_tiny_bert(tmp_path / "mean"), backend="numpy")
-    cls = Embedder(_tiny_bert(tmp_path / "cls", pooling="cls"), backend="numpy")
+    mean = Embedder(_tiny_bert(tmp_path / "mean"), runtime="numpy")
+    cls = Embedder(_tiny_bert(tmp_path / "cls", pooling="cls"), runtime="numpy")
     assert cls.config.pooling == "cls"
     text = ["pooling differs"]
     assert not np.allclose(cls.encode(text), mean.encode(text))
@@ -45,7 +45,7 @@ def test_the_tiny_model_traces_all_on_the_ane(tmp_path: Path) -> None:
     from anekit.analysis import analyze
     from anekit.models.package import trace_bucket
 
-    embedder = Embedder(_tiny_bert(tmp_path / "tiny"), backend="numpy")
+    embedder = Embedder(_tiny_bert(tmp_path / "tiny"), runtime="numpy")
     program = trace_bucket(embedder.config, embedder.weights, 128)
     x = np.random.default_rng(1).integers(1000, 2000, (4, 128)).astype(np.int32)
     keep = np.ones((4, 128), np.float32)
@@ -94,12 +94,12 @@ def test_broken_folders_name_the_problem(tmp_path: Path, damage: Any, message: s
     folder = _tiny_bert(tmp_path / "broken")
     damage(folder)
     with pytest.raises(errors.ModelError, match=message):
-        Embedder(folder, backend="numpy")
+        Embedder(folder, runtime="numpy")
 
 
 def test_unknown_models_are_explained(tmp_path: Path) -> None:
     with pytest.raises(errors.ModelError, match="no model 'nope'"):
-        Embedder("nope", backend="numpy")
+        Embedder("nope", runtime="numpy")
 
 
 def test_fetch_copies_or_extracts_the_default_model(tmp_path: Path) -> None:
@@ -166,12 +166,12 @@ def test_build_model_command(tmp_path: Path) -> None:
 def test_simulated_embeddings_never_return_garbage_silently(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Embedder(backend="sim") runs the package through CompiledProgram calls, which warn
+    """Embedder(runtime="sim") runs the package through CompiledProgram calls, which warn
     (NumericsWarning) when the fp16 simulation produced garbage: here token states beyond
     fp16's range, as an exploding model would give."""
     from anekit.models.embeddings import embed
 
-    embedder = Embedder(_tiny_bert(tmp_path / "tiny"), backend="sim")
+    embedder = Embedder(_tiny_bert(tmp_path / "tiny"), runtime="sim")
     monkeypatch.setattr(
         "anekit.models.encoders.embed", lambda *args: np.asarray(embed(*args)) * 1e6
     )

@@ -55,7 +55,7 @@ def test_every_bucket_is_a_function_with_shared_weights(fp16: Embedder) -> None:
 
 def test_embedder_on_the_package_matches_the_reference(fp16: Embedder) -> None:
     answers = known_answers.load()
-    sim = Embedder(backend="sim", max_length=answers.max_length)
+    sim = Embedder(runtime="sim", max_length=answers.max_length)
     assert sim.package().path == fp16.package().path  # the same cached package
     assert answers.cosines(sim.encode(answers.texts)).min() >= 0.9999
 
@@ -79,5 +79,5 @@ def test_a_package_from_other_weights_is_refused(fp16: Embedder, tmp_path: Any) 
 def test_coreml_backend_reproduces_the_known_answers() -> None:
     """Unverified in CI (no Mac): the package on Core ML with the Neural Engine."""
     answers = known_answers.load()
-    embedder = Embedder(backend="coreml", max_length=answers.max_length)
+    embedder = Embedder(runtime="coreml", max_length=answers.max_length)
     assert answers.cosines(embedder.encode(answers.texts)).min() >= 0.999

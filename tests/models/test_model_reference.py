@@ -35,7 +35,7 @@ def reference(texts: list[str]) -> dict[int, np.ndarray]:
 def test_reference_matches_sentence_transformers(
     texts: list[str], reference: dict[int, np.ndarray], max_length: int
 ) -> None:
-    embedder = Embedder(backend="numpy", max_length=max_length)
+    embedder = Embedder(runtime="numpy", max_length=max_length)
     want = reference[max_length]
     got = embedder.encode(texts)
     cosines = (got * want).sum(1)
@@ -70,7 +70,7 @@ def test_known_answer_chunks_are_the_code_chunks_fixture(texts: list[str]) -> No
     assert len(set(texts)) == len(texts) == 32
     assert all(item["source"].rsplit(":", 1)[1].isdigit() and item["license"] for item in fixture)
     assert len({item["language"] for item in fixture}) >= 3
-    lengths = [len(ids) for ids in Embedder(backend="numpy", max_length=512).tokenize(texts)]
+    lengths = [len(ids) for ids in Embedder(runtime="numpy", max_length=512).tokenize(texts)]
     buckets = buckets_for(256)
     assert {bucket_for(min(length, 256), buckets) for length in lengths} == set(buckets)
     assert sum(length > 256 for length in lengths) >= 2  # truncated at the default length

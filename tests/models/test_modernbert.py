@@ -20,6 +20,7 @@ import anekit
 from anekit.analysis import analyze
 from anekit.embedder import Embedder
 from anekit.errors import ModelError
+from anekit.lanes.scheduler import Scheduler
 from anekit.models.config import (
     FULL,
     GLOBAL_THETA,
@@ -210,7 +211,7 @@ def _normalized(vectors: np.ndarray) -> np.ndarray:
 def test_embedder_picks_modernbert_from_the_folder_and_matches_transformers(folder: Path) -> None:
     from anekit.models import known_answers
 
-    embedder = Embedder(folder, backend="numpy")
+    embedder = Embedder(folder, runtime="numpy")
     assert embedder.config.model_type == "modernbert" and embedder.dimension == HIDDEN
     texts = known_answers.load().texts[:8]
     vectors = embedder.encode(texts)
@@ -273,8 +274,8 @@ def test_the_package_in_the_simulator_matches_the_fp32_path_at_every_bucket(
     folder: Path, built: dict[str, Any]
 ) -> None:
     token_ids = ids_of_lengths(folder, BUCKET_LENGTHS)
-    want = Embedder(folder, backend="numpy").embed_ids(token_ids)
-    simulated = Embedder(folder, backend="sim", package=Path(built["path"]))
+    want = Embedder(folder, runtime="numpy").embed_ids(token_ids)
+    simulated = Embedder(folder, runtime="sim", package=Path(built["path"]))
     got = simulated.embed_ids(token_ids)
     assert simulated.package().buckets == (128, 192, 256, 320, 384, 512)
     assert _cosines(got, want).min() >= 0.999
@@ -285,17 +286,19 @@ def test_onnx_runtime_takes_any_length(folder: Path, variant: str, floor: float)
     """One ONNX model for every batch and length: the rotary tables and the band come
     from the positions input, so nothing in it is tied to the traced length."""
     token_ids = ids_of_lengths(folder, (9, 40, 100, 333, 512))
-    want = Embedder(folder, backend="numpy").embed_ids(token_ids)
-    got = Embedder(folder, backend="onnx", variant=variant).embed_ids(token_ids)
+    want = Embedder(folder, runtime="numpy").embed_ids(token_ids)
+    got = Embedder(folder, runtime="onnx", variant=variant).embed_ids(token_ids)
     assert _cosines(got, want).min() >= floor
 
 
 def test_the_cpu_lane_is_admitted_on_the_models_own_known_answers(folder: Path) -> None:
     token_ids = ids_of_lengths(folder, (30, 200))
-    want = Embedder(folder, backend="numpy").embed_ids(token_ids)
+    want = Embedder(folder, runtime="numpy").embed_ids(token_ids)
     with Embedder(folder, lanes=["cpu"]) as embedder:
         got = embedder.embed_ids(token_ids)
-        lane = embedder.scheduler.lanes["cpu"]
+        pool = embedder.pool
+        assert isinstance(pool, Scheduler)
+        lane = pool.lanes["cpu"]
         assert lane.admitted_once and lane.hello["model"] == "tiny-modernbert"
         assert lane.hello["min_cosine"] >= lane.hello["floor"] == 0.98
     assert _cosines(got, want).min() >= 0.98
@@ -321,8 +324,8 @@ def test_the_int8_package_is_all_on_the_ane_and_within_its_bound(
         for counts in function.values()
     )
     token_ids = ids_of_lengths(folder, BUCKET_LENGTHS)
-    want = Embedder(folder, backend="numpy").embed_ids(token_ids)
-    got = Embedder(folder, backend="sim", package=Path(built["path"])).embed_ids(token_ids)
+    want = Embedder(folder, runtime="numpy").embed_ids(token_ids)
+    got = Embedder(folder, runtime="sim", package=Path(built["path"])).embed_ids(token_ids)
     cosines = _cosines(got, want)
     assert cosines.min() >= 0.99, cosines
     assert cosines.min() < 0.9999999  # the weights really are quantized
@@ -360,8 +363,8 @@ def test_on_a_mac_the_package_runs_through_core_ml(
     monkeypatch.setattr(embedder_module, "core_ml_runtime_available", lambda: True)
     tools = CoreMLTools(compute=simulated_device()).install(monkeypatch)
     token_ids = ids_of_lengths(folder, (100, 300))
-    want = Embedder(folder, backend="numpy").embed_ids(token_ids)
-    on_core_ml = Embedder(folder, backend="coreml", package=Path(built["path"]))
+    want = Embedder(folder, runtime="numpy").embed_ids(token_ids)
+    on_core_ml = Embedder(folder, runtime="coreml", package=Path(built["path"]))
     got = on_core_ml.embed_ids(token_ids)
     assert _cosines(got, want).min() >= 0.999
     assert len(tools.compiles) == 1

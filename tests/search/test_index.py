@@ -223,7 +223,7 @@ def test_an_unchanged_repository_is_not_read_again_nor_embedded(
     again = Index(copy.root, lanes=["cpu"], cache=cache)
     summary = again.update()
     assert (summary.indexed, summary.unchanged, summary.embedded) == (0, 4, 0)
-    assert again._embedder is None  # no lane was started
+    assert again._pool is None  # no lane was started
     again.close()
 
 
@@ -548,17 +548,17 @@ def test_vectors_a_fallback_lane_made_are_marked_then_replaced(
     real_lanes = Index._lanes
 
     def lanes_with_a_stand_in(self: Index) -> object:
-        embedder = real_lanes(self)
-        stream = embedder.scheduler.stream
+        pool = real_lanes(self)
+        stream = pool.stream
         if not getattr(stream, "patched", False):
 
-            def relabelled(token_ids: object) -> object:
+            def relabelled(token_ids: Any) -> Any:
                 for index, vector, why, lane in stream(token_ids):
                     yield index, vector, why, "ane" if index == 0 and why is None else lane
 
             relabelled.patched = True  # type: ignore[attr-defined]
-            embedder.scheduler.stream = relabelled
-        return embedder
+            pool.stream = relabelled  # type: ignore[method-assign]
+        return pool
 
     monkeypatch.setattr(Index, "_lanes", lanes_with_a_stand_in)
     first = copy.update()

@@ -22,6 +22,7 @@ from click.testing import CliRunner
 
 from anekit.cli import cli
 from anekit.lanes import cluster
+from anekit.lanes.cluster import RayScheduler
 from anekit.search.index import Index, IndexSummary
 from generated_repo import FILES, Snapshot, assert_like_clean, checked_store, write_repo
 
@@ -72,8 +73,9 @@ def on_ray(
     root = _copy(repo, tmp_path_factory.mktemp("on-ray"))
     with Index(root, lanes=["cpu"], cache=False, ray="local") as index:
         summary = index.update()
-        assert index._embedder is not None
-        actors = index._embedder.scheduler.actors
+        pool = index._pool
+        assert isinstance(pool, RayScheduler)
+        actors = pool.actors
     return root, summary, actors
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from anekit.lanes.lane import Lane
+from anekit.lanes.scheduler import Scheduler
 from anekit.search.cache import VectorCache
 from anekit.search.index import Index
 from anekit.search.watch import BURST, Round, Watcher
@@ -78,6 +80,12 @@ def _contents(root: Path, store: Path | None = None) -> set[tuple[str, int, int,
     finally:
         db.close()
     return {tuple(row) for row in rows}
+
+
+def _cpu_lane(index: Index) -> Lane:
+    pool = index._pool
+    assert isinstance(pool, Scheduler)
+    return pool.lanes["cpu"]
 
 
 def _has_lanes(index: Index) -> bool:
@@ -173,7 +181,7 @@ def test_lane_workers_start_on_demand_leave_when_idle_and_a_crash_costs_a_retry(
     (root / "pkg" / "alpha.py").write_text(_module("compute_alpha"))
     watched = Watched(root, cache)  # its catch-up round started the CPU lane's worker
     try:
-        lane = watched.index._embedder.scheduler.lanes["cpu"]
+        lane = _cpu_lane(watched.index)
         first = lane.process
         assert first is not None
         assert first.wait(60) == 0  # it left on its own, idle
@@ -191,7 +199,7 @@ def test_lane_workers_start_on_demand_leave_when_idle_and_a_crash_costs_a_retry(
         done = watched.round_for("pkg/gamma.py")
         assert done.summary is not None and done.summary.embedded == 1
         assert _has_lanes(watched.index)  # started again
-        lane = watched.index._embedder.scheduler.lanes["cpu"]
+        lane = _cpu_lane(watched.index)
         second = lane.process
         assert second is not None and second.pid != first.pid and second.poll() is None
         (root / "pkg" / "delta.py").write_text(_module("compute_delta"))

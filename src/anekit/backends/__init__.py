@@ -1,4 +1,5 @@
-"""Backends run compiled programs: one protocol, imported lazily by name.
+"""Backends run compiled programs: one protocol, imported lazily by name from the
+runtime record (:mod:`anekit.runtimes`), which also says whether each can run here.
 
 ``coreml`` (macOS: Core ML, on the ANE where it places ops) is preferred where it
 exists; ``sim`` (the ANE simulator) runs everywhere; ``onnx`` (ONNX Runtime, CPU or
@@ -8,7 +9,6 @@ framework without Core ML; experimental, macOS) runs only when asked for by name
 
 from __future__ import annotations
 
-import importlib
 import platform
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,6 +18,7 @@ import numpy as np
 
 from anekit.backends.request import LoadRequest
 from anekit.errors import BackendUnavailableError
+from anekit.runtimes import Runtime, attribute, program_runtimes
 
 __all__ = [
     "Backend",
@@ -112,47 +113,32 @@ class Backend(Protocol):
         ...
 
 
-#: Backend name -> "module:class", in order of preference.
-_REGISTRY: dict[str, str] = {
-    "coreml": "anekit.backends.coreml:CoreMLBackend",
-    "sim": "anekit.backends.sim:SimBackend",
-    "onnx": "anekit.backends.onnx:OnnxBackend",
-    "direct": "anekit.backends.direct:DirectBackend",
-}
-#: Backends never chosen when no name is given (private APIs: opt in by name).
-_BY_NAME_ONLY = frozenset({"direct"})
-
-
-def _instantiate(name: str) -> Backend:
-    module_name, class_name = _REGISTRY[name].split(":")
-    backend: Backend = getattr(importlib.import_module(module_name), class_name)()
+def _instantiate(runtime: Runtime) -> Backend:
+    assert runtime.backend is not None  # only program runtimes are asked
+    backend: Backend = attribute(runtime.backend)()
     return backend
 
 
 def available_backends() -> list[str]:
     """Names of the backends that can run here, most preferred first."""
-    return [name for name in _REGISTRY if _instantiate(name).available()]
+    return [runtime.name for runtime in program_runtimes() if runtime.available()]
 
 
 def select_backend(name: str | None = None) -> Backend:
-    """The backend called ``name``, or the best available one."""
+    """The backend called ``name``, or the best available one (never a runtime that
+    is only run by name, :attr:`~anekit.runtimes.Runtime.by_name_only`)."""
+    known = {runtime.name: runtime for runtime in program_runtimes()}
     if name is not None:
-        if name not in _REGISTRY:
-            raise BackendUnavailableError(
-                f"unknown backend {name!r}; known: {', '.join(_REGISTRY)}"
-            )
-        backend = _instantiate(name)
-        if not backend.available():
-            raise BackendUnavailableError(
-                f"backend {name!r} cannot run here: {backend.unavailable_reason()}"
-            )
-        return backend
+        if name not in known:
+            raise BackendUnavailableError(f"unknown backend {name!r}; known: {', '.join(known)}")
+        if (reason := known[name].unavailable_reason()) is not None:
+            raise BackendUnavailableError(f"backend {name!r} cannot run here: {reason}")
+        return _instantiate(known[name])
     reasons = []
-    for candidate in (name for name in _REGISTRY if name not in _BY_NAME_ONLY):
-        backend = _instantiate(candidate)
-        if backend.available():
-            return backend
-        reasons.append(f"{candidate}: {backend.unavailable_reason()}")
+    for runtime in (item for item in known.values() if not item.by_name_only):
+        if (reason := runtime.unavailable_reason()) is None:
+            return _instantiate(runtime)
+        reasons.append(f"{runtime.name}: {reason}")
     raise BackendUnavailableError(
         f"no backend can run programs on this machine ({platform.system()} {platform.machine()}): "
         + "; ".join(reasons)

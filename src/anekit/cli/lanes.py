@@ -321,10 +321,11 @@ def _embed(read: _Input, writer: _LineWriter, embedder: Embedder) -> dict[str, A
     failed_lines: list[int] = []
     with progress_bar("embedding", TimeElapsedColumn()) as progress:
         task = progress.add_task("embed", total=len(texts))
-        scheduler = embedder.scheduler
-        scheduler.progress = lambda done, total: progress.update(task, completed=done)
-        scheduler.notify = lambda line: stderr.print(f"note: {esc(line)}")
-        for index, vector, why, _ in scheduler.stream(token_ids):
+        pool = embedder.pool
+        assert pool is not None  # made with lanes=
+        pool.progress = lambda done, total: progress.update(task, completed=done)
+        pool.notify = lambda line: stderr.print(f"note: {esc(line)}")
+        for index, vector, why, _ in pool.stream(token_ids):
             number = read.texts[index][0]
             if why is not None:
                 failed_lines.append(number)
@@ -332,6 +333,6 @@ def _embed(read: _Input, writer: _LineWriter, embedder: Embedder) -> dict[str, A
                     f"[red]error[/]: {esc_path(read.name)}, line {number}: not embedded: {esc(why)}"
                 )
             writer.write(number, vector)
-    summary: dict[str, Any] = scheduler.summary.as_dict()
+    summary: dict[str, Any] = pool.summary.as_dict()
     summary["failed_lines"] = failed_lines
     return summary

@@ -34,9 +34,12 @@ from anekit.cli._inputs import (
     help="Core ML's compute units (default CPU_AND_NE).",
 )
 @click.option(
+    "--numerics",
     "--mode",
+    "mode",
     default=None,
-    help="The simulator's numerics (ane, fp32) or ONNX Runtime's (fp32, int8).",
+    help="The simulator's numerics (ane, fp32) or ONNX Runtime's (fp32, int8) (--mode: "
+    "the older name).",
 )
 @click.option("--repeat", default=10, show_default=True, help="Warm calls after the cold one.")
 @seed_option
@@ -57,7 +60,9 @@ def run(
     a Mac), the cold call (loading included), warm p50/p95 and calls per second, and
     the I/O shapes and bytes. A simulated run says so: it is never an ANE figure."""
     if compute_units is not None and mode is not None:
-        raise click.UsageError("--compute-units is Core ML's --mode: give one of them")
+        raise click.UsageError(
+            "give --compute-units or --numerics, not both: on Core ML both set its compute units"
+        )
     if compute_units is not None and backend not in (None, "coreml"):
         raise click.UsageError(f"--compute-units applies to Core ML, not --backend {backend}")
     if repeat < 1:

@@ -22,11 +22,14 @@ from anekit.cli._inputs import (
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--function", "function", default=None, help="Function of a multifunction package.")
 @click.option(
+    "--numerics",
     "--mode",
+    "mode",
     type=click.Choice(["ane", "fp32"]),
     default="ane",
     show_default=True,
-    help="ane: fp16 storage as on the Neural Engine; fp32: reference math.",
+    help="ane: fp16 storage as on the Neural Engine; fp32: reference math (--mode: the "
+    "older name).",
 )
 @click.option(
     "--accumulation",
@@ -37,11 +40,14 @@ from anekit.cli._inputs import (
 )
 @inputs_option
 @click.option(
+    "--executor",
     "--engine",
+    "engine",
     type=click.Choice(["auto", "interpreter", "compiled"]),
     default="auto",
     show_default=True,
-    help="auto: one ONNX Runtime graph when every op can be lowered, else op by op.",
+    help="How the simulator runs it; auto: one ONNX Runtime graph when every op can be "
+    "lowered, else op by op (--engine: the older name).",
 )
 @seed_option
 @click.option("--top", type=int, default=10, show_default=True, help="Ops to list by magnitude.")
@@ -72,7 +78,7 @@ def simulate(
     """
     if mode == "fp32" and accumulation == "fp16":
         raise click.BadParameter(
-            "fp16 accumulation applies to --mode ane; fp32 mode accumulates in fp32",
+            "fp16 accumulation applies to --numerics ane; fp32 numerics accumulate in fp32",
             param_hint="--accumulation",
         )
     check_package(path)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import platform
-from collections.abc import Callable
 from typing import Any
 
 import click
@@ -27,25 +26,11 @@ def _installed(distribution: str) -> str | None:
 
 
 def available_backends() -> list[str]:
-    """``anekit.backends.available_backends()`` without importing the backends: each
-    name's ``available()`` condition, checked the cheap way (a test keeps them equal)."""
-    from anekit._runtime import core_ml_runtime_available  # no coremltools off macOS
+    """``anekit.backends.available_backends()`` without importing the backends: the
+    runtime record's checks import no engine (a test keeps the two equal)."""
+    from anekit.runtimes import program_runtimes
 
-    checks: dict[str, Callable[[], bool]] = {
-        "coreml": core_ml_runtime_available,
-        "sim": lambda: True,
-        "onnx": lambda: importlib.util.find_spec("onnxruntime") is not None,
-        "direct": _direct_available,
-    }
-    return [name for name, check in checks.items() if check()]
-
-
-def _direct_available() -> bool:
-    if platform.system() != "Darwin":
-        return False  # without importing the backend
-    from anekit.backends.direct import unavailable_reason
-
-    return unavailable_reason() is None
+    return [runtime.name for runtime in program_runtimes() if runtime.available()]
 
 
 @click.command()

@@ -6,6 +6,15 @@ isolation. See docs/lanes.md.
 from __future__ import annotations
 
 from anekit.lanes.engines import LANES, unavailable_reason
+from anekit.lanes.pool import Pool, RunSummary, open_pool
 from anekit.lanes.scheduler import Scheduler, default_lanes
 
-__all__ = ["LANES", "Scheduler", "default_lanes", "unavailable_reason"]
+__all__ = [
+    "LANES",
+    "Pool",
+    "RunSummary",
+    "Scheduler",
+    "default_lanes",
+    "open_pool",
+    "unavailable_reason",
+]

@@ -34,16 +34,21 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from anekit.errors import LaneError
 from anekit.lanes import faults
 from anekit.lanes.engines import LANES, unavailable_reason
-from anekit.lanes.scheduler import RunSummary, gathered
+from anekit.lanes.pool import RunSummary, gathered
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from anekit.models.encoders import LoadedModel
 
 #: Rows per block: one Ray task's worth of work for an actor.
 BLOCK_ROWS = 64
@@ -201,13 +206,12 @@ class RayScheduler:
         lane: str = "cpu",
         *,
         address: str | None = None,
-        model: str | None = None,
+        model: str | Path | LoadedModel | None = None,
         max_length: int | None = None,
         threads: int = 1,
         actors: int | None = None,
     ) -> None:
-        from anekit.models.config import load_config
-        from anekit.models.registry import resolve
+        from anekit.models.encoders import load_model
 
         if lane != "auto" and lane not in LANES:
             raise LaneError(f"unknown lane {lane!r}; lanes are auto, {', '.join(LANES)}")
@@ -216,17 +220,20 @@ class RayScheduler:
         self.fault_text = os.environ.get(faults.VARIABLE)
         if lane != "auto":
             faults.parse(self.fault_text, lane)  # a bad ANEKIT_FAULT is named here
-        self.model_id, folder = resolve(model)  # a missing model is named here, not by actors
-        config = load_config(folder, max_length=max_length)
+        loaded = load_model(model, max_length)  # a missing model is named here, not by actors
+        self.model_id, config = loaded.model_id, loaded.config
         self.dimension = config.hidden_size
         self.batch = 1
-        self.lane, self.model, self.max_length = lane, model, config.max_length
+        #: The model as actors resolve it for themselves (None: the default model).
+        self.model = None if loaded.request is None else str(loaded.request)
+        self.lane, self.max_length = lane, config.max_length
         self.threads = threads
         self._owns = connect(address)
         self.address = address or LOCAL
         self.actors = actors or self._actors_for_cluster()
         self.summary = RunSummary()
-        self.notify: Any = None
+        self.notify: Callable[[str], None] | None = None
+        self.progress: Callable[[int, int], None] | None = None
         self._nodes: dict[str, NodeRate] = {}
         self._started = time.monotonic()
 
@@ -293,7 +300,7 @@ class RayScheduler:
         blocks = -(-len(rows) // BLOCK_ROWS)
         settings = {
             "lane": self.lane,
-            "model": None if self.model is None else str(self.model),
+            "model": self.model,
             "max_length": self.max_length,
             "threads": self.threads,
             "fault_text": self.fault_text,
@@ -322,6 +329,8 @@ class RayScheduler:
                     seen.add(index)
                     self._count(str(node), str(lane), len(token_ids[index]), now)
                     yield index, np.asarray(vector, np.float32), None, str(lane)
+                if self.progress is not None:
+                    self.progress(len(seen), len(token_ids))
         except ray.exceptions.RayError as error:
             reason = f"the Ray run failed: {_first_line(error)}"
             for index in range(len(token_ids)):

@@ -14,42 +14,86 @@ run on the CPU: ...") instead of serving CPU speed under a GPU label.
 
 from __future__ import annotations
 
-import platform
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from anekit._runtime import core_ml_runtime_available
 from anekit.errors import LaneError
+from anekit.runtimes import RUNTIMES, Runtime, attribute
+
+if TYPE_CHECKING:
+    from anekit.models.encoders import LoadedModel
 
 
 @dataclass(frozen=True)
 class LaneKind:
-    """A lane's name, what it is, the known-answer floor it must reach, and the
-    numerics of its vectors."""
+    """A lane's name, what it is, the known-answer floor it must reach, and what it
+    runs: ``runs``, the runtimes (:data:`anekit.runtimes.RUNTIMES`) it may run on, best
+    first, each with its encoder options (:class:`~anekit.models.encoders.EncoderOptions`'
+    fields; ``variant`` is the numerics of its vectors). A lane runs the first of its
+    runtimes that can run here."""
 
     name: str
     description: str
     floor: float
-    variant: str
+    runs: tuple[tuple[str, Mapping[str, str]], ...]
+
+    def choice(self) -> tuple[Runtime, Mapping[str, str]]:
+        """The runtime this lane runs here and its options: the first that can run, else
+        the last (whose reason then says why the lane cannot)."""
+        for name, options in self.runs:
+            if RUNTIMES[name].available(**options):
+                return RUNTIMES[name], options
+        name, options = self.runs[-1]
+        return RUNTIMES[name], options
+
+    @property
+    def variant(self) -> str:
+        """The numerics of this lane's vectors here: ``fp16``, ``int8`` or ``fp32``."""
+        return self.choice()[1]["variant"]
+
+
+def _lane(name: str, description: str, floor: float, *runs: tuple[str, dict[str, str]]) -> LaneKind:
+    return LaneKind(name, description, floor, tuple(runs))
 
 
 LANES: dict[str, LaneKind] = {
     kind.name: kind
     for kind in (
-        LaneKind("ane", "Core ML on the Neural Engine (fp16 package)", 0.999, "fp16"),
-        LaneKind("gpu", "the GPU: Core ML (macOS) or ONNX Runtime CUDA", 0.999, "fp16"),
-        LaneKind("cpu", "ONNX Runtime on the CPU, int8 weights", 0.98, "int8"),
-        LaneKind("sim", "the fp16 package in anekit's ANE simulator (a test lane)", 0.999, "fp16"),
-        LaneKind("numpy", "the NumPy fp32 reference", 0.999, "fp32"),
-        LaneKind(
+        _lane(
+            "ane",
+            "Core ML on the Neural Engine (fp16 package)",
+            0.999,
+            ("coreml", {"compute_units": "CPU_AND_NE", "variant": "fp16"}),
+        ),
+        _lane(
+            "gpu",
+            "the GPU: Core ML (macOS) or ONNX Runtime CUDA",
+            0.999,
+            ("coreml", {"compute_units": "CPU_AND_GPU", "variant": "fp16"}),
+            ("onnx", {"device": "cuda", "variant": "fp32"}),
+        ),
+        _lane(
+            "cpu",
+            "ONNX Runtime on the CPU, int8 weights",
+            0.98,
+            ("onnx", {"device": "cpu", "variant": "int8"}),
+        ),
+        _lane(
+            "sim",
+            "the fp16 package in anekit's ANE simulator (a test lane)",
+            0.999,
+            ("sim", {"variant": "fp16"}),
+        ),
+        _lane("numpy", "the NumPy fp32 reference", 0.999, ("numpy", {"variant": "fp32"})),
+        _lane(
             "direct",
             "the fp16 package on the ANE through the private framework (experimental)",
             0.999,
-            "fp16",
+            ("direct", {"variant": "fp16"}),
         ),
     )
 }
@@ -60,32 +104,21 @@ def lane_variant(lane: str) -> str:
     lane runs the fp16 package on a Mac, ONNX Runtime fp32 on CUDA elsewhere)."""
     if lane not in LANES:
         raise LaneError(f"unknown lane {lane!r}; lanes are {', '.join(LANES)}")
-    if lane == "gpu" and platform.system() != "Darwin":
-        return "fp32"
     return LANES[lane].variant
 
 
-def _cuda() -> bool:
-    try:
-        import onnxruntime
-    except ImportError:
-        return False
-    return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
-
-
 def unavailable_reason(lane: str) -> str | None:
-    """Why ``lane`` cannot run on this machine, or None when it can."""
+    """Why ``lane`` cannot run on this machine (each of its runtimes' reasons), or None
+    when it can."""
     if lane not in LANES:
         return f"unknown lane {lane!r}; lanes are {', '.join(LANES)}"
-    if lane == "ane" and not core_ml_runtime_available():
-        return f"needs Core ML on macOS ({platform.system()} here)"
-    if lane == "gpu" and not (core_ml_runtime_available() or _cuda()):
-        return "needs Core ML (macOS) or onnxruntime-gpu with a CUDA GPU"
-    if lane == "direct":
-        from anekit.backends import direct
-
-        return direct.unavailable_reason()
-    return None
+    runs = LANES[lane].runs
+    reasons = []
+    for name, options in runs:
+        if (reason := RUNTIMES[name].unavailable_reason(**options)) is None:
+            return None
+        reasons.append(reason if len(runs) == 1 else f"{name}: {reason}")
+    return "; ".join(reasons)
 
 
 class LaneRefused(LaneError):
@@ -171,7 +204,7 @@ class OnnxEngine(EncoderEngine):
     def __init__(
         self,
         lane: str,
-        model: str | Path | None,
+        model: str | Path | LoadedModel | None,
         max_length: int | None,
         threads: int | None,
         *,
@@ -221,19 +254,21 @@ class OnnxEngine(EncoderEngine):
 
 
 def make_engine(
-    lane: str, model: str | Path | None, max_length: int | None, threads: int | None
+    lane: str,
+    model: str | Path | LoadedModel | None,
+    max_length: int | None,
+    threads: int | None,
 ) -> Engine:
     """The engine a worker for ``lane`` runs (:class:`LaneRefused` when it would not
-    run on its lane's device)."""
-    from anekit.models.encoders import open_encoder
-
+    run on its lane's device): the lane's runtime's encoder, in the engine class the
+    runtime's record names (:attr:`~anekit.runtimes.Runtime.lane_engine`)."""
     if (reason := unavailable_reason(lane)) is not None:
         raise LaneError(f"lane {lane}: {reason}")
-    if lane == "cpu":
-        return OnnxEngine(lane, model, max_length, threads, variant="int8", device="cpu")
-    if lane in ("numpy", "sim", "direct"):
-        return EncoderEngine(open_encoder(lane, model, max_length=max_length))
-    if lane == "gpu" and not core_ml_runtime_available():
-        return OnnxEngine(lane, model, max_length, threads, variant="fp32", device="cuda")
-    units = "CPU_AND_NE" if lane == "ane" else "CPU_AND_GPU"
-    return EncoderEngine(open_encoder("coreml", model, max_length=max_length, compute_units=units))
+    runtime, options = LANES[lane].choice()
+    if runtime.lane_engine is not None:
+        engine: Engine = attribute(runtime.lane_engine)(lane, model, max_length, threads, **options)
+        return engine
+    from anekit.models.encoders import open_encoder
+
+    settings: dict[str, Any] = dict(options)
+    return EncoderEngine(open_encoder(runtime.name, model, max_length=max_length, **settings))

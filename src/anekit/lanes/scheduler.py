@@ -29,18 +29,22 @@ import os
 import queue
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from anekit.errors import EmbeddingFailed, LaneError
+from anekit.errors import LaneError
 from anekit.lanes import faults
 from anekit.lanes.engines import unavailable_reason
 from anekit.lanes.lane import Event, Lane
+from anekit.lanes.pool import RunSummary, gathered
 from anekit.lanes.protocol import Result
+
+if TYPE_CHECKING:
+    from anekit.models.encoders import LoadedModel
 
 #: Rows released at a time, in input order.
 WINDOW = 128
@@ -72,27 +76,6 @@ def default_lanes() -> list[str]:
     configured = os.environ.get(LANES_VARIABLE, "").split(",")
     names = [name.strip() for name in configured if name.strip()]
     return names or (["ane"] if unavailable_reason("ane") is None else [FALLBACK])
-
-
-@dataclass
-class RunSummary:
-    """What one :meth:`Scheduler.stream` or :meth:`Scheduler.embed` call did."""
-
-    chunks: int = 0
-    embedded: int = 0
-    #: Chunks sent more than once (their worker failed, or they came back NaN).
-    retried: int = 0
-    #: Failed chunks' indices and why.
-    failed: dict[int, str] = field(default_factory=dict)
-    #: Worker restarts per lane during the call.
-    restarts: dict[str, int] = field(default_factory=dict)
-    #: The in-process engine that finished the run, when one had to.
-    fallback: str | None = None
-    notes: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        failed = [{"chunk": index, "reason": why} for index, why in self.failed.items()]
-        return {**asdict(self), "failed": failed}
 
 
 @dataclass
@@ -228,7 +211,7 @@ class Scheduler:
         self,
         lanes: Sequence[str] | None = None,
         *,
-        model: str | Path | None = None,
+        model: str | Path | LoadedModel | None = None,
         max_length: int | None = None,
         deadline: float = 30.0,
         threads: int | None = None,
@@ -236,8 +219,7 @@ class Scheduler:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         from anekit.models.batching import length_steps
-        from anekit.models.config import load_config
-        from anekit.models.registry import resolve
+        from anekit.models.encoders import load_model
 
         names = list(lanes) if lanes else default_lanes()
         if len(set(names)) != len(names):
@@ -246,15 +228,16 @@ class Scheduler:
             if (reason := unavailable_reason(name)) is not None:
                 raise LaneError(f"lane {name}: {reason}")
             faults.from_environment(name)  # a bad ANEKIT_FAULT is named here, not in a worker
-        # A missing model is named here, not by each worker.
-        self.model_id, folder = resolve(model)
-        config = load_config(folder, max_length=max_length)
+        #: The model, resolved here once (a missing one is named here, not by each
+        #: worker); workers resolve its ``request`` for themselves.
+        self.model = load_model(model, max_length)
+        self.model_id, config = self.model.model_id, self.model.config
         self.buckets = length_steps(config.max_length, BUCKET_STEP)
         self.dimension = config.hidden_size
         #: Rows per call: the scheduler batches for its workers itself.
         self.batch = 1
         self.events: queue.Queue[Event] = queue.Queue()
-        self._options = {"model": model, "max_length": max_length, "threads": threads}
+        self._options = {"model": self.model.request, "max_length": max_length, "threads": threads}
         self.deadline = deadline
         self.clock = clock
         self.lanes: dict[str, Lane] = {name: self._lane(name) for name in names}
@@ -714,7 +697,7 @@ class Scheduler:
             options: dict[str, Any] = self._options
             try:
                 self._local = make_engine(
-                    FALLBACK, options["model"], options["max_length"], options["threads"]
+                    FALLBACK, self.model, options["max_length"], options["threads"]
                 )
             except Exception as error:
                 raise LaneError(
@@ -780,23 +763,6 @@ class Scheduler:
                 work.failed[row] = f"the in-process {FALLBACK} engine returned NaN or zero"
             else:
                 self._record(work, [row], vector[None], FALLBACK)
-
-
-def gathered(
-    rows: Iterable[tuple[int, np.ndarray | None, str | None, str]], count: int, dimension: int
-) -> np.ndarray:
-    """A stream's rows (in any order) as ``(count, dimension)`` float32 in input order;
-    :class:`EmbeddingFailed`, with NaN in the failed rows, when some rows failed."""
-    vectors = np.full((count, dimension), np.nan, np.float32)
-    failed: dict[int, str] = {}
-    for index, vector, why, _ in rows:
-        if vector is not None:
-            vectors[index] = vector
-        else:
-            failed[index] = why or "no vector"
-    if failed:
-        raise EmbeddingFailed(dict(sorted(failed.items())), vectors)
-    return vectors
 
 
 def _bad_rows(vectors: np.ndarray) -> np.ndarray:

@@ -8,7 +8,7 @@ bucket that holds its longest text. Results go back in input order.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,6 +72,27 @@ class Batch:
 #: masks, each several times the ids) live until their batch is read, so one call for
 #: 3,300 code chunks peaked 160 MB above the ids alone; 256 at a time, 40 MB.
 TOKENIZE_BATCH = 256
+
+
+def checked_texts(texts: Iterable[str]) -> list[str]:
+    """``texts`` as a list (an iterator is read once, here), each checked to be a str
+    the tokenizer can take: valid Unicode, so no lone surrogates."""
+    if isinstance(texts, str):
+        raise TypeError("encode() takes a list of texts; wrap a single text in a list")
+    items = list(texts)
+    for index, text in enumerate(items):
+        if not isinstance(text, str):
+            raise TypeError(f"text {index} is a {type(text).__name__}, not a str")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise ModelError(
+                f"text {index} is not valid Unicode: character {error.start} is a lone "
+                f"surrogate (U+{ord(text[error.start]):04X}), half of a UTF-16 pair or a "
+                "byte decoded with errors='surrogateescape'; repair the text first, e.g. "
+                "text.encode('utf-8', 'replace').decode('utf-8')"
+            ) from None
+    return items
 
 
 def tokenize(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:

@@ -34,7 +34,7 @@ from anekit._coremltools import ct
 from anekit.backends import coreml_nogil
 from anekit.models.batching import Batch
 from anekit.models.embeddings import embed
-from anekit.models.encoders import LoadedModel, ModelEncoder
+from anekit.models.encoders import EncoderOptions, LoadedModel, ModelEncoder, package_of
 from anekit.models.package import PackageInfo, exclusive_lock, function_name, packages_dir
 
 #: Hex digits of the content digest in a compiled model's name.
@@ -109,3 +109,8 @@ class CoreMLEncoder(ModelEncoder):
             {"hidden": hidden, "keep": batch.keep.astype(np.float16)}
         )
         return np.asarray(outputs["embedding"], np.float32)
+
+
+def open_coreml(model: LoadedModel, options: EncoderOptions) -> CoreMLEncoder:
+    """The ``coreml`` runtime's encoder: the model's package on ``options.compute_units``."""
+    return CoreMLEncoder(model, package_of(model, options), options.compute_units)

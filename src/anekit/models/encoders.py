@@ -3,7 +3,7 @@
 Every way anekit embeds is an :class:`Encoder`: the NumPy fp32 reference
 (:class:`ReferenceEncoder`), the fp16 package in the simulator (:class:`SimEncoder`) or on
 Core ML (:class:`~anekit.models.coreml_encoder.CoreMLEncoder`), ONNX Runtime
-(:class:`OnnxRuntimeEncoder`) and a pool of lane workers (:class:`anekit.lanes.LanePool`).
+(:class:`OnnxRuntimeEncoder`) and a pool of lane workers (:class:`anekit.lanes.Pool`).
 :class:`anekit.Embedder` is a tokenizer, batching and one encoder; a lane worker runs one
 encoder (:func:`open_encoder`). The encoders here run the model in this process: the word
 lookup on the host (gather does not run on the ANE), then one program call per batch of
@@ -24,14 +24,14 @@ from anekit.errors import ModelError
 from anekit.models.batching import BATCH, Batch, batches, buckets_for, length_steps
 from anekit.models.config import ModelConfig, load_config
 from anekit.models.embeddings import embed, row_inputs
-from anekit.models.onnx_models import OnnxEncoder, rows_per_run
+from anekit.models.onnx_models import OnnxSessions, rows_per_run
 from anekit.models.package import PackageInfo, ensure_package, function_name
 from anekit.models.registry import resolve
 from anekit.models.weights import ModelWeights, load_weights
+from anekit.runtimes import RUNTIMES, attribute, runtime
 
-#: The runtimes :func:`open_encoder` knows (``direct``: the private ANE framework,
-#: experimental, macOS; :mod:`anekit.backends.direct`).
-KINDS = ("numpy", "sim", "coreml", "onnx", "direct")
+#: The runtimes :func:`open_encoder` knows (:data:`anekit.runtimes.RUNTIMES`).
+KINDS = tuple(RUNTIMES)
 
 
 class Encoder(Protocol):
@@ -65,25 +65,84 @@ class Encoder(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass(frozen=True)
-class LoadedModel:
-    """A model read from its folder: its name, folder, configuration and weights (of
-    any family :func:`~anekit.models.config.load_config` reads)."""
+class _Folder:
+    """The default of :class:`LoadedModel`'s ``request``: its folder."""
 
-    model_id: str
-    folder: Path
-    config: ModelConfig
-    weights: ModelWeights
+
+_FOLDER = _Folder()
+
+
+class LoadedModel:
+    """A model resolved once and passed down: its name, folder and configuration (of any
+    family :func:`~anekit.models.config.load_config` reads), and its weights, read on
+    first use (a lane pool's parent never needs them: its workers read their own).
+
+    ``request`` is the model as it was asked for (None: the default model; a cached
+    name or a folder; default: the folder): what worker processes resolve again for
+    themselves.
+    """
+
+    def __init__(
+        self,
+        model_id: str,
+        folder: Path,
+        config: ModelConfig,
+        weights: ModelWeights | None = None,
+        *,
+        request: str | Path | _Folder | None = _FOLDER,
+    ) -> None:
+        self.model_id, self.folder, self.config = model_id, folder, config
+        self.request: str | Path | None = folder if isinstance(request, _Folder) else request
+        if weights is not None:
+            self.weights = weights
+
+    @functools.cached_property
+    def weights(self) -> ModelWeights:
+        """The weights, read from :attr:`folder` when first asked for."""
+        return load_weights(self.folder, self.config)
+
+    def __repr__(self) -> str:
+        return f"LoadedModel({self.model_id!r}, max_length={self.config.max_length})"
 
 
 def load_model(
-    model: str | Path | None, max_length: int | None = None, weights: ModelWeights | None = None
+    model: str | Path | LoadedModel | None,
+    max_length: int | None = None,
+    weights: ModelWeights | None = None,
 ) -> LoadedModel:
     """``model`` (None: the default model; a cached name or a Hugging Face folder)
-    read at ``max_length`` (default: the model's); ``weights`` when already read."""
+    resolved and configured at ``max_length`` (default: the model's); ``weights`` when
+    already read (else read on first use). A :class:`LoadedModel` is returned as it is
+    when its length is the one asked for."""
+    if isinstance(model, LoadedModel):
+        if max_length is None or max_length == model.config.max_length:
+            return model
+        model = model.request
     model_id, folder = resolve(model)
     config = load_config(folder, max_length=max_length)
-    return LoadedModel(model_id, folder, config, weights or load_weights(folder, config))
+    return LoadedModel(model_id, folder, config, weights, request=model)
+
+
+@dataclass(frozen=True)
+class EncoderOptions:
+    """How to open an encoder; each runtime reads the options it has.
+
+    ``variant``: package weights for sim/coreml/direct (``fp16``, ``int8``) or the ONNX
+    model's (``int8``, ``fp32``); None: the runtime's first
+    (:attr:`~anekit.runtimes.Runtime.variants`). ``package``: a package ``anekit
+    build-model`` wrote (default: built once and cached); ``progress``: its build's
+    lines. ``threads``, ``device``: ONNX Runtime's intra-op threads and device
+    (``auto``, ``cpu``, ``cuda``). ``compute_units``: Core ML's. ``isolated_build``: a
+    missing ONNX model is built in a child process.
+    """
+
+    variant: str | None = None
+    package: Path | None = None
+    progress: Callable[[str], None] | None = None
+    threads: int | None = None
+    device: str = "auto"
+    compute_units: str = "CPU_AND_NE"
+    isolated_build: bool = False
 
 
 def unit_rows(vectors: np.ndarray) -> np.ndarray:
@@ -151,7 +210,7 @@ class ModelEncoder:
 class ReferenceEncoder(ModelEncoder):
     """The fp32 reference: the traceable encoder evaluated directly with NumPy."""
 
-    label = "CPU (NumPy fp32)"
+    label = RUNTIMES["numpy"].device
 
     def __init__(self, model: LoadedModel) -> None:
         super().__init__(model)
@@ -168,7 +227,7 @@ class SimEncoder(ModelEncoder):
     """The fp16 package's bucket functions in anekit's ANE simulator (a numerics
     check, not a speed path; never an ANE figure)."""
 
-    label = "ANE simulator (fp16 numerics; not an ANE)"
+    label = RUNTIMES["sim"].device
 
     def __init__(self, model: LoadedModel, package: Callable[[], PackageInfo]) -> None:
         super().__init__(model)
@@ -200,7 +259,7 @@ class DirectEncoder(SimEncoder):
     bucket). A model the framework refuses raises instead of running on Core ML, so
     that the encoder never serves under a label it does not run on."""
 
-    label = "ANE (direct, private API; experimental)"
+    label = RUNTIMES["direct"].device
 
     @functools.cached_property
     def direct_model(self) -> Any:
@@ -238,7 +297,7 @@ class OnnxRuntimeEncoder(ModelEncoder):
     its own length; fp32: 8 rows to a multiple of 16 tokens), not filled up (ONNX Runtime
     takes any shape)."""
 
-    def __init__(self, model: LoadedModel, sessions: OnnxEncoder) -> None:
+    def __init__(self, model: LoadedModel, sessions: OnnxSessions) -> None:
         rows, step = rows_per_run(sessions.variant)
         lengths = length_steps(model.config.max_length, step)
         super().__init__(model, lengths=lengths, batch=rows, fill=False)
@@ -265,7 +324,7 @@ class OnnxRuntimeEncoder(ModelEncoder):
 
 def open_encoder(
     kind: str,
-    model: str | Path | None = None,
+    model: str | Path | LoadedModel | None = None,
     *,
     max_length: int | None = None,
     variant: str | None = None,
@@ -277,64 +336,80 @@ def open_encoder(
     isolated_build: bool = False,
     weights: ModelWeights | None = None,
 ) -> ModelEncoder:
-    """The encoder of ``model`` (None: the default model) on ``kind``: ``numpy``,
-    ``sim``, ``coreml`` (macOS), ``onnx`` or ``direct`` (macOS, experimental).
+    """The encoder of ``model`` (None: the default model) on the runtime ``kind``
+    (:data:`anekit.runtimes.RUNTIMES`: ``numpy``, ``sim``, ``coreml`` (macOS), ``onnx``
+    or ``direct`` (macOS, experimental)); the other keywords are
+    :class:`EncoderOptions`'. ``weights``: already read (else read from the model's
+    folder)."""
+    chosen = runtime(kind)
+    options = EncoderOptions(
+        variant, package, progress, threads, device, compute_units, isolated_build
+    )
+    opener: Callable[[LoadedModel, EncoderOptions], ModelEncoder] = attribute(chosen.encoder)
+    return opener(load_model(model, max_length, weights), options)
 
-    ``variant``: package weights for sim/coreml (``fp16``, ``int8``) or the ONNX
-    model's (``int8``, ``fp32``). ``package``: a package ``anekit build-model`` wrote
-    (default: built once and cached). ``threads``, ``device``: ONNX Runtime's.
-    ``compute_units``: Core ML's. ``isolated_build``: a missing ONNX model is built in
-    a child process. ``weights``: already read (else read from the model's folder).
-    """
-    if kind not in KINDS:
-        raise ModelError(f"backend must be one of {', '.join(KINDS)}, got {kind!r}")
-    loaded = load_model(model, max_length, weights)
-    if kind == "numpy":
-        return ReferenceEncoder(loaded)
-    if kind == "onnx":
-        sessions = OnnxEncoder(
-            loaded.model_id,
-            loaded.config,
-            loaded.weights,
-            variant=variant or "int8",
-            threads=threads,
-            device=device,
-            source=loaded.folder if isolated_build else None,
-            model_folder=loaded.folder,
-        )
-        return OnnxRuntimeEncoder(loaded, sessions)
 
-    def ensure() -> PackageInfo:
-        return ensure_package(
-            model,
-            loaded.model_id,
-            loaded.folder,
-            loaded.weights,
-            variant or "fp16",
-            buckets=buckets_for(loaded.config.max_length),
-            path=package,
-            progress=progress,
-        )
+def open_reference(model: LoadedModel, options: EncoderOptions) -> ModelEncoder:
+    """The ``numpy`` runtime's encoder (:class:`ReferenceEncoder`)."""
+    return ReferenceEncoder(model)
 
-    if kind == "sim":
-        return SimEncoder(loaded, ensure)
-    if kind == "direct":
-        return DirectEncoder(loaded, ensure)
-    from anekit.models.coreml_encoder import CoreMLEncoder
 
-    return CoreMLEncoder(loaded, ensure(), compute_units)
+def open_onnx(model: LoadedModel, options: EncoderOptions) -> OnnxRuntimeEncoder:
+    """The ``onnx`` runtime's encoder: sessions built (or read) for the variant."""
+    sessions = OnnxSessions(
+        model.model_id,
+        model.config,
+        model.weights,
+        variant=options.variant or "int8",
+        threads=options.threads,
+        device=options.device,
+        source=model.folder if options.isolated_build else None,
+        model_folder=model.folder,
+    )
+    return OnnxRuntimeEncoder(model, sessions)
+
+
+def package_of(model: LoadedModel, options: EncoderOptions) -> PackageInfo:
+    """The bucketed package the sim, coreml and direct runtimes run: ``options.package``,
+    else the one cached for the model and variant (built now when missing)."""
+    return ensure_package(
+        model.request,
+        model.model_id,
+        model.folder,
+        model.weights,
+        options.variant or "fp16",
+        buckets=buckets_for(model.config.max_length),
+        path=options.package,
+        progress=options.progress,
+    )
+
+
+def open_sim(model: LoadedModel, options: EncoderOptions) -> SimEncoder:
+    """The ``sim`` runtime's encoder; its package is found (or built) on first use."""
+    return SimEncoder(model, lambda: package_of(model, options))
+
+
+def open_direct(model: LoadedModel, options: EncoderOptions) -> DirectEncoder:
+    """The ``direct`` runtime's encoder; its package is found (or built) on first use."""
+    return DirectEncoder(model, lambda: package_of(model, options))
 
 
 __all__ = [
     "KINDS",
     "DirectEncoder",
     "Encoder",
+    "EncoderOptions",
     "LoadedModel",
     "ModelEncoder",
     "OnnxRuntimeEncoder",
     "ReferenceEncoder",
     "SimEncoder",
     "load_model",
+    "open_direct",
     "open_encoder",
+    "open_onnx",
+    "open_reference",
+    "open_sim",
+    "package_of",
     "unit_rows",
 ]

@@ -15,7 +15,7 @@ it and each row's vector would depend on its batch mates and their padding (two 
 builds of one repository gave different vectors); alone, a text's vector depends on the
 text only, bit for bit, at the speed of groups of 8 on a CPU (docs/benchmarks.md).
 Sessions go to the device asked for (see :func:`anekit.backends.onnx.session_for`), and
-:attr:`OnnxEncoder.device` says what they really run on (ONNX Runtime's providers).
+:attr:`OnnxSessions.device` says what they really run on (ONNX Runtime's providers).
 """
 
 from __future__ import annotations
@@ -313,7 +313,7 @@ def _main(argv: list[str]) -> int:
     return 0
 
 
-class OnnxEncoder:
+class OnnxSessions:
     """One ONNX Runtime session (for every length) of one model and variant."""
 
     def __init__(
@@ -409,3 +409,18 @@ class OnnxEncoder:
             (vectors,) = session.run(["embedding"], part)
             results.append(vectors)
         return np.concatenate(results) if results else np.zeros((0, self.config.hidden_size))
+
+
+def __getattr__(name: str) -> Any:
+    """``OnnxEncoder``: the old name of :class:`OnnxSessions` (it is sessions, not an
+    :class:`~anekit.models.encoders.Encoder`), deprecated."""
+    if name == "OnnxEncoder":
+        import warnings
+
+        warnings.warn(
+            "anekit.models.onnx_models.OnnxEncoder is now OnnxSessions",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return OnnxSessions
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -63,6 +63,10 @@ from anekit.search.walk import (
 )
 
 log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from anekit.lanes.pool import Pool
+    from anekit.models.encoders import LoadedModel
 
 #: Finished files are written to the store at least this often while embedding.
 CHECKPOINT_SECONDS = 30.0
@@ -282,7 +286,11 @@ class Index:
         self._store: Store | None = None
         #: Whether the store was checked for damage (once, before the first write).
         self._checked = False
-        self._embedder: Any = None
+        #: The embedding lanes and their tokenizer, started by the first update that
+        #: embeds (:meth:`_lanes`).
+        self._pool: Pool | None = None
+        self._tokenizer: Any = None
+        self._model: LoadedModel | None = None
         self._shared = shared or SharedReading()
 
     @property
@@ -304,12 +312,10 @@ class Index:
         from anekit.lanes import default_lanes
         from anekit.lanes.cluster import node_lane
         from anekit.lanes.engines import lane_variant
-        from anekit.models.config import load_config
         from anekit.models.onnx_models import int8_numerics
-        from anekit.models.registry import resolve
 
-        model_id, folder = resolve(self.model)
-        config = load_config(folder)
+        model = self._loaded_model()
+        model_id, config = model.model_id, model.config
         lane = node_lane((self.lanes or default_lanes())[0])  # auto: this node's lane
         variant = lane_variant(lane)
         return StoreIdentity(
@@ -322,9 +328,9 @@ class Index:
         )
 
     def close(self) -> None:
-        if self._embedder is not None:
-            self._embedder.close()
-            self._embedder = None
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
         if self._store is not None:
             self._store.close()
             self._store = None
@@ -334,16 +340,16 @@ class Index:
     @property
     def has_lanes(self) -> bool:
         """Whether this index holds its embedding lanes (started by an update)."""
-        return self._embedder is not None
+        return self._pool is not None
 
     def release_idle_lanes(self) -> bool:
         """Drop the lanes once every lane worker has left idle (``ANEKIT_LANE_IDLE``); whether
         they were. The next update starts them again. From the thread that updates."""
-        embedder = self._embedder
-        if embedder is None or not embedder.scheduler.workers_gone_idle():
+        pool = self._pool
+        if pool is None or not pool.workers_gone_idle():
             return False
-        embedder.close()
-        self._embedder = None
+        pool.close()
+        self._pool = None
         return True
 
     def release_memory(self) -> None:
@@ -565,7 +571,7 @@ class Index:
                 int8 = identity is not None and identity.variant == "int8"
                 shared.embedder = Embedder(
                     self.model,
-                    backend="onnx",
+                    runtime="onnx",
                     variant="int8" if int8 else "fp32",
                     threads=QUERY_THREADS,
                     isolated_build=True,
@@ -789,6 +795,7 @@ class Index:
         if not pending:
             return
         from anekit.lanes.engines import lane_variant
+        from anekit.lanes.pool import in_use
 
         texts: dict[str, str] = {}  # text hash -> model text
         where: dict[str, tuple[str, int]] = {}  # text hash -> the first chunk's path, line
@@ -804,15 +811,15 @@ class Index:
                 )
                 where[text_hash] = (chunk.relpath, chunk.start_line)
         hashes = list(texts)
-        embedder = self._lanes()
+        pool = self._lanes()
         namespaces = {identity.variant: identity.key()}
         writer = _Writer(self.store)
         files_total, files_done, done, lane = len(left), 0, 0, ""
         for start in range(0, len(hashes), ROUND_CHUNKS):
             part = hashes[start : start + ROUND_CHUNKS]
-            token_ids = embedder.tokenize([texts[text_hash] for text_hash in part])
+            token_ids = self._tokenize([texts[text_hash] for text_hash in part])
             fresh: list[tuple[bytes, np.ndarray]] = []
-            for position, vector, why, made_by in embedder.scheduler.stream(token_ids):
+            for position, vector, why, made_by in pool.stream(token_ids):
                 text_hash = part[position]
                 done += 1
                 if why is not None or vector is None:
@@ -838,24 +845,42 @@ class Index:
                     fresh = []
                     writer.flush()
                 if progress is not None:
-                    lane = lane or _lanes_in_use(embedder)
+                    lane = lane or in_use(pool)
                     progress(Progress(files_done, files_total, done, len(hashes), lane))
             self._cache_put(fresh)
         writer.flush()
-        summary.lane = _lanes_in_use(embedder)
-        summary.nodes = embedder.scheduler.node_rates()  # per machine, on a Ray cluster
+        summary.lane = in_use(pool)
+        summary.nodes = pool.node_rates()  # per machine, on a Ray cluster
 
     def _cache_put(self, items: list[tuple[bytes, np.ndarray]]) -> None:
         if self.cache is not None and items:
             self.cache.put(items)
 
-    def _lanes(self) -> Any:
-        if self._embedder is None:
-            from anekit.embedder import Embedder
+    def _lanes(self) -> Pool:
+        """The embedding lanes (this machine's default ones unless :attr:`lanes` says),
+        started on first use, with the model's tokenizer."""
+        if self._pool is None:
+            from anekit.lanes.pool import open_pool
+            from anekit.models.batching import load_tokenizer
 
-            # []: the default lanes
-            self._embedder = Embedder(self.model, lanes=self.lanes or [], ray=self.ray)
-        return self._embedder
+            model = self._loaded_model()
+            self._tokenizer = load_tokenizer(model.folder, model.config.max_length)
+            self._pool = open_pool(self.lanes or [], model=model, ray=self.ray)
+        return self._pool
+
+    def _loaded_model(self) -> LoadedModel:
+        """The embedding model, resolved once (its weights are read by the lanes)."""
+        if self._model is None:
+            from anekit.models.encoders import load_model
+
+            self._model = load_model(self.model)
+        return self._model
+
+    def _tokenize(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of ``texts`` for the lanes (:meth:`_lanes` first)."""
+        from anekit.models.batching import checked_texts, tokenize
+
+        return tokenize(self._tokenizer, checked_texts(texts))
 
 
 class _Writer:
@@ -929,13 +954,6 @@ def _topic_file_chunks(store: Store, query: str, allowed: AbstractSet[int] | Non
     heads = store.file_heads(files[: 2 * NAMED_FILES])  # one query for them all
     ids = [heads[path][0].id for path in files if path in heads]
     return ids if allowed is None else [i for i in ids if i in allowed]
-
-
-def _lanes_in_use(embedder: Any) -> str:
-    scheduler = embedder.scheduler
-    ready = [item["lane"] for item in scheduler.status() if item["state"] == "ready"]
-    fallback = scheduler.summary.fallback
-    return ", ".join(ready + ([fallback] if fallback else []))
 
 
 def _relative_prefixes(root: Path, scope: list[Path] | None) -> list[str] | None:

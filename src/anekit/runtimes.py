@@ -1,0 +1,190 @@
+"""The runtime record: one entry per way anekit runs a model, read by everything that
+picks one.
+
+A *runtime* is what executes: Core ML, anekit's ANE simulator, ONNX Runtime, the
+private ANE framework, NumPy. Each :class:`Runtime` says, once:
+
+- its name and what runs it (:attr:`Runtime.device`, the label users see);
+- whether it can run on this machine, and why not (:meth:`Runtime.unavailable_reason`:
+  the one check, used by :func:`anekit.backends.select_backend`, :class:`anekit.Embedder`
+  and the lanes alike);
+- how to run a compiled program on it (:attr:`Runtime.backend`, a
+  :class:`~anekit.backends.Backend`; NumPy runs no programs);
+- how to open an encoder of a model variant on it (:attr:`Runtime.encoder`; the
+  options it takes are :class:`~anekit.models.encoders.EncoderOptions`);
+- what a lane of it needs (:attr:`Runtime.lane_engine`: the engine class a lane worker
+  wraps it in, when not the plain one).
+
+The classes live where their code does and are named here as ``"module:attribute"``,
+imported on first use: this module sits below every layer that reads it, and naming a
+runtime costs no import of its engine (coremltools, onnxruntime, PyObjC). Adding a
+runtime is one :class:`Runtime` here plus its engine code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import platform
+from dataclasses import dataclass
+from typing import Any
+
+from anekit.errors import BackendUnavailableError, ModelError
+
+
+def attribute(reference: str) -> Any:
+    """The object ``"package.module:name"`` names, its module imported now."""
+    module_name, _, name = reference.partition(":")
+    return getattr(importlib.import_module(module_name), name)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """One way to run a model: see the module's docstring for each field."""
+
+    name: str
+    #: What runs it, as users read it (an encoder's runtime may say more once loaded:
+    #: ONNX Runtime names the provider each session uses).
+    device: str
+    #: One line for listings: what it is, where it runs.
+    description: str
+    #: ``"module:function"`` returning why it cannot run here (None: it can), called
+    #: with the runtime's options as keywords (``device="cuda"`` for ONNX Runtime);
+    #: None: it runs everywhere anekit installs.
+    check: str | None
+    #: ``"module:Class"`` of the :class:`~anekit.backends.Backend` running compiled
+    #: programs, or None where it runs none.
+    backend: str | None
+    #: ``"module:function"`` opening an encoder: ``(LoadedModel, EncoderOptions) ->
+    #: ModelEncoder``.
+    encoder: str
+    #: The encoder's weight variants, default first.
+    variants: tuple[str, ...]
+    #: Never picked unless named (a private API).
+    by_name_only: bool = False
+    #: ``"module:Class"`` of the engine a lane worker runs it in, where it needs more
+    #: than the plain encoder engine (ONNX Runtime pins and checks its device).
+    lane_engine: str | None = None
+
+    def unavailable_reason(self, **options: Any) -> str | None:
+        """Why this runtime cannot run here with ``options``, or None when it can."""
+        if self.check is None:
+            return None
+        reason: str | None = attribute(self.check)(**options)
+        return reason
+
+    def available(self, **options: Any) -> bool:
+        return self.unavailable_reason(**options) is None
+
+    def require(self, **options: Any) -> None:
+        """:class:`~anekit.errors.BackendUnavailableError` naming why, unless it can run."""
+        if (reason := self.unavailable_reason(**options)) is not None:
+            raise BackendUnavailableError(f"the {self.name} runtime cannot run here: {reason}")
+
+
+def core_ml_reason(**_: Any) -> str | None:
+    """Why Core ML cannot run here, or None (it imports coremltools only on macOS)."""
+    from anekit._runtime import core_ml_runtime_available
+
+    if platform.system() != "Darwin":
+        return "Core ML exists only on macOS"
+    if not core_ml_runtime_available():
+        return "coremltools could not load its Core ML bindings (libcoremlpython)"
+    return None
+
+
+def onnx_runtime_reason(device: str = "auto", **_: Any) -> str | None:
+    """Why ONNX Runtime cannot run here on ``device`` (``cuda``: its CUDA provider must
+    be there), or None; onnxruntime is imported only to ask for CUDA."""
+    if importlib.util.find_spec("onnxruntime") is None:
+        return "onnxruntime is not installed"
+    if device == "cuda":
+        import onnxruntime
+
+        if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
+            return "needs onnxruntime-gpu with a CUDA GPU"
+    return None
+
+
+RUNTIMES: dict[str, Runtime] = {
+    runtime.name: runtime
+    for runtime in (
+        Runtime(
+            "coreml",
+            "ANE (Core ML)",
+            "Core ML on the Neural Engine where it places ops (macOS)",
+            check="anekit.runtimes:core_ml_reason",
+            backend="anekit.backends.coreml:CoreMLBackend",
+            encoder="anekit.models.coreml_encoder:open_coreml",
+            variants=("fp16", "int8"),
+        ),
+        Runtime(
+            "sim",
+            "ANE simulator (fp16 numerics; not an ANE)",
+            "anekit's ANE simulator: the fp16 numerics on any OS (a check, not a speed path)",
+            check=None,
+            backend="anekit.backends.sim:SimBackend",
+            encoder="anekit.models.encoders:open_sim",
+            variants=("fp16", "int8"),
+        ),
+        Runtime(
+            "onnx",
+            "CPU or GPU (ONNX Runtime)",
+            "ONNX Runtime on the CPU, or CUDA where onnxruntime-gpu has it",
+            check="anekit.runtimes:onnx_runtime_reason",
+            backend="anekit.backends.onnx:OnnxBackend",
+            encoder="anekit.models.encoders:open_onnx",
+            variants=("int8", "fp32"),
+            lane_engine="anekit.lanes.engines:OnnxEngine",
+        ),
+        Runtime(
+            "direct",
+            "ANE (direct, private API; experimental)",
+            "the private ANE framework without Core ML (macOS; experimental)",
+            check="anekit.backends.direct:unavailable_reason",
+            backend="anekit.backends.direct:DirectBackend",
+            encoder="anekit.models.encoders:open_direct",
+            variants=("fp16", "int8"),
+            by_name_only=True,
+        ),
+        Runtime(
+            "numpy",
+            "CPU (NumPy fp32)",
+            "the fp32 reference, evaluated with NumPy on any OS",
+            check=None,
+            backend=None,
+            encoder="anekit.models.encoders:open_reference",
+            variants=("fp32",),
+        ),
+    )
+}
+
+
+def runtime(name: str) -> Runtime:
+    """The runtime called ``name`` (:class:`~anekit.errors.ModelError` naming the known
+    ones when there is none)."""
+    if name not in RUNTIMES:
+        raise ModelError(f"runtime must be one of {', '.join(RUNTIMES)}, got {name!r}")
+    return RUNTIMES[name]
+
+
+def program_runtimes() -> list[Runtime]:
+    """The runtimes that run compiled programs, most preferred first."""
+    return [item for item in RUNTIMES.values() if item.backend is not None]
+
+
+def default_runtime() -> str:
+    """The runtime an :class:`~anekit.Embedder` picks: Core ML on a Mac, else NumPy."""
+    return "coreml" if RUNTIMES["coreml"].available() else "numpy"
+
+
+__all__ = [
+    "RUNTIMES",
+    "Runtime",
+    "attribute",
+    "core_ml_reason",
+    "default_runtime",
+    "onnx_runtime_reason",
+    "program_runtimes",
+    "runtime",
+]
