@@ -118,6 +118,23 @@ def open_pool(
     )
 
 
+def lead_lane(lanes: Sequence[str] | None) -> str:
+    """The lane whose numerics a run's vectors have: the first of ``lanes`` (None or
+    empty: :func:`~anekit.lanes.default_lanes`), ``auto`` read as this node's lane."""
+    from anekit.lanes.cluster import node_lane
+    from anekit.lanes.scheduler import default_lanes
+
+    return node_lane((list(lanes or ()) or default_lanes())[0])
+
+
+def check_cluster(address: str | None) -> None:
+    """:class:`~anekit.errors.LaneError` naming why the Ray cluster at ``address`` cannot
+    be reached (without the extra, or nothing listening there)."""
+    from anekit.lanes.cluster import reachable
+
+    reachable(address)
+
+
 def in_use(pool: Pool) -> str:
     """The lanes serving now, and the in-process engine if one finished the run."""
     ready = [item["lane"] for item in pool.status() if item["state"] == "ready"]
@@ -140,4 +157,13 @@ def gathered(rows: Iterable[Row], count: int, dimension: int) -> np.ndarray:
     return vectors
 
 
-__all__ = ["Pool", "Row", "RunSummary", "gathered", "in_use", "open_pool"]
+__all__ = [
+    "Pool",
+    "Row",
+    "RunSummary",
+    "check_cluster",
+    "gathered",
+    "in_use",
+    "lead_lane",
+    "open_pool",
+]

@@ -4,7 +4,7 @@
 read; one whose content hash is unchanged is not chunked; a changed file's chunks whose
 model text is already known (in this store, or in the machine-wide
 :class:`~anekit.search.cache.VectorCache`) are not embedded again; a deleted file is
-dropped. The lanes (:class:`~anekit.lanes.Scheduler`) start only when some chunk needs a
+dropped. The lanes (a :class:`~anekit.lanes.Pool`) start only when some chunk needs a
 vector.
 
 Searchable at once: files are written as they are chunked (their rows, chunks, FTS rows
@@ -252,7 +252,7 @@ class Index:
     ``lanes``: the embedding lanes (default: this machine's); ``model``: the embedding
     model (default all-MiniLM-L6-v2); ``cache``: the machine-wide vector cache (None: off);
     ``ray``: embed on the Ray cluster at this address instead (``"local"``: an instance of
-    this machine's own; :mod:`anekit.lanes.cluster`), one lane (``lanes``' first, or
+    this machine's own; :func:`anekit.lanes.open_pool`), one lane (``lanes``' first, or
     ``auto``); ``shared``: what readers of this store in other threads share (a server's
     reader pool).
     """
@@ -309,15 +309,13 @@ class Index:
     def identity(self) -> StoreIdentity:
         """What this index's vectors are made with: the model, the first lane's
         variant, the chunker version and the model's max length."""
-        from anekit.lanes import default_lanes
-        from anekit.lanes.cluster import node_lane
         from anekit.lanes.engines import lane_variant
+        from anekit.lanes.pool import lead_lane
         from anekit.models.onnx_models import int8_numerics
 
         model = self._loaded_model()
         model_id, config = model.model_id, model.config
-        lane = node_lane((self.lanes or default_lanes())[0])  # auto: this node's lane
-        variant = lane_variant(lane)
+        variant = lane_variant(lead_lane(self.lanes))  # auto: this node's lane
         return StoreIdentity(
             model=model_id,
             variant=variant,
@@ -604,9 +602,9 @@ class Index:
         started = time.monotonic()
         identity = self.identity()
         if self.ray is not None:  # a cluster that is not there: refused even with nothing to do
-            from anekit.lanes.cluster import reachable
+            from anekit.lanes.pool import check_cluster
 
-            reachable(self.ray)
+            check_cluster(self.ray)
         rebuilt = self._checked_store()
         store = self.store
         summary = IndexSummary(reset=store.ensure_identity(identity), rebuilt=rebuilt)
