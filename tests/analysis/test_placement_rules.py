@@ -21,6 +21,7 @@ from anekit._coremltools import ct
 from anekit.analysis import RULES, PlacementReport, analyze, package_facts
 from anekit.analysis.analyzer import PackageFacts, analyze_program
 from anekit.analysis.report import FunctionReport, OpPlacement
+from anekit.analysis.rules import OP_CHECKS, PROGRAM_CHECKS, placement_rules
 
 FP16 = types.fp16
 SHAPE = (1, 64, 1, 64)
@@ -449,7 +450,7 @@ def test_program_too_small_trips_on_tiny_tensors() -> None:
 
 def test_every_rule_has_a_test_here() -> None:
     source = Path(__file__).read_text()
-    untested = [rule for rule in RULES if f'"{rule}"' not in source]
+    untested = [rule.id for rule in placement_rules() if f'"{rule.id}"' not in source]
     assert untested == []
 
 
@@ -476,9 +477,11 @@ def test_layout_not_bc1s_is_a_risk_on_linears_outside_the_ane_layout() -> None:
 
 
 def test_every_rule_carries_its_one_check() -> None:
-    """A rule and its check live in one place: each RuleInfo but the op table's holds
-    exactly one check, on ops or on the whole program."""
-    for rule in RULES.values():
-        checks = [check for check in (rule.on_op, rule.on_program) if check is not None]
+    """Each placement rule (a hazard record the analysis finds) but the op table's has
+    exactly one check, on ops or on the whole program, and every check is a rule's."""
+    for rule in placement_rules():
+        checks = [table[rule.id] for table in (OP_CHECKS, PROGRAM_CHECKS) if rule.id in table]
         expected = 0 if rule.id == "op.table" else 1
         assert len(checks) == expected, rule.id
+        assert rule.severity in ("fallback", "risk") and rule.source and rule.fix, rule.id
+    assert set(OP_CHECKS) | set(PROGRAM_CHECKS) <= {rule.id for rule in placement_rules()}

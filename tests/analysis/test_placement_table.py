@@ -10,7 +10,7 @@ from coremltools.converters.mil.mil.ops.registry import SSAOpRegistry
 from anekit.analysis import RULES, load_op_table
 from anekit.analysis.docs import op_support_markdown
 from anekit.analysis.optable import VERDICTS, parse
-from anekit.analysis.rules import CONDITIONS
+from anekit.analysis.rules import CONDITIONS, placement_rules
 from anekit.errors import PlacementError
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "op-support.md"
@@ -40,6 +40,7 @@ def test_every_entry_is_valid_and_sourced() -> None:
         assert entry.kind in ("compute", "constant"), name
         if entry.rule is not None:
             assert entry.rule in RULES, f"{name} names unknown rule {entry.rule}"
+            assert "placement" in RULES[entry.rule].checked_by, entry.rule
         for family in table.families:
             rule = entry.for_family(family)
             assert rule.verdict in VERDICTS, name
@@ -106,5 +107,5 @@ def test_docs_op_support_lists_every_compute_op_and_rule() -> None:
     for name, entry in table.ops.items():
         if entry.is_compute:
             assert f"| `{name}` |" in text, name
-    for rule in RULES:
-        assert f"| `{rule}` |" in text, rule
+    for rule in placement_rules():
+        assert f"| `{rule.id}` |" in text, rule.id

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from anekit.analysis.optable import VERDICTS, OpEntry, OpTable
-from anekit.analysis.rules import CONDITIONS, RULES
+from anekit.analysis.rules import CONDITIONS, placement_rules
 
 #: The source keys the op table and the rules cite: key, where, what was read.
 SOURCES: tuple[tuple[str, str, str], ...] = (
@@ -151,7 +151,7 @@ def op_support_markdown(table: OpTable) -> str:
         "| rule | severity | fires on | source | fix |",
         "|---|---|---|---|---|",
     ]
-    for rule in sorted(RULES.values(), key=lambda item: item.id):
+    for rule in sorted(placement_rules(), key=lambda item: item.id):
         lines.append(
             f"| `{rule.id}` | {rule.severity} | {_cell(rule.title)} | {_cell(rule.source)} "
             f"| {_cell(rule.fix)} |"

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import resources
 from typing import Any
 
-from anekit.analysis.rules import RULES
+from anekit.analysis.rules import placement_rules
 
 SCHEMA_VERSION = 1
 
@@ -191,7 +191,7 @@ class PlacementReport:
             "notes": self.notes,
             "rules": {
                 rule.id: {"severity": rule.severity, "title": rule.title, "source": rule.source}
-                for rule in sorted(RULES.values(), key=lambda item: item.id)
+                for rule in sorted(placement_rules(), key=lambda item: item.id)
             },
         }
 

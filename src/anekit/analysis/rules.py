@@ -1,32 +1,42 @@
-"""Placement rules beyond the op type: each has an id, its number and its source.
+"""The checks of the placement rules beyond the op type.
 
-A rule fires on an op (``op_checks``) or on the whole program (``program_checks``).
-Its severity says what it means for placement: ``fallback`` (Core ML will not keep
-the op, or the program, on the ANE) or ``risk`` (it may stay on the ANE but run
-slowly or compute wrong values). Sources are the keys of ane-knowledge.md §0 and
-prior-art.md §1.
+Each rule is a hazard record (:data:`anekit.ops.hazards.RULES`, re-exported here as
+:data:`RULES`: its id, severity, number, source and fix, shared with the simulator's
+cliff checks); this module holds its check. A rule fires on an op (:data:`OP_CHECKS`,
+run by ``op_checks``) or on the whole program (:data:`PROGRAM_CHECKS`, run by
+``program_checks``). Sources are the keys of ane-knowledge.md §0 and prior-art.md §1.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from anekit._milgraph import is_constant, numpy_dtype
-from anekit.ops.attention import per_head_elements, score_producer
-from anekit.ops.groups import CONTROL_FLOW, PLUMBING, STATE
-from anekit.ops.limits import ATTENTION_SCORE_LIMIT, MIN_IO_WIDTH, SRAM_BYTES
-
-#: Thresholds, with the rule that uses each.
-AXIS_LIMIT = 65536
-MACOS_PACKAGE_LIMIT = 2 * 2**30
-IOS_PACKAGE_LIMIT = 1 * 2**30
-MIN_LAYERS = 3
-MIN_ELEMENTS = 64
-KERNEL_WIDTH_LIMIT = 16
+from anekit.ops.attention import oversized_scores
+from anekit.ops.groups import (
+    CONTROL_FLOW,
+    LINEAR_LAYERS,
+    LINEAR_QUANTIZED,
+    PLUMBING,
+    STATE,
+    WEIGHTED_LAYERS,
+)
+from anekit.ops.hazards import RULES as RULES
+from anekit.ops.hazards import Hazard, checked_by
+from anekit.ops.limits import (
+    AXIS_LIMIT,
+    IOS_PACKAGE_LIMIT,
+    KERNEL_WIDTH_LIMIT,
+    MACOS_PACKAGE_LIMIT,
+    MIN_ELEMENTS,
+    MIN_IO_WIDTH,
+    MIN_LAYERS,
+    SRAM_BYTES,
+)
 
 #: Ops that hold values rather than compute them.
 _NO_COMPUTE_DTYPE = frozenset({"const"})
@@ -137,17 +147,15 @@ def _kernel_width(op: Any) -> list[str]:
 def _score_size(op: Any) -> list[str]:
     if op.op_type != "softmax":
         return []
-    producer = score_producer(op.inputs["x"])
-    if producer is None or _dynamic(tuple(producer.outputs[0].shape)):
+    found = oversized_scores(op)
+    if found is None:
         return []
-    elements = per_head_elements(producer)
-    if elements < ATTENTION_SCORE_LIMIT:
-        return []
+    producer, elements = found
     return [f"scores from {producer.name}: {elements} elements per head"]
 
 
 def _not_bc1s(op: Any) -> list[str]:
-    if op.op_type in ("linear", "matmul") and _constant_weight(op):
+    if op.op_type in LINEAR_LAYERS and _constant_weight(op):
         return [f"{op.op_type} on {_shape_text(op)}, not a 1x1 conv"]
     return []
 
@@ -161,7 +169,7 @@ def _weight_chain(op: Any) -> list[list[str]]:
     """For each input of a linear-like op fed by constexpr ops: their types, in the
     order they decompress (``["constexpr_lut_to_dense", "constexpr_blockwise_shift_scale"]``
     for a palette with a per-channel scale)."""
-    if op.op_type not in ("linear", "conv", "matmul", "conv_transpose"):
+    if op.op_type not in WEIGHTED_LAYERS:
         return []
     chains = []
     for var in op.get_flattened_inputs():
@@ -178,19 +186,12 @@ def _weight_chain(op: Any) -> list[list[str]]:
     return chains
 
 
-#: Linear (integer) weight quantization: the formats reported off the ANE.
-_LINEAR_QUANTIZED = frozenset(
-    {"constexpr_affine_dequantize", "constexpr_blockwise_shift_scale",
-     "constexpr_sparse_blockwise_shift_scale"}
-)  # fmt: skip
-
-
 def _compressed(op: Any) -> list[str]:
     """Integer (linear) quantized weights, not a palette's per-channel scale."""
     return [
         f"weights from {chain[-1]}"
         for chain in _weight_chain(op)
-        if _LINEAR_QUANTIZED & set(chain) and "constexpr_lut_to_dense" not in chain
+        if LINEAR_QUANTIZED & set(chain) and "constexpr_lut_to_dense" not in chain
     ]
 
 
@@ -262,200 +263,57 @@ def _too_small(facts: ProgramFacts) -> list[str]:
     return []
 
 
-Severity = Literal["fallback", "risk"]
+#: The check of each placement rule (a hazard in :data:`RULES` that the placement
+#: analysis finds), on one op: a message per way the op breaks it.
+OP_CHECKS: dict[str, OpCheck] = {
+    "shape.dynamic": _flexible,
+    "shape.plumbing": _plumbing,
+    "rank.5": _rank5,
+    "dtype.fp32": _fp32,
+    "dtype.int": _integer,
+    "op.tile": _op_types({"tile"}),
+    "conv.kernel_width": _kernel_width,
+    "shape.axis_limit": _axis_limit,
+    "attention.score_size": _score_size,
+    "state": _op_types(STATE),
+    "control_flow": _op_types(CONTROL_FLOW),
+    "layout.not_bc1s": _not_bc1s,
+    "weights.compressed": _compressed,
+    "weights.palette_scale": _palette_scaled,
+}
 
-
-@dataclass(frozen=True)
-class RuleInfo:
-    """What a rule checks, its threshold, where the threshold comes from, and its check:
-    ``on_op`` (a message per way an op breaks it) or ``on_program`` (the same for the
-    whole function); ``op.table`` has neither, the analyzer applies the op table."""
-
-    id: str
-    severity: Severity
-    title: str
-    source: str
-    fix: str
-    on_op: OpCheck | None = None
-    on_program: ProgramCheck | None = None
-
-
-RULES: dict[str, RuleInfo] = {
-    rule.id: rule
-    for rule in (
-        RuleInfo(
-            "op.table", "fallback", "the op table's verdict for this op type and family",
-            "analysis/data/ops.toml (ane-knowledge.md §1, §1.1, §7)",
-            "replace the op with ops the ANE runs, or keep it on the host (split the program)",
-        ),
-        RuleInfo(
-            "shape.dynamic", "fallback", "a tensor with a flexible (RangeDim) or unknown dimension",
-            "ane-knowledge.md §2.2 rule 14: RangeDim models ran 0-2 % on the ANE "
-            "(coremltools#2370); flexible input shapes run on the CPU only (#1764)",
-            "fix every shape: one function per shape bucket in a multifunction package, "
-            "never RangeDim",
-            on_op=_flexible,
-        ),
-        RuleInfo(
-            "shape.enumerated", "fallback", "enumerated input shapes inside one function",
-            "ane-knowledge.md §2.2 rule 14: LayerNorm + EnumeratedShapes kept a model off the ANE "
-            "(coremltools#1909)",
-            "one function per shape in a multifunction package",
-            on_program=_enumerated,
-        ),
-        RuleInfo(
-            "shape.plumbing", "fallback", "runtime shape computation (shape, range_1d, fill or "
-            "reshape fed by computed values)",
-            "ane-knowledge.md §1 (shape: not implemented on ANE, AF); §2.2 rule 14 (static shapes)",
-            "compute shapes at trace time; anekit's tracer does",
-            on_op=_plumbing,
-        ),
-        RuleInfo(
-            "rank.5", "fallback", "a tensor of rank 5 or more",
-            "prior-art.md §1.2 (rank-5 intermediates make the ANE compiler fail for batch > 1 and "
-            "the whole model falls back, eeane); AF: transpose+matmul fails at rank >= 5",
-            "fold an axis into its neighbour: the ANE layout is (B, C, 1, S)",
-            on_op=_rank5,
-        ),
-        RuleInfo(
-            "dtype.fp32", "fallback", "fp32 compute",
-            "ane-knowledge.md §2.1 rule 1: the ANE computes in fp16 only; "
-            "fp32 compute has no path (AF)",
-            "convert at fp16 compute precision (anekit saves packages that way)",
-            on_op=_fp32,
-        ),
-        RuleInfo(
-            "dtype.int", "fallback", "integer compute",
-            "ane-knowledge.md §2.1 rule 1: int32 compute is rejected at MIL parse (AF)",
-            "keep integer work (ids, masks) on the host; feed fp16 tensors",
-            on_op=_integer,
-        ),
-        RuleInfo(
-            "io.int_input", "risk", "an integer model input",
-            "ane-knowledge.md §2.3 rule 20: integer-typed inputs, even unused, push placement to "
-            "the CPU (EIL coreml102.md)",
-            "take fp16 inputs: do lookups such as embeddings on the host",
-            on_program=_int_inputs,
-        ),
-        RuleInfo(
-            "io.narrow", "risk", "an input or output whose last axis has fewer than 32 fp16 values",
-            "ane-knowledge.md §2.2 rules 10-11: the last axis is padded to 64 bytes; runtime "
-            "inputs need W >= 32 (SKY)",
-            "put the long axis last: (B, C, 1, S) with S >= 32",
-            on_program=_narrow_io,
-        ),
-        RuleInfo(
-            "op.tile", "fallback", "tile",
-            "ane-knowledge.md §7.1: tile poisons later evaluations in the process (SKY, M3 Max) "
-            "vs correct (AF); conservatively off the ANE",
-            "broadcast in the consuming op instead",
-            on_op=_op_types({"tile"}),
-        ),
-        RuleInfo(
-            "conv.kernel_width", "fallback", "a convolution kernel 16 or more wide",
-            "ane-knowledge.md §2.2 rule 15: kernel width K >= 16 (1xK) fails ANECCompile "
-            "on M5 (AF)",
-            "split the kernel into narrower convolutions and add them",
-            on_op=_kernel_width,
-        ),
-        RuleInfo(
-            "shape.axis_limit", "fallback", "an axis longer than 65536",
-            "ane-knowledge.md §2.2 rule 13: per-axis size cap 65536 (AF)",
-            "split the long axis",
-            on_op=_axis_limit,
-        ),
-        RuleInfo(
-            "attention.score_size",
-            "risk",
-            "a per-head attention score tensor of 2^20 elements or more",
-            "prior-art.md §1.4: the ANE returns wrong numbers at 2^20 elements per head's scores "
-            "(eeane attention_split.py)",
-            "split the attention along query rows so each piece stays below 2^20 scores",
-            on_op=_score_size,
-        ),
-        RuleInfo(
-            "weights.sram", "risk", "more than 32 MB of weights",
-            "ane-knowledge.md §2.3 rule 18: weights spill from on-chip SRAM at about 32 MB "
-            "(MDX sram_probe on M4 Max; Orion); a slowdown, not a fallback",
-            "split the model into programs of at most ~24 MB of weights, or compress weights",
-            on_program=_sram,
-        ),
-        RuleInfo(
-            "package.size", "fallback", "a package above 2 GB (macOS) or 1 GB (iOS)",
-            "prior-art.md §1.1 and ane-knowledge.md §2.3 rule 19: larger models silently run "
-            "entirely on the CPU/GPU (eeane; CML measured on iPhone)",
-            "split the model into several packages (chunks)",
-            on_program=_package_size,
-        ),
-        RuleInfo(
-            "program.too_small", "fallback", "a program too small to be worth an ANE dispatch",
-            "ane-knowledge.md §2.2 rule 12: 1-2-layer graphs stay on the CPU whatever their ops; "
-            "a 4-layer fp16 MLP is ANE-resident (stablehlo-coreml#110); aim for tensors of >= 64 "
-            "elements (EIL)",
-            "fuse more work into one program (at least 3 matmul/conv layers)",
-            on_program=_too_small,
-        ),
-        RuleInfo(
-            "state", "fallback", "model state (read_state, coreml_update_state, slice_update)",
-            "ane-knowledge.md §2.5 rule 32: state is not authorable on the "
-            "single-procedure path (AF)",
-            "pass state as inputs and outputs, or keep the stateful part on the CPU",
-            on_op=_op_types(STATE),
-        ),
-        RuleInfo(
-            "control_flow", "fallback", "control flow (cond, while_loop, lists)",
-            "ane-knowledge.md §2.5 rule 32: no loops or conditionals on the ANE (MDX, AF)",
-            "unroll loops and select with where at trace time",
-            on_op=_op_types(CONTROL_FLOW),
-        ),
-        RuleInfo(
-            "layout.not_bc1s",
-            "risk",
-            "a linear layer (linear, or matmul with a constant weight) outside (B, C, 1, S)",
-            "ane-knowledge.md §2.2 rule 9 and §3.1-3.2: the ANE's preferred layout is "
-            "(B, C, 1, S) with linears as 1x1 convolutions (Apple's ml-ane-transformers: "
-            "up to 10x faster)",
-            "1x1 convolutions on (B, C, 1, S): anekit's to_bc1s pass rewrites them",
-            on_op=_not_bc1s,
-        ),
-        RuleInfo(
-            "weights.compressed", "risk", "int4/int8 linearly quantized weights",
-            "ane-knowledge.md §7.7 and §2 rule 26: a conv/linear/matmul with int4/int8 "
-            "constexpr weights reported supported=[CPU] by MLComputePlan on M4, at iOS26 too "
-            "(kasper0406/stablehlo-coreml#110); 8-bit per-block weights gave cosine 0.367 on "
-            "the ANE vs 0.999 on the GPU (apple/coreai-models#279); fast on the private path "
-            "(MDX, AF)",
-            "check the actual placement on a Mac (anekit doctor shows MLComputePlan there), "
-            "or use a palette (compress='palettize4' / 'palettize4-g16'), which the ANE runs",
-            on_op=_compressed,
-        ),
-        RuleInfo(
-            "weights.palette_scale", "risk", "a palette followed by a per-channel scale",
-            "ane-knowledge.md §2 rule 26: OpPalettizerConfig(enable_per_channel_scale=True) "
-            "fails MPSGraph verification at ANE load on macOS 26 (apple/coremltools#2688); "
-            "the ANE needs the scale after the conv (coremltools' "
-            "common::reorder_lut_per_channel_scale); LUT + block-wise scale chains are "
-            "rejected with error -14 (CML DECODE_STATE_LAYOUTS.md §8)",
-            "palettize without a per-channel scale (per tensor or per grouped channel)",
-            on_op=_palette_scaled,
-        ),
-    )
-}  # fmt: skip
+#: The same on the whole function. ``op.table`` has neither: the analyzer applies the
+#: op table.
+PROGRAM_CHECKS: dict[str, ProgramCheck] = {
+    "shape.enumerated": _enumerated,
+    "io.int_input": _int_inputs,
+    "io.narrow": _narrow_io,
+    "weights.sram": _sram,
+    "package.size": _package_size,
+    "program.too_small": _too_small,
+}
 
 
 def _hits(checks: dict[str, OpCheck], subject: Any) -> list[Hit]:
     return [(rule, message) for rule, check in checks.items() for message in check(subject)]
 
 
+def _in_rule_order(checks: dict[str, Any]) -> dict[str, Any]:
+    return {rule: checks[rule] for rule in RULES if rule in checks}
+
+
 def op_checks(op: Any) -> list[Hit]:
     """The rules that fire on one op, in the order of :data:`RULES`."""
-    return _hits({rule.id: rule.on_op for rule in RULES.values() if rule.on_op is not None}, op)
+    return _hits(_ORDERED_OP_CHECKS, op)
 
 
 def program_checks(facts: ProgramFacts) -> list[Hit]:
     """The rules that fire on the whole function, in the order of :data:`RULES`."""
-    checks = {rule.id: rule.on_program for rule in RULES.values() if rule.on_program is not None}
-    return _hits(checks, facts)
+    return _hits(_ORDERED_PROGRAM_CHECKS, facts)
+
+
+_ORDERED_OP_CHECKS: dict[str, OpCheck] = _in_rule_order(OP_CHECKS)
+_ORDERED_PROGRAM_CHECKS: dict[str, ProgramCheck] = _in_rule_order(PROGRAM_CHECKS)
 
 
 ConditionCheck = Callable[[Any], bool]
@@ -475,3 +333,18 @@ CONDITIONS: dict[str, tuple[ConditionCheck, str]] = {
     "const_weight": (_const_weight, "the weight must be a compile-time constant"),
     "lrn_size_lt_16": (_lrn_size, "local_response_norm needs size < 16 (AF)"),
 }
+
+
+def placement_rules() -> list[Hazard]:
+    """The hazards the placement analysis finds, in the order of :data:`RULES`."""
+    return list(checked_by("placement"))
+
+
+def _check_wiring() -> None:
+    placement = {rule.id for rule in placement_rules()}
+    checked = set(OP_CHECKS) | set(PROGRAM_CHECKS) | {"op.table"}
+    if placement != checked or set(OP_CHECKS) & set(PROGRAM_CHECKS):
+        raise RuntimeError(f"placement rules without one check: {sorted(placement ^ checked)}")
+
+
+_check_wiring()

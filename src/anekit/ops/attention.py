@@ -7,10 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from anekit.ops.groups import ARITHMETIC
-
-#: Ops that only carry values between a score matmul and its softmax.
-_SCORE_PATH = ARITHMETIC | {"cast", "identity", "reshape"}
+from anekit._milgraph import static_shape
+from anekit.ops.groups import SCORE_PATH, SCORE_PRODUCERS
+from anekit.ops.limits import ATTENTION_SCORE_LIMIT
 
 
 def score_producer(var: Any, depth: int = 6) -> Any:
@@ -19,9 +18,9 @@ def score_producer(var: Any, depth: int = 6) -> Any:
     for _ in range(depth):
         if op is None:
             return None
-        if op.op_type in ("matmul", "einsum"):
+        if op.op_type in SCORE_PRODUCERS:
             return op
-        if op.op_type not in _SCORE_PATH:
+        if op.op_type not in SCORE_PATH:
             return None
         upstream = [
             value
@@ -43,4 +42,15 @@ def per_head_elements(producer: Any) -> int:
     return shape[-1] * shape[-2] if len(shape) >= 2 else int(np.prod(shape, dtype=np.int64))
 
 
-__all__ = ["per_head_elements", "score_producer"]
+def oversized_scores(softmax: Any) -> tuple[Any, int] | None:
+    """(score producer, elements per head) when the scores a softmax reads reach
+    :data:`~anekit.ops.limits.ATTENTION_SCORE_LIMIT` (hazard ``attention.score_size``),
+    else None (no producer found, or a flexible score shape)."""
+    producer = score_producer(softmax.inputs["x"])
+    if producer is None or static_shape(producer.outputs[0]) is None:
+        return None
+    elements = per_head_elements(producer)
+    return (producer, elements) if elements >= ATTENTION_SCORE_LIMIT else None
+
+
+__all__ = ["oversized_scores", "per_head_elements", "score_producer"]

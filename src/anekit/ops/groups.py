@@ -1,5 +1,7 @@
 """Groups of MIL op types, each defined once: passes, the placement rules, the
-simulator and its cliff checks ask these instead of keeping their own sets."""
+simulator, its cliff checks and the exporters ask these instead of keeping their own
+sets. No other module spells out a set of op names (a test scans the sources); an op's
+record lists the groups it is in (:attr:`anekit.ops.registry.OpDef.groups`)."""
 
 from __future__ import annotations
 
@@ -50,11 +52,57 @@ VALUE_PRESERVING = PERMUTES | frozenset(
      "space_to_batch", "batch_to_space"}
 )  # fmt: skip
 
+#: Layer ops whose weight operand the placement rules trace back through its constexpr
+#: decompression (einsum's operands are activations).
+WEIGHTED_LAYERS = MATMUL_LIKE - {"einsum"}
+
+#: Ops whose constant inputs weight compression compresses (coremltools compresses the
+#: constants they read): the layer ops and gather (embedding tables).
+WEIGHT_READERS = MATMUL_LIKE | {"gather"}
+
+#: Ops a linear layer may be written as outside the ANE layout (the to_bc1s pass
+#: rewrites them as 1x1 convolutions).
+LINEAR_LAYERS = frozenset({"linear", "matmul"})
+
+#: Layer ops that a query's projection (constant weight and bias) may be.
+PROJECTIONS = frozenset({"linear", "conv"})
+
+#: Ops that make attention scores from queries and keys (what feeds a softmax).
+SCORE_PRODUCERS = frozenset({"matmul", "einsum"})
+
+#: Ops that carry scores from their producer to a softmax (a scale, a mask, a cast).
+SCORE_PATH = ARITHMETIC | {"cast", "identity", "reshape"}
+
+#: Ops through which a function input stays "a mask given at run time".
+MASK_CARRIERS = LAYOUT | {"cast", "identity"}
+
+#: Ops through which a constant stays part of an additive mask on its way to a softmax.
+MASK_PATH = MASK_CARRIERS | {"add", "sub", "mul", "select", "tile", "fill", "minimum", "maximum"}
+
+#: Reductions that square their input themselves (sum of squares, its root).
+SQUARING_REDUCTIONS = frozenset({"reduce_sum_square", "reduce_l2_norm"})
+
+#: Reductions whose input may be the squares of the values a root normalizes
+#: (mean or sum of v*v, or of v by itself).
+SUMS_OF_SQUARES = frozenset({"reduce_mean", "reduce_sum", "reduce_sum_square"})
+
+#: Square roots of a sum of squares (a norm's denominator).
+ROOTS = frozenset({"sqrt", "rsqrt", "reduce_l2_norm"})
+
+#: Binaries that scale by a constant (a mean's 1/n, written as mul or real_div).
+SCALINGS = frozenset({"mul", "real_div"})
+
 #: Compile-time (constexpr) weight ops; coremltools defines how each decompresses.
 CONSTEXPR = frozenset(
     {"constexpr_affine_dequantize", "constexpr_cast", "constexpr_lut_to_dense",
      "constexpr_sparse_to_dense", "constexpr_blockwise_shift_scale",
      "constexpr_lut_to_sparse", "constexpr_sparse_blockwise_shift_scale"}
+)  # fmt: skip
+
+#: Constexpr ops that decompress linearly quantized (integer) weights.
+LINEAR_QUANTIZED = frozenset(
+    {"constexpr_affine_dequantize", "constexpr_blockwise_shift_scale",
+     "constexpr_sparse_blockwise_shift_scale"}
 )  # fmt: skip
 
 #: Ops whose value does not depend on the program's inputs.
@@ -81,10 +129,23 @@ __all__ = [
     "FLOAT_BINARY",
     "LAYOUT",
     "LAYOUT_REDUCTIONS",
+    "LINEAR_LAYERS",
+    "LINEAR_QUANTIZED",
+    "MASK_CARRIERS",
+    "MASK_PATH",
     "MATMUL_LIKE",
     "PERMUTES",
     "PLUMBING",
+    "PROJECTIONS",
+    "ROOTS",
+    "SCALINGS",
+    "SCORE_PATH",
+    "SCORE_PRODUCERS",
+    "SQUARING_REDUCTIONS",
     "STATE",
+    "SUMS_OF_SQUARES",
     "UNARY_ELEMENTWISE",
     "VALUE_PRESERVING",
+    "WEIGHTED_LAYERS",
+    "WEIGHT_READERS",
 ]

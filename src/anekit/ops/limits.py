@@ -1,7 +1,9 @@
-"""The ANE's limits and conventions, each stated once with its source.
+"""The ANE's limits and conventions, each number stated once.
 
 Sources are in shared/docs/ane-knowledge.md (cited as §section rule) and
 prior-art.md; every pass, rule, cliff check and model that needs one imports it here.
+A limit that a placement rule or a simulator cliff checks is also a hazard record
+(:mod:`anekit.ops.hazards`: its rule id, source and fix), which cites the number here.
 """
 
 from __future__ import annotations
@@ -40,14 +42,37 @@ SMALL_LOG_INPUT = 7.63e-6
 #: magnitude (ane-knowledge.md §2.1 rule 7).
 WIDTH_SLICE_LIMIT = 4094.0
 
+#: Longest axis the ANE compiler takes (ane-knowledge.md §2.2 rule 13).
+AXIS_LIMIT = 65536
+
+#: Packages above these sizes run entirely on the CPU/GPU (prior-art.md §1.1,
+#: ane-knowledge.md §2.3 rule 19).
+MACOS_PACKAGE_LIMIT = 2 * 2**30
+IOS_PACKAGE_LIMIT = 1 * 2**30
+
+#: Programs with fewer matmul/conv layers, or whose largest tensor has fewer elements,
+#: stay on the CPU (ane-knowledge.md §2.2 rule 12).
+MIN_LAYERS = 3
+MIN_ELEMENTS = 64
+
+#: Convolution kernels this wide or wider fail to compile on the ANE (ane-knowledge.md
+#: §2.2 rule 15).
+KERNEL_WIDTH_LIMIT = 16
+
 
 __all__ = [
     "ATTENTION_SCORE_LIMIT",
+    "AXIS_LIMIT",
     "FP16_MAX",
     "FP16_TINY",
+    "IOS_PACKAGE_LIMIT",
+    "KERNEL_WIDTH_LIMIT",
+    "MACOS_PACKAGE_LIMIT",
     "MASK_FILL",
     "MATMUL_SATURATION",
+    "MIN_ELEMENTS",
     "MIN_IO_WIDTH",
+    "MIN_LAYERS",
     "SMALL_LOG_INPUT",
     "SRAM_BYTES",
     "WIDTH_SLICE_LIMIT",

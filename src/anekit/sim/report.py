@@ -15,21 +15,11 @@ import numpy as np
 
 from anekit import config
 from anekit.errors import NumericsError, NumericsWarning
+from anekit.ops import hazards
 
-#: Warning rules: id -> what it means and where the number comes from.
-RULES: dict[str, str] = {
-    "sim.nonfinite": "the op produced inf or NaN from finite inputs",
-    "sim.internal_overflow": "an intermediate inside the op overflowed fp16, so its output "
-    "is wrong even where finite",
-    "ane.matmul_saturation": "matmul/conv/linear/einsum outputs above 32752 (about fp16 max / 2) "
-    "saturate to ±inf on the ANE (M2 Pro, M5; aneforge docs/numeric-cliffs.md, prior-art.md §1.7)",
-    "ane.small_log_input": "rsqrt/log inputs below about 7.63e-6 return ±inf on the ANE "
-    "(libane docs/graph-ir.md, prior-art.md §1.8)",
-    "ane.attention_score_size": "a per-head attention score tensor of 2^20 elements or more gives "
-    "wrong results on the ANE; split the query rows (eeane attention_split.py, prior-art.md §1.4)",
-    "ane.width_slice_saturation": "before A16, a slice with a non-zero offset on the last axis "
-    "saturates values above |4094| (ane-knowledge.md §2.1 rule 7)",
-}
+#: The rules a report's warnings name: the hazard records of :mod:`anekit.ops.hazards`
+#: (one registry with the placement rules), each with its number, source and fix.
+RULES = hazards.RULES
 
 
 @dataclass(frozen=True)
@@ -102,7 +92,10 @@ class NumericsReport:
         raise KeyError(op_name)
 
     def warnings_for(self, rule: str) -> list[NumericsFinding]:
-        return [warning for warning in self.warnings if warning.rule == rule]
+        """The warnings of ``rule``, an id or a retired alias of one
+        (``ane.attention_score_size`` is ``attention.score_size``)."""
+        wanted = hazards.canonical(rule)
+        return [warning for warning in self.warnings if warning.rule == wanted]
 
     def summary(self) -> str:
         """One paragraph: mode, largest magnitude, first inf/NaN, warnings."""
