@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from anekit._milgraph import numpy_dtype, static_shape
+from anekit._milgraph import mil_defaults, numpy_dtype, static_shape
 from anekit.onnxgraph import Graph
 from anekit.ops import composites
 from anekit.ops.numerics import Numerics
@@ -97,13 +97,13 @@ class Lowering:
 
     def axes(self, op: Any, rank: int) -> tuple[int, ...]:
         """A reduction's constant ``axes`` (None: all), sorted and non-negative."""
-        axes = self.const(op.axes) if op.axes is not None else None
+        axes = self.param(op, "axes")
         if axes is None:
             return tuple(range(rank))
         return tuple(sorted(int(axis) % rank for axis in np.atleast_1d(axes)))
 
     def keepdims(self, op: Any) -> bool:
-        return bool(self.const(op.keep_dims)) if op.keep_dims is not None else False
+        return bool(self.param(op, "keep_dims"))
 
     def const(self, var: Any) -> Any:
         """The compile-time value of a constant input (axes, modes, epsilons)."""
@@ -112,6 +112,13 @@ class Lowering:
         if var.op is None or var.op.op_type != "const":
             raise NotLowerable(f"input {var.name} must be a constant here")
         return var.val
+
+    def param(self, op: Any, name: str) -> Any:
+        """The compile-time value of ``op``'s input ``name`` (axes, modes, epsilons), or
+        MIL's default for it from coremltools' op spec when the op has none (None when
+        the default is "absent")."""
+        var = op.inputs.get(name)
+        return self.const(var) if var is not None else mil_defaults(op).get(name)
 
     def weight(self, var: Any) -> np.ndarray:
         """A constant float input (a weight, a bias) as the run's numerics store it."""

@@ -2,9 +2,10 @@
 
 The op semantics are the simulator's fp32 lowering (:mod:`anekit.ops.lowering`,
 itself defined by the interpreter), so an emitted model computes what the
-simulator computes in ``fp32`` mode. Three ops get the fused ONNX operators ONNX
-Runtime has fast kernels for: ``layer_norm`` (LayerNormalization, when it
-normalizes the trailing axes), ``softmax`` (Softmax) and ``gelu`` (Gelu, opset 20).
+simulator computes in ``fp32`` mode. Where an op's record has an ``onnx_fused``
+lowering, the emitter takes it: the fused ONNX operators ONNX Runtime has fast kernels
+for (``layer_norm`` as LayerNormalization when it normalizes the trailing axes,
+``softmax`` as Softmax, ``gelu`` as Gelu, opset 20).
 Weights become initializers, so dynamic int8 quantization finds the matmuls and
 convolutions with constant weights (:func:`anekit.package.onnx_int8.quantize_int8`).
 """
@@ -21,54 +22,11 @@ from anekit.errors import ProgramError
 from anekit.ops import defs  # noqa: F401  (defines the ops)
 from anekit.ops.lowering import Lowering, NotLowerable, onnx_type, shape_of
 from anekit.ops.numerics import Numerics
-from anekit.ops.registry import Lower, record
+from anekit.ops.registry import record
 
 OPSET = 21
-
-
-def _lowering(op_type: str) -> Lower:
-    lower = record(op_type).lowering
-    assert lower is not None, op_type
-    return lower
-
-
-def _layer_norm(low: Lowering, op: Any) -> list[str]:
-    shape = shape_of(op.x)
-    rank = len(shape)
-    axes = sorted(int(axis) % rank for axis in np.atleast_1d(low.const(op.axes)))
-    if axes != list(range(axes[0], rank)):
-        return _lowering("layer_norm")(low, op)  # not the trailing axes: spelled out
-    size = [shape[axis] for axis in axes]
-    gamma = low.const(op.gamma) if op.gamma is not None else np.ones(size)
-    beta = low.const(op.beta) if op.beta is not None else np.zeros(size)
-    epsilon = float(low.const(op.epsilon)) if op.epsilon is not None else 1e-5
-    return [
-        low.node(
-            "LayerNormalization",
-            low.value(op.x),
-            low.graph.constant(np.asarray(gamma, np.float32).reshape(size), np.float32),
-            low.graph.constant(np.asarray(beta, np.float32).reshape(size), np.float32),
-            axis=axes[0],
-            epsilon=epsilon,
-        )
-    ]
-
-
-def _softmax(low: Lowering, op: Any) -> list[str]:
-    axis = int(low.const(op.axis)) % len(shape_of(op.x))
-    return [low.node("Softmax", low.value(op.x), axis=axis)]
-
-
-def _gelu(low: Lowering, op: Any) -> list[str]:
-    mode = str(low.const(op.mode)) if op.mode is not None else "EXACT"
-    if mode == "SIGMOID_APPROXIMATION":
-        return _lowering("gelu")(low, op)
-    approximate = "tanh" if mode == "TANH_APPROXIMATION" else "none"
-    return [low.node("Gelu", low.value(op.x), approximate=approximate)]
-
-
-#: Where the emitter uses ONNX's fused operators instead of the simulator's lowering.
-FUSED = {"layer_norm": _layer_norm, "softmax": _softmax, "gelu": _gelu}
+#: The lowering targets the emitter takes, preferred first.
+TARGETS = ("onnx_fused", "onnx")
 
 
 def to_onnx(program: Any, function: str | None = None) -> Any:
@@ -98,7 +56,7 @@ def to_onnx(program: Any, function: str | None = None) -> Any:
             dtype = np.dtype(np.float32) if declared.kind == "f" else declared
             low.pending[id(op.outputs[0])] = (np.asarray(value), dtype)
             continue
-        lower = FUSED.get(op.op_type) or record(op.op_type).lowering
+        lower = record(op.op_type).lowering_for(*TARGETS)
         if lower is None:
             raise ProgramError(f"{op.name}: ONNX emission has no lowering for {op.op_type}")
         try:

@@ -75,7 +75,8 @@ def compile_function(func: Any, numerics: Numerics) -> CompiledFunction:
                 dtype = np.dtype(np.float32) if declared.kind == "f" else declared
                 low.pending[id(var)] = (np.asarray(value), dtype)
             continue
-        lower = op_record(op.op_type).lowering
+        entry = op_record(op.op_type)
+        lower = entry.lowering
         if lower is None:
             raise NotLowerable(f"op type {op.op_type}")
         low.probe = {}
@@ -97,7 +98,7 @@ def compile_function(func: Any, numerics: Numerics) -> CompiledFunction:
                     total = low.node("ReduceSum", name, keepdims=0)
                     smallest = low.node("ReduceMin", name, keepdims=0)
                     record = LoweredOp(op, var, peak, total, {"low": smallest, **low.probe})
-                    _add_cliff_probes(low, op, record)
+                    record.probes.update(entry.probes(low, op))  # what its cliffs read
                 low.records.append(record)
                 low.summaries[id(var)] = (peak, total, smallest)
             low.names[id(var)] = name
@@ -120,16 +121,6 @@ def compile_function(func: Any, numerics: Numerics) -> CompiledFunction:
         *outputs, *stats, types=types_out + [onnx_type(np.dtype(np.float32))] * len(stats)
     )
     return CompiledFunction(session, list(func.inputs), list(func.outputs), low.records, numerics)
-
-
-def _add_cliff_probes(low: Lowering, op: Any, record: LoweredOp) -> None:
-    if op.op_type in ("log", "rsqrt"):
-        epsilon = low.scalar(low.const(op.epsilon))
-        shifted = low.node("Add", low.value(op.x), epsilon)
-        record.probes["min_input"] = low.node("ReduceMin", shifted, keepdims=0)
-    if op.op_type in ("slice_by_index", "slice_by_size"):
-        magnitude = low.node("Abs", low.value(op.x))
-        record.probes["input_peak"] = low.node("ReduceMax", magnitude, keepdims=0)
 
 
 _Entries = dict[tuple[Any, ...], CompiledFunction | None]
@@ -167,16 +158,6 @@ def cached(func: Any, numerics: Numerics) -> CompiledFunction | None:
 
 
 def cliff_arguments(record: LoweredOp, values: dict[str, float]) -> dict[str, Any]:
-    """Stand-ins for an op's inputs, enough for :meth:`anekit.ops.registry.OpDef.check`."""
-    op = record.op
-    arguments: dict[str, Any] = {}
-    if "min_input" in values:
-        arguments["x"] = np.array([values["min_input"]], np.float32)
-        arguments["epsilon"] = 0.0
-    if "input_peak" in values:
-        arguments["x"] = np.array([values["input_peak"]], np.float32)
-        arguments["begin"] = np.asarray(op.begin.val)
-    if op.op_type == "scaled_dot_product_attention":
-        arguments["query"] = np.broadcast_to(np.float32(0), shape_of(op.query))
-        arguments["key"] = np.broadcast_to(np.float32(0), shape_of(op.key))
-    return arguments
+    """Stand-ins for an op's inputs, enough for :meth:`anekit.ops.registry.OpDef.check`:
+    each cliff of the op's record makes its own from its probes' values."""
+    return op_record(record.op.op_type).stand_ins(record.op, values)

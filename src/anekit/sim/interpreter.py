@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from anekit import _miltext
-from anekit._milgraph import numpy_dtype, static_shape
+from anekit._milgraph import mil_defaults, numpy_dtype, static_shape
 from anekit.errors import ProgramError, UnsupportedOpError
 from anekit.ops.groups import CONSTANT, VALUE_PRESERVING
 from anekit.ops.numerics import Numerics
@@ -134,13 +134,8 @@ class _Run:
                 values[name] = [self.numerics.load(self.env[id(item)]) for item in var]
             else:
                 values[name] = self.numerics.load(self.env[id(var)])
-        try:
-            defaults = op.default_inputs()
-        except Exception:
-            defaults = {}
-        for name, value in defaults.items():
-            if name not in values and value is not None:
-                values[name] = value
+        for name, value in mil_defaults(op).items():
+            values.setdefault(name, value)
         return values
 
     # -- execution --------------------------------------------------------------------

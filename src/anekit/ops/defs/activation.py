@@ -11,11 +11,10 @@ import numpy as np
 from scipy import special
 
 from anekit.ops import composites, kernels
-from anekit.ops.attention import per_head_elements, score_producer
+from anekit.ops.attention import oversized_scores
 from anekit.ops.defs._util import axis_of, errstate, parallel, per_channel
-from anekit.ops.limits import ATTENTION_SCORE_LIMIT
 from anekit.ops.lowering import Lowering, NotLowerable, shape_of
-from anekit.ops.registry import Finding, OpContext, cliff, lowers, register
+from anekit.ops.registry import OpContext, cliff, lowers, register
 from anekit.ops.spaces import NumpySpace
 
 
@@ -40,7 +39,7 @@ def silu(ctx: OpContext, x: Any) -> Any:
 
 
 @register("gelu")
-def gelu(ctx: OpContext, x: Any, mode: Any = "EXACT") -> Any:
+def gelu(ctx: OpContext, x: Any, mode: Any) -> Any:
     return composites.gelu(_space(ctx, rounding=False), np.asarray(x, np.float32), str(mode))
 
 
@@ -134,7 +133,7 @@ def _silu(low: Lowering, op: Any) -> list[str]:
 
 @lowers("gelu")
 def _gelu(low: Lowering, op: Any) -> list[str]:
-    mode = str(low.const(op.mode)) if op.mode is not None else "EXACT"
+    mode = str(low.param(op, "mode"))
     if mode not in composites.GELU_MODES:
         raise NotLowerable(f"gelu mode {mode}")
     return [composites.gelu(low.space, low.float_value(op.x), mode)]
@@ -146,17 +145,36 @@ def _softmax(low: Lowering, op: Any) -> list[str]:
     return [composites.softmax(low.space, low.float_value(op.x), axis)]
 
 
+# -- ONNX Runtime's fused operators (the exporter's target) ---------------------------
+
+
+@lowers("gelu", target="onnx_fused")
+def _gelu_fused(low: Lowering, op: Any) -> list[str]:
+    """ONNX's Gelu (opset 20); the sigmoid approximation it lacks is spelled out."""
+    mode = str(low.param(op, "mode"))
+    if mode == "SIGMOID_APPROXIMATION":
+        return _gelu(low, op)
+    approximate = "tanh" if mode == "TANH_APPROXIMATION" else "none"
+    return [low.node("Gelu", low.value(op.x), approximate=approximate)]
+
+
+@lowers("softmax", target="onnx_fused")
+def _softmax_fused(low: Lowering, op: Any) -> list[str]:
+    axis = int(low.const(op.axis)) % len(shape_of(op.x))
+    return [low.node("Softmax", low.value(op.x), axis=axis)]
+
+
 # -- numeric cliffs ------------------------------------------------------------------
 
 
-@cliff("softmax")
-def _score_size(op: Any, inputs: Mapping[str, Any], max_abs: float) -> list[Finding]:
-    producer = score_producer(op.inputs["x"])
-    if producer is None or (elements := per_head_elements(producer)) < ATTENTION_SCORE_LIMIT:
+@cliff("softmax", rule="attention.score_size")
+def _score_size(op: Any, inputs: Mapping[str, Any], max_abs: float) -> list[str]:
+    found = oversized_scores(op)
+    if found is None:
         return []
+    producer, elements = found
     shape = tuple(int(dim) for dim in producer.outputs[0].shape)
-    message = (
+    return [
         f"scores from {producer.name} have {elements} elements per head (shape {shape}), "
         "at least 2^20"
-    )
-    return [("ane.attention_score_size", message)]
+    ]

@@ -17,7 +17,7 @@ from anekit.ops import kernels
 from anekit.ops.defs._util import errstate, parallel
 from anekit.ops.limits import SMALL_LOG_INPUT
 from anekit.ops.lowering import Lowering, NotLowerable, onnx_type
-from anekit.ops.registry import Finding, Lower, OpContext, cliff, lowers, register
+from anekit.ops.registry import Lower, OpContext, cliff, lowers, register
 
 #: Binary ops: the NumPy function, and the ONNX op of the same semantics (None: below).
 _BINARY: dict[str, tuple[Callable[[Any, Any], Any], str | None]] = {
@@ -176,7 +176,7 @@ def _exp2(low: Lowering, op: Any) -> list[str]:
 
 @lowers("log", "rsqrt", "inverse")
 def _with_epsilon(low: Lowering, op: Any) -> list[str]:
-    shifted = low.node("Add", low.float_value(op.x), low.scalar(low.const(op.epsilon)))
+    shifted = low.node("Add", low.float_value(op.x), low.scalar(low.param(op, "epsilon")))
     if op.op_type == "log":
         return [low.node("Log", shifted)]
     if op.op_type == "inverse":
@@ -214,16 +214,25 @@ def _select(low: Lowering, op: Any) -> list[str]:
 # -- numeric cliffs ------------------------------------------------------------------
 
 
-@cliff("rsqrt", "log")
-def _small_log_input(op: Any, inputs: Mapping[str, Any], max_abs: float) -> list[Finding]:
+def _min_input_probe(low: Lowering, op: Any) -> dict[str, str]:
+    """The smallest input plus epsilon, computed in the graph."""
+    shifted = low.node("Add", low.value(op.x), low.scalar(low.param(op, "epsilon")))
+    return {"min_input": low.node("ReduceMin", shifted, keepdims=0)}
+
+
+def _min_input(op: Any, values: Mapping[str, float]) -> dict[str, Any]:
+    return {"x": np.array([values["min_input"]], np.float32), "epsilon": 0.0}
+
+
+@cliff("rsqrt", "log", rule="ane.small_log_input", probe=_min_input_probe, stand_in=_min_input)
+def _small_log_input(op: Any, inputs: Mapping[str, Any], max_abs: float) -> list[str]:
     if "x" not in inputs:
         return []
     shifted = np.asarray(inputs["x"], np.float32) + np.float32(inputs.get("epsilon") or 0.0)
     smallest = float(np.nanmin(shifted)) if shifted.size else 0.0
     if smallest >= SMALL_LOG_INPUT:
         return []
-    message = (
+    return [
         f"input (plus epsilon) goes down to {smallest:.3g}, below {SMALL_LOG_INPUT:g} "
         "where the ANE returns ±inf"
-    )
-    return [("ane.small_log_input", message)]
+    ]

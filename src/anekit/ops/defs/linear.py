@@ -19,7 +19,7 @@ from anekit.ops.defs._util import errstate, out_shape, per_channel
 from anekit.ops.groups import MATMUL_LIKE
 from anekit.ops.limits import MATMUL_SATURATION
 from anekit.ops.lowering import Lowering, NotLowerable, shape_of
-from anekit.ops.registry import Finding, OpContext, cliff, lowers, register
+from anekit.ops.registry import OpContext, cliff, lowers, register
 
 
 def _is_float32(a: Any) -> bool:
@@ -230,7 +230,7 @@ def _conv(low: Lowering, op: Any) -> list[str]:
         shape_of(op.x)[2:], tuple(weight.shape[2:]), **arguments
     )
     pads = [begin for begin, _ in padding] + [end for _, end in padding]
-    groups = int(low.const(op.groups)) if op.groups is not None else 1
+    groups = int(low.param(op, "groups"))
     inputs = _weighted(low, x, weight, op.bias)
     conv = low.node("Conv", *inputs, strides=strides, dilations=dilations, pads=pads, group=groups)
     return [conv]
@@ -239,12 +239,11 @@ def _conv(low: Lowering, op: Any) -> list[str]:
 # -- numeric cliffs ------------------------------------------------------------------
 
 
-@cliff(*MATMUL_LIKE)
-def _matmul_saturation(op: Any, inputs: Mapping[str, Any], max_abs: float) -> list[Finding]:
+@cliff(*MATMUL_LIKE, rule="ane.matmul_saturation")
+def _matmul_saturation(op: Any, inputs: Mapping[str, Any], max_abs: float) -> list[str]:
     if max_abs <= MATMUL_SATURATION:
         return []
-    message = (
+    return [
         f"output reaches {max_abs:.6g}, above {MATMUL_SATURATION:g} "
         "where ANE matmuls saturate to inf"
-    )
-    return [("ane.matmul_saturation", message)]
+    ]

@@ -16,7 +16,8 @@ from anekit.ops.conv import conv_geometry
 from anekit.ops.defs._util import errstate
 from anekit.ops.groups import CONSTEXPR
 from anekit.ops.limits import ATTENTION_SCORE_LIMIT
-from anekit.ops.registry import Finding, OpContext, cliff, register
+from anekit.ops.lowering import shape_of
+from anekit.ops.registry import OpContext, cliff, register
 from anekit.ops.spaces import NumpySpace
 
 
@@ -116,12 +117,19 @@ def scaled_dot_product_attention(
 # -- numeric cliffs ------------------------------------------------------------------
 
 
-@cliff("scaled_dot_product_attention")
-def _sdpa_score_size(op: Any, inputs: Mapping[str, Any], max_abs: float) -> list[Finding]:
+def _query_and_key(op: Any, values: Mapping[str, float]) -> dict[str, Any]:
+    """Stand-ins of the shapes the score-size check reads (their values do not matter)."""
+    return {
+        "query": np.broadcast_to(np.float32(0), shape_of(op.query)),
+        "key": np.broadcast_to(np.float32(0), shape_of(op.key)),
+    }
+
+
+@cliff("scaled_dot_product_attention", rule="attention.score_size", stand_in=_query_and_key)
+def _sdpa_score_size(op: Any, inputs: Mapping[str, Any], max_abs: float) -> list[str]:
     if "query" not in inputs or "key" not in inputs:
         return []
     elements = int(np.shape(inputs["query"])[-2]) * int(np.shape(inputs["key"])[-2])
     if elements < ATTENTION_SCORE_LIMIT:
         return []
-    message = f"per-head score tensor has {elements} elements, at least 2^20"
-    return [("ane.attention_score_size", message)]
+    return [f"per-head score tensor has {elements} elements, at least 2^20"]

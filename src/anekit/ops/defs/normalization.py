@@ -43,12 +43,7 @@ def _normalize(
 
 @register("layer_norm")
 def layer_norm(
-    ctx: OpContext,
-    x: Any,
-    axes: Any = None,
-    gamma: Any = None,
-    beta: Any = None,
-    epsilon: Any = 1e-5,
+    ctx: OpContext, x: Any, axes: Any, epsilon: Any, gamma: Any = None, beta: Any = None
 ) -> Any:
     rank = np.ndim(x)
     chosen = axes_of(axes, rank)
@@ -57,9 +52,7 @@ def layer_norm(
 
 
 @register("instance_norm")
-def instance_norm(
-    ctx: OpContext, x: Any, gamma: Any = None, beta: Any = None, epsilon: Any = 1e-5
-) -> Any:
+def instance_norm(ctx: OpContext, x: Any, epsilon: Any, gamma: Any = None, beta: Any = None) -> Any:
     scale, shift = broadcastable(gamma, np.ndim(x), (1,)), broadcastable(beta, np.ndim(x), (1,))
     return _normalize(ctx, x, tuple(range(2, np.ndim(x))), epsilon, scale, shift)
 
@@ -70,9 +63,9 @@ def batch_norm(
     x: Any,
     mean: Any,
     variance: Any,
+    epsilon: Any,
     gamma: Any = None,
     beta: Any = None,
-    epsilon: Any = 1e-5,
 ) -> Any:
     with errstate():
         scale = 1.0 / np.sqrt(variance + epsilon)
@@ -83,7 +76,7 @@ def batch_norm(
 
 
 @register("l2_norm")
-def l2_norm(ctx: OpContext, x: Any, epsilon: Any = 1e-6) -> Any:
+def l2_norm(ctx: OpContext, x: Any, epsilon: Any) -> Any:
     # MIL normalizes over the last three axes (rank-3 inputs: over all of them).
     axes = tuple(range(max(np.ndim(x) - 3, 0), np.ndim(x)))
     space = NumpySpace(rounding=ctx.numerics.fp16)
@@ -94,9 +87,7 @@ def l2_norm(ctx: OpContext, x: Any, epsilon: Any = 1e-6) -> Any:
 
 
 @register("local_response_norm")
-def local_response_norm(
-    ctx: OpContext, x: Any, size: Any, alpha: Any = 1e-4, beta: Any = 0.75, k: Any = 1.0
-) -> Any:
+def local_response_norm(ctx: OpContext, x: Any, size: Any, alpha: Any, beta: Any, k: Any) -> Any:
     # Over channels (axis 1): x / (k + alpha/size * sum of squares in a window)^beta.
     half = int(size) // 2
     squares = np.asarray(x) * x
@@ -115,8 +106,8 @@ def _layer_norm(low: Lowering, op: Any) -> list[str]:
     shape = shape_of(op.x)
     axes = low.axes(op, len(shape))
     count = int(np.prod([shape[axis] for axis in axes], dtype=np.int64))
-    epsilon = low.const(op.epsilon) if op.epsilon is not None else 1e-5
-    result, variance = composites.normalize(low.space, x, axes, count, float(epsilon))
+    epsilon = float(low.param(op, "epsilon"))
+    result, variance = composites.normalize(low.space, x, axes, count, epsilon)
     param_shape = [shape[axis] if axis in axes else 1 for axis in range(len(shape))]
 
     def param(var: Any) -> str | None:
@@ -126,3 +117,26 @@ def _layer_norm(low: Lowering, op: Any) -> list[str]:
 
     low.probe = {"variance": low.node("ReduceSum", variance, keepdims=0)}
     return [composites.affine(low.space, result, param(op.gamma), param(op.beta))]
+
+
+@lowers("layer_norm", target="onnx_fused")
+def _layer_norm_fused(low: Lowering, op: Any) -> list[str]:
+    """ONNX's LayerNormalization, when the op normalizes the trailing axes."""
+    shape = shape_of(op.x)
+    axes = list(low.axes(op, len(shape)))
+    if axes != list(range(axes[0], len(shape))):
+        return _layer_norm(low, op)  # not the trailing axes: spelled out
+    size = [shape[axis] for axis in axes]
+    # ONNX needs a scale and a bias where MIL's are absent: the identity ones.
+    gamma = low.const(op.gamma) if op.gamma is not None else np.ones(size)
+    beta = low.const(op.beta) if op.beta is not None else np.zeros(size)
+    return [
+        low.node(
+            "LayerNormalization",
+            low.value(op.x),
+            low.graph.constant(np.asarray(gamma, np.float32).reshape(size), np.float32),
+            low.graph.constant(np.asarray(beta, np.float32).reshape(size), np.float32),
+            axis=axes[0],
+            epsilon=float(low.param(op, "epsilon")),
+        )
+    ]

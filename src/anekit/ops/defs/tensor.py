@@ -13,7 +13,7 @@ from anekit.errors import ProgramError
 from anekit.ops.defs._util import axes_of, axis_of, errstate, index_slices, out_shape, wrap_indices
 from anekit.ops.limits import WIDTH_SLICE_LIMIT
 from anekit.ops.lowering import Lowering, NotLowerable, onnx_type, shape_of
-from anekit.ops.registry import Finding, OpContext, cliff, lowers, register
+from anekit.ops.registry import OpContext, cliff, lowers, register
 
 
 @register("reshape")
@@ -463,7 +463,7 @@ def _gather(low: Lowering, op: Any) -> list[str]:
     if op.batch_dims is not None and int(low.const(op.batch_dims)) != 0:
         raise NotLowerable("gather with batch_dims")
     rank = len(shape_of(op.x))
-    axis = int(low.const(op.axis)) % rank if op.axis is not None else 0
+    axis = int(low.param(op, "axis")) % rank
     indices = low.node("Cast", low.value(op.indices), to=onnx_type(np.dtype(np.int64)))
     return [low.node("Gather", low.value(op.x), indices, axis=axis)]
 
@@ -471,8 +471,24 @@ def _gather(low: Lowering, op: Any) -> list[str]:
 # -- numeric cliffs ------------------------------------------------------------------
 
 
-@cliff("slice_by_index", "slice_by_size")
-def _width_slice(op: Any, inputs: Mapping[str, Any], max_abs: float) -> list[Finding]:
+def _input_peak_probe(low: Lowering, op: Any) -> dict[str, str]:
+    """The largest |input|, computed in the graph."""
+    magnitude = low.node("Abs", low.value(op.x))
+    return {"input_peak": low.node("ReduceMax", magnitude, keepdims=0)}
+
+
+def _input_peak(op: Any, values: Mapping[str, float]) -> dict[str, Any]:
+    return {"x": np.array([values["input_peak"]], np.float32), "begin": np.asarray(op.begin.val)}
+
+
+@cliff(
+    "slice_by_index",
+    "slice_by_size",
+    rule="ane.width_slice_saturation",
+    probe=_input_peak_probe,
+    stand_in=_input_peak,
+)
+def _width_slice(op: Any, inputs: Mapping[str, Any], max_abs: float) -> list[str]:
     if "begin" not in inputs or "x" not in inputs:
         return []
     begin = np.asarray(inputs["begin"]).reshape(-1)
@@ -481,8 +497,7 @@ def _width_slice(op: Any, inputs: Mapping[str, Any], max_abs: float) -> list[Fin
     peak = float(np.nanmax(np.abs(np.asarray(inputs["x"], np.float32))))
     if peak <= WIDTH_SLICE_LIMIT:
         return []
-    message = (
+    return [
         f"slices the last axis at offset {int(begin[-1])} of values up to {peak:.6g}; "
         f"pre-A16 ANEs saturate above {WIDTH_SLICE_LIMIT:g}"
-    )
-    return [("ane.width_slice_saturation", message)]
+    ]
