@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from anekit.errors import ProgramError
+from anekit.ops.groups import WEIGHT_READERS
 
 #: Named specs offered by ``anekit build-model --variant`` (any spec :meth:`Compression.parse`
 #: accepts also works).
@@ -65,8 +66,6 @@ PALETTE_BITS = (1, 2, 3, 4, 6, 8)
 IOS18_SPEC = 9
 #: Metadata key of a package's compression report (spec, bound, weights kept in fp16).
 METADATA_KEY = "anekit.compression"
-#: Ops whose weights are compressed (coremltools compresses the constants they read).
-_CONSUMERS = frozenset({"conv", "conv_transpose", "linear", "matmul", "gather", "einsum"})
 
 _SPEC = re.compile(
     r"(?:(?P<linear>int8|int4)(?:-b(?P<block>\d+))?"
@@ -301,7 +300,7 @@ def _weights(program: Any) -> Iterator[tuple[tuple[str, str], tuple[str, np.ndar
     compressible op reads."""
     for function in program.functions.values():
         for op in function.operations:
-            if op.op_type not in _CONSUMERS:
+            if op.op_type not in WEIGHT_READERS:
                 continue
             for key, var in op.inputs.items():
                 source = getattr(var, "op", None)

@@ -15,7 +15,7 @@ from coremltools.converters.mil.mil.passes.pass_registry import register_pass
 
 from anekit._milgraph import static_shape
 from anekit.ops.attention import score_producer
-from anekit.ops.groups import ARITHMETIC, LAYOUT
+from anekit.ops.groups import ARITHMETIC, LAYOUT, PROJECTIONS
 from anekit.ops.limits import ATTENTION_SCORE_LIMIT
 from anekit.passes.base import AnePass
 from anekit.passes.graph import consumers, float_dtype, is_output, replace_var, scalar_value
@@ -87,7 +87,7 @@ def _projection(var: Any) -> Any | None:
             return None
         var = var.op.inputs["x"]
     op = var.op
-    if op is None or op.op_type not in ("linear", "conv") or len(consumers(var)) != 1:
+    if op is None or op.op_type not in PROJECTIONS or len(consumers(var)) != 1:
         return None
     constants = [op.inputs[name] for name in ("weight", "bias") if name in op.inputs]
     return op if all(constant.val is not None for constant in constants) else None

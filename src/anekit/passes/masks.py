@@ -26,17 +26,13 @@ from coremltools.converters.mil.mil import Builder as mb
 from coremltools.converters.mil.mil.passes.pass_registry import register_pass
 
 from anekit.ops.attention import score_producer
-from anekit.ops.groups import LAYOUT
+from anekit.ops.groups import MASK_CARRIERS, MASK_PATH
 from anekit.ops.limits import MASK_FILL
 from anekit.passes.base import AnePass
 from anekit.passes.graph import float_dtype, ops_of_type, replace_var
 
 #: Constant values at or below this are "minus infinity" fills.
 FILL_THRESHOLD = -3e4
-#: Ops through which a function input stays "a mask given at run time".
-_CARRIERS = LAYOUT | {"cast", "identity"}
-#: Ops through which a constant stays part of an additive mask on its way to a softmax.
-_MASK_PATH = _CARRIERS | {"add", "sub", "mul", "select", "tile", "fill", "minimum", "maximum"}
 
 
 def _softmax_masks(function: Any) -> list[tuple[Any, Any, int]]:
@@ -66,7 +62,7 @@ def _reaches_softmax(var: Any, depth: int = 8) -> bool:
             for reader in item.child_ops:
                 if reader.op_type == "softmax":
                     return True
-                if reader.op_type in _MASK_PATH and id(reader) not in seen:
+                if reader.op_type in MASK_PATH and id(reader) not in seen:
                     seen.add(id(reader))
                     following.extend(reader.outputs)
         frontier = following
@@ -75,7 +71,7 @@ def _reaches_softmax(var: Any, depth: int = 8) -> bool:
 
 def _from_input(var: Any, function: Any) -> bool:
     inputs = set(map(id, function.inputs.values()))
-    while var.op is not None and var.op.op_type in _CARRIERS:
+    while var.op is not None and var.op.op_type in MASK_CARRIERS:
         var = var.op.inputs["x"]
     return id(var) in inputs
 

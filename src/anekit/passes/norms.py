@@ -55,6 +55,8 @@ import numpy as np
 from coremltools.converters.mil.mil import Builder as mb
 from coremltools.converters.mil.mil.passes.pass_registry import register_pass
 
+from anekit._milgraph import mil_defaults
+from anekit.ops.groups import ROOTS, SCALINGS, SQUARING_REDUCTIONS, SUMS_OF_SQUARES
 from anekit.ops.limits import FP16_TINY
 from anekit.passes.base import AnePass
 from anekit.passes.graph import consumers, float_dtype, replace_var, scalar_value
@@ -66,8 +68,6 @@ FP16_SMALLEST_NORMAL = 2.0**-14
 SCALE_EXPONENT = 3
 #: Name suffix of the ops this pass made, so that a second run leaves them alone.
 _MARK = "_fp16safe"
-#: Reductions whose input is the square of the value a root normalizes.
-_SUM_OF_SQUARES = ("reduce_mean", "reduce_sum", "reduce_sum_square")
 
 
 @dataclass
@@ -107,7 +107,7 @@ def _constant_and_other(op: Any) -> tuple[float, Any] | None:
 
 def _match(op: Any) -> _Root | None:
     """``op`` as sqrt/rsqrt of a (scaled) sum of squares plus an optional epsilon."""
-    if op.op_type not in ("sqrt", "rsqrt", "reduce_l2_norm") or op.name.endswith(_MARK):
+    if op.op_type not in ROOTS or op.name.endswith(_MARK):
         return None
     if op.op_type == "reduce_l2_norm":
         return _Root(op, op.inputs["x"], op, None, 0.0)
@@ -119,13 +119,13 @@ def _match(op: Any) -> _Root | None:
         if found is not None:
             eps, inner = eps + found[0], found[1]
     scale = None
-    if inner.op is not None and inner.op.op_type in ("mul", "real_div"):
+    if inner.op is not None and inner.op.op_type in SCALINGS:
         found = _constant_and_other(inner.op)
         if found is None:
             return None
         scale, inner = (inner.op.op_type, found[0]), found[1]
     reduce = inner.op
-    if reduce is None or reduce.op_type not in _SUM_OF_SQUARES or eps < 0:
+    if reduce is None or reduce.op_type not in SUMS_OF_SQUARES or eps < 0:
         return None
     if reduce.inputs["axes"] is None or reduce.inputs["axes"].val is None:
         return None
@@ -187,7 +187,7 @@ class fp16_safe_norm(AnePass):
         else:
             peak, scaled = self._centre(function, mean, axes, floor, name)
         squares = scaled  # reduce_sum_square and reduce_l2_norm square it themselves
-        if reduce.op_type not in ("reduce_sum_square", "reduce_l2_norm"):
+        if reduce.op_type not in SQUARING_REDUCTIONS:
             squares = mb.mul(x=scaled, y=scaled, before_op=op, name=f"{name}_squares")
         mark = _MARK if reduce.op_type == "reduce_l2_norm" else ""
         total = getattr(mb, reduce.op_type)(
@@ -289,7 +289,7 @@ class fp16_safe_norm(AnePass):
 
     def _layer_norm(self, function: Any, op: Any) -> None:
         epsilon = op.inputs.get("epsilon")
-        eps = 1e-5 if epsilon is None else scalar_value(epsilon)
+        eps = mil_defaults(op)["epsilon"] if epsilon is None else scalar_value(epsilon)
         if eps is None or op.inputs.get("axes") is None or op.inputs["axes"].val is None:
             return
         x = op.inputs["x"]

@@ -10,6 +10,7 @@ import numpy as np
 
 from anekit._milgraph import numpy_dtype
 from anekit.ops.defs._util import axes_of, axis_of, errstate
+from anekit.ops.groups import SQUARING_REDUCTIONS
 from anekit.ops.lowering import Lowering, onnx_type, shape_of
 from anekit.ops.registry import OpContext, lowers, register
 
@@ -121,7 +122,7 @@ def _reduce_sums(low: Lowering, op: Any) -> list[str]:
     shape = shape_of(op.x)
     axes = low.axes(op, len(shape))
     keep = low.keepdims(op)
-    if op.op_type in ("reduce_sum_square", "reduce_l2_norm"):
+    if op.op_type in SQUARING_REDUCTIONS:
         x = low.store(low.node("Mul", x, x))
     elif op.op_type == "reduce_l1_norm":
         x = low.node("Abs", x)
