@@ -220,7 +220,7 @@ def _model_caller(column: str, workload: ModelWorkload) -> Callable[[], np.ndarr
     encoder = open_encoder(kind, **options)
     if isinstance(encoder, SimEncoder):
         encoder.package  # noqa: B018  (found or built now, not in the first timed call)
-    return lambda: encoder.encode(workload.token_ids)
+    return lambda: encoder.embed(workload.token_ids)
 
 
 def _caller(column: str, workload: Workload | ModelWorkload, program: Any) -> Callable[[], Any]:
@@ -296,7 +296,7 @@ def _prepare(workload: Workload | ModelWorkload) -> tuple[Any, np.ndarray]:
     if isinstance(workload, ModelWorkload):
         from anekit.models.encoders import open_encoder
 
-        return None, open_encoder("numpy").encode(workload.token_ids)
+        return None, open_encoder("numpy").embed(workload.token_ids)
     inputs = (x.astype(np.float64) for x in workload.inputs)
     return _program(workload), np.asarray(workload.build(np.float64)(*inputs))
 

@@ -264,7 +264,7 @@ class Embedder:
         result = np.zeros((len(token_ids), self.dimension), np.float32)
         for start in range(0, len(token_ids), window):
             part = token_ids[start : start + window]
-            result[start : start + len(part)] = self.encoder.encode(part)
+            result[start : start + len(part)] = self.encoder.embed(part)
         if normalize_embeddings and not self.encoder.normalized:
             return unit_rows(result)
         return result

@@ -106,6 +106,13 @@ def onnx_runtime_reason(device: str = "auto", **_: Any) -> str | None:
     return None
 
 
+def direct_reason(**_: Any) -> str | None:
+    """Why the private ANE framework cannot run here (:mod:`anekit.backends.direct`'s
+    check, which knows the framework), or None."""
+    reason: str | None = attribute("anekit.backends.direct:unavailable_reason")()
+    return reason
+
+
 RUNTIMES: dict[str, Runtime] = {
     runtime.name: runtime
     for runtime in (
@@ -141,7 +148,7 @@ RUNTIMES: dict[str, Runtime] = {
             "direct",
             "ANE (direct, private API; experimental)",
             "the private ANE framework without Core ML (macOS; experimental)",
-            check="anekit.backends.direct:unavailable_reason",
+            check="anekit.runtimes:direct_reason",
             backend="anekit.backends.direct:DirectBackend",
             encoder="anekit.models.encoders:open_direct",
             variants=("fp16", "int8"),
@@ -184,6 +191,7 @@ __all__ = [
     "attribute",
     "core_ml_reason",
     "default_runtime",
+    "direct_reason",
     "onnx_runtime_reason",
     "program_runtimes",
     "runtime",

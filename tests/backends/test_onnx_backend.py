@@ -43,6 +43,7 @@ from anekit.package.int8_kernels import WEIGHT_FORMS, u8s8_saturates, weight_for
 from anekit.package.onnx_emitter import OPSET, save_onnx, to_onnx
 from anekit.package.onnx_int8 import convs_as_matmuls, quantize_int8
 from anekit.program import CompiledProgram
+from anekit.runtimes import RUNTIMES
 from standins import OnnxRuntime
 
 F32 = np.float32
@@ -837,7 +838,7 @@ def test_max_min_prod_reductions(reduce: str, rng: np.random.Generator) -> None:
 def test_select_backend_onnx() -> None:
     backend = select_backend("onnx")
     assert isinstance(backend, OnnxBackend)
-    assert backend.name == "onnx" and backend.available()
+    assert backend.name == "onnx" and RUNTIMES["onnx"].available()
     assert "onnx" in available_backends()
     assert select_backend(None).name != "onnx"  # only when asked for by name
 

@@ -62,9 +62,6 @@ class RecordingScheduler:
     def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
         return np.eye(len(token_ids), DIMENSION, dtype=np.float32)
 
-    def encode(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
-        return self.embed(token_ids)
-
     def providers(self) -> list[str]:
         return []
 

@@ -77,9 +77,11 @@ def test_core_ml_compute_units_off_macos_are_a_clear_error(package: Path) -> Non
     assert "backend 'coreml' cannot run here: Core ML exists only on macOS" in outcome.output
 
 
-def test_compute_units_and_mode_together_are_a_usage_error(package: Path) -> None:
-    outcome = _run(str(package), "--compute-units", "CPU_AND_GPU", "--mode", "ane")
-    assert outcome.exit_code == 2 and "give one of them" in outcome.output
+def test_compute_units_and_numerics_together_are_a_usage_error(package: Path) -> None:
+    for flag in ("--numerics", "--mode"):  # --mode: the older name
+        outcome = _run(str(package), "--compute-units", "CPU_AND_GPU", flag, "ane")
+        assert outcome.exit_code == 2
+        assert "give --compute-units or --numerics, not both" in outcome.output
     outcome = _run(str(package), "--compute-units", "CPU_AND_GPU", "--backend", "sim")
     assert outcome.exit_code == 2 and "applies to Core ML, not --backend sim" in outcome.output
 
@@ -141,11 +143,11 @@ def test_a_core_ml_run_on_a_stand_in_mac_reports_the_plan_and_the_fallback(
     """coremltools, Core ML and its compute plan as the contract-enforcing stand-ins (the
     "device" is the simulator; the plan puts the tanh on the CPU): the report says what
     was asked for, where each op ran, and that something fell back."""
+    from anekit import runtimes
     from anekit.analysis import compute_plan
-    from anekit.backends import coreml
     from standins import CoreMLComputePlan, CoreMLTools, simulated_device
 
-    monkeypatch.setattr(coreml, "core_ml_runtime_available", lambda: True)
+    monkeypatch.setattr(runtimes, "core_ml_reason", lambda **_: None)  # as on a Mac
     monkeypatch.setattr(compute_plan, "core_ml_runtime_available", lambda: True)
     tools = CoreMLTools(compute=simulated_device()).install(monkeypatch)
     CoreMLComputePlan(

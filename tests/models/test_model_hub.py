@@ -192,7 +192,7 @@ def test_fetch_checks_every_file_records_them_and_computes_known_answers(
     stored = hub.stored_known_answers(folder, encoder.weights.digest, answers.texts)
     assert stored is not None and stored.shape == (len(answers.texts), 64)
     tokenizer = load_tokenizer(folder, answers.max_length)
-    fresh = unit_rows(encoder.encode(tokenize(tokenizer, answers.texts)))
+    fresh = unit_rows(encoder.embed(tokenize(tokenizer, answers.texts)))
     np.testing.assert_allclose(stored, fresh, atol=1e-6)
     assert hub.stored_known_answers(folder, "0" * 64, answers.texts) is None  # other weights
     # listed, and usable by name

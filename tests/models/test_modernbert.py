@@ -357,10 +357,10 @@ def test_on_a_mac_the_package_runs_through_core_ml(
     """coremltools and Core ML as the contract-enforcing stand-ins, the simulator playing
     the device (tests/standins.py): the package is compiled once, every bucket is loaded
     for the Neural Engine, and each batch runs in its own bucket."""
-    from anekit import embedder as embedder_module
+    from anekit import runtimes
     from standins import CoreMLTools, simulated_device
 
-    monkeypatch.setattr(embedder_module, "core_ml_runtime_available", lambda: True)
+    monkeypatch.setattr(runtimes, "core_ml_reason", lambda **_: None)  # as on a Mac
     tools = CoreMLTools(compute=simulated_device()).install(monkeypatch)
     token_ids = ids_of_lengths(folder, (100, 300))
     want = Embedder(folder, runtime="numpy").embed_ids(token_ids)

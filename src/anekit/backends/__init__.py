@@ -96,17 +96,10 @@ class Session(Protocol):
 
 class Backend(Protocol):
     """Something that can run MIL programs: it loads a :class:`LoadRequest` (the
-    program, its function and I/O contract; never a ``CompiledProgram``)."""
+    program, its function and I/O contract; never a ``CompiledProgram``). Whether it
+    can run here is its runtime's record's to say (:mod:`anekit.runtimes`)."""
 
     name: str
-
-    def available(self) -> bool:
-        """True when this backend can run on this machine."""
-        ...
-
-    def unavailable_reason(self) -> str:
-        """Why :meth:`available` is false, in one sentence."""
-        ...
 
     def load(self, request: LoadRequest, mode: str | None = None) -> Session:
         """Prepare ``request``'s program to run (``mode``: backend-specific option)."""

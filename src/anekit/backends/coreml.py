@@ -18,7 +18,6 @@ installed (a macOS dependency of anekit), predictions go through
 from __future__ import annotations
 
 import contextlib
-import platform
 import shutil
 import tempfile
 import time
@@ -30,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from anekit._coremltools import core_ml_runtime_available, ct
+from anekit._coremltools import ct
 from anekit.backends import RunReport, coreml_nogil
 from anekit.backends.request import LoadRequest
 
@@ -101,14 +100,6 @@ class CoreMLBackend:
         if compute_units not in COMPUTE_UNITS:
             raise ValueError(f"compute_units must be one of {COMPUTE_UNITS}, got {compute_units!r}")
         self.compute_units = compute_units
-
-    def available(self) -> bool:
-        return core_ml_runtime_available()
-
-    def unavailable_reason(self) -> str:
-        if platform.system() != "Darwin":
-            return "Core ML exists only on macOS"
-        return "coremltools could not load its Core ML bindings (libcoremlpython)"
 
     def load(self, request: LoadRequest, mode: str | None = None) -> CoreMLSession:
         """Load ``request``'s program with the compute units ``mode`` names (default: this

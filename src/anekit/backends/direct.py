@@ -415,12 +415,6 @@ class DirectBackend:
     def __init__(self, runtime: Any = None) -> None:
         self._runtime = runtime
 
-    def available(self) -> bool:
-        return unavailable_reason() is None
-
-    def unavailable_reason(self) -> str:
-        return unavailable_reason() or ""
-
     def load(self, request: LoadRequest, mode: str | None = None) -> Any:
         """``request``'s program on the ANE through the private framework (``mode``: the
         MIL text form, ``1.3`` by default); on a refusal, on Core ML instead."""

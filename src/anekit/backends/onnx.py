@@ -193,16 +193,6 @@ class OnnxBackend:
 
     name = "onnx"
 
-    def available(self) -> bool:
-        try:
-            import onnxruntime  # noqa: F401
-        except ImportError:
-            return False
-        return True
-
-    def unavailable_reason(self) -> str:
-        return "onnxruntime is not installed"
-
     def load(self, request: LoadRequest, mode: str | None = None) -> OnnxSession:
         import onnx
 

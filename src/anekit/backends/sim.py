@@ -55,12 +55,6 @@ class SimBackend:
         self.mode = mode
         self.accumulation = accumulation
 
-    def available(self) -> bool:
-        return True
-
-    def unavailable_reason(self) -> str:
-        return ""
-
     def load(self, request: LoadRequest, mode: str | None = None) -> SimSession:
         if request.compression is not None and not request.converted:
             # the weights as the package holds them: decompressed by the constexpr ops

@@ -274,9 +274,6 @@ class RayScheduler:
     def release_memory(self) -> None:
         pass
 
-    def encode(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
-        return self.embed(token_ids)
-
     def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
         """Unit vectors in input order; :class:`~anekit.errors.EmbeddingFailed` (NaN in
         the failed rows) when some rows failed."""

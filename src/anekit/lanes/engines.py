@@ -182,7 +182,7 @@ class EncoderEngine:
     def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
         from anekit.models.encoders import unit_rows
 
-        return unit_rows(self.encoder.encode(token_ids))
+        return unit_rows(self.encoder.embed(token_ids))
 
 
 def onnx_device(used: Sequence[str], variant: str) -> str:

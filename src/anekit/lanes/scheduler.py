@@ -303,10 +303,6 @@ class Scheduler:
     def providers(self) -> list[str]:
         return []  # each lane's are in status()
 
-    def encode(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
-        """:meth:`embed`: unit vectors."""
-        return self.embed(token_ids)
-
     def release_memory(self) -> None:
         pass  # the workers hold the models, and leave when idle
 

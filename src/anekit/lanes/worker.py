@@ -85,7 +85,7 @@ def admission(
             reference_encoder.folder, reference_encoder.weights.digest, answers.texts
         )
         if reference is None:
-            reference = unit_rows(reference_encoder.encode(token_ids))
+            reference = unit_rows(reference_encoder.embed(token_ids))
         cosines = known_answers.row_cosines(vectors, reference)
     floor = LANES[lane].floor
     below = [

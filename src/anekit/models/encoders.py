@@ -54,8 +54,9 @@ class Encoder(Protocol):
         ``get_providers()``); empty where the runtime does not say."""
         ...
 
-    def encode(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
-        """(len(token_ids), dimension) float32."""
+    def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
+        """(len(token_ids), dimension) float32: token ids in (texts are encoded by
+        :meth:`anekit.Embedder.encode`)."""
         ...
 
     def release_memory(self) -> None:
@@ -185,7 +186,7 @@ class ModelEncoder:
         """Pooled embeddings of one padded batch, (rows, dimension)."""
         raise NotImplementedError
 
-    def encode(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
+    def embed(self, token_ids: Sequence[Sequence[int]]) -> np.ndarray:
         result = np.zeros((len(token_ids), self.dimension), np.float32)
         pad = self.config.pad_token_id
         groups = list(batches(token_ids, self.lengths, pad, self.batch, fill=self.fill))

@@ -140,7 +140,7 @@ def write_known_answers(folder: Path) -> Path:
     answers = known_answers.load()
     encoder = open_encoder("numpy", folder, max_length=answers.max_length)
     tokenizer = load_tokenizer(encoder.folder, answers.max_length)
-    vectors = unit_rows(encoder.encode(tokenize(tokenizer, answers.texts)))
+    vectors = unit_rows(encoder.embed(tokenize(tokenizer, answers.texts)))
     path = folder / KNOWN_ANSWERS
     record = {
         "reference": "anekit NumPy fp32 path, at fetch time",

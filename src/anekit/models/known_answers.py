@@ -79,7 +79,7 @@ def generate(chunks: list[dict[str, str]]) -> dict[str, Any]:
     encoder = open_encoder("numpy", DEFAULT_MODEL, max_length=MAX_LENGTH)
     tokenizer = load_tokenizer(encoder.folder, MAX_LENGTH)
     token_ids = tokenize(tokenizer, [chunk["text"] for chunk in chunks])
-    vectors = unit_rows(encoder.encode(token_ids))
+    vectors = unit_rows(encoder.embed(token_ids))
     return {
         "model": DEFAULT_MODEL,
         "max_length": MAX_LENGTH,

@@ -81,9 +81,9 @@ def run(
         raise ProbeError("choose the simulator or the direct path, not both")
     backend = "sim" if simulate else "direct" if direct else "coreml"
     if direct:
-        from anekit.backends.direct import unavailable_reason
+        from anekit.runtimes import RUNTIMES
 
-        reason = unavailable_reason()
+        reason = RUNTIMES["direct"].unavailable_reason()
         if reason is not None:
             raise ProbeError(f"anekit probe --direct: {reason}")
     elif not simulate and not compute_plan.available():
