@@ -50,7 +50,6 @@ from typing import Any
 import numpy as np
 
 from anekit.errors import ProgramError
-from anekit.ops.groups import WEIGHT_READERS
 
 #: Named specs offered by ``anekit build-model --variant`` (any spec :meth:`Compression.parse`
 #: accepts also works).
@@ -298,6 +297,10 @@ def _compressor(chosen: Compression) -> Any:
 def _weights(program: Any) -> Iterator[tuple[tuple[str, str], tuple[str, np.ndarray]]]:
     """(reader op, input name) -> (const op name, value) for every float constant a
     compressible op reads."""
+    # Here, not at the top: `anekit build-model` parses a spec with this module and names
+    # a bad argument before the op knowledge loads (tests/cli/test_cli_usage_errors.py).
+    from anekit.ops.groups import WEIGHT_READERS
+
     for function in program.functions.values():
         for op in function.operations:
             if op.op_type not in WEIGHT_READERS:
