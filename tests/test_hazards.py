@@ -61,7 +61,7 @@ def _simulate(fn: Any, x: np.ndarray, engine: str) -> Any:
 
     program = anekit.compile(fn, x, passes=False)
     feeds = {str(program.input_specs[0].name): x}
-    return sim.run(program.program, feeds, mode="ane", engine=engine).report
+    return sim.run(program.program, feeds, mode="ane", executor=engine).report
 
 
 def test_every_rule_a_simulator_report_names_is_a_hazard(rng: np.random.Generator) -> None:

@@ -20,8 +20,8 @@ def both(fn: Any, *args: np.ndarray, mode: Any = "ane") -> tuple[Any, Any]:
     program = anekit.compile(fn, *args, passes=False)
     feeds = {str(spec.name): arg for spec, arg in zip(program.input_specs, args, strict=True)}
     assert compiled.cached(program.program.functions["main"], Numerics(mode)) is not None
-    fast = sim.run(program.program, feeds, mode=mode, engine="compiled")
-    slow = sim.run(program.program, feeds, mode=mode, engine="interpreter")
+    fast = sim.run(program.program, feeds, mode=mode, executor="compiled")
+    slow = sim.run(program.program, feeds, mode=mode, executor="interpreter")
     return fast, slow
 
 
@@ -75,7 +75,7 @@ def test_inf_or_nan_hands_over_to_the_interpreter() -> None:
     assert first is not None
     assert first.op_type == "exp"
     with pytest.raises(errors.ProgramError, match="inf/NaN"):
-        sim.run(program.program, {"v": np.full((2, 4), 20.0, F32)}, mode="ane", engine="compiled")
+        sim.run(program.program, {"v": np.full((2, 4), 20.0, F32)}, mode="ane", executor="compiled")
 
 
 def test_values_onnx_runtime_refuses_hand_over_to_the_interpreter() -> None:
@@ -96,7 +96,7 @@ def test_values_onnx_runtime_refuses_hand_over_to_the_interpreter() -> None:
     with pytest.raises(errors.ProgramError, match=r"'picked'.*out of bounds"):
         sim.run(program, feeds, mode="fp32")
     with pytest.raises(errors.ProgramError, match="failed on these values"):
-        sim.run(program, feeds, mode="fp32", engine="compiled")
+        sim.run(program, feeds, mode="fp32", executor="compiled")
     good = sim.run(program, {**feeds, "i": np.array([1, 0], np.int32)}, mode="fp32")
     np.testing.assert_array_equal(good.outputs["picked"], np.ones((2, 3), F32))
 
@@ -117,6 +117,9 @@ def test_programs_it_cannot_lower_run_in_the_interpreter() -> None:
     result = sim.run(program.program, {"v": np.ones((2, 3), F32)})
     assert result.outputs["output"].shape == (4, 5)
     with pytest.raises(errors.ProgramError, match="cannot run"):
-        sim.run(program.program, {"v": np.ones((2, 3), F32)}, engine="compiled")
-    with pytest.raises(errors.ProgramError, match="unknown engine"):
-        sim.run(program.program, {"v": np.ones((2, 3), F32)}, engine="gpu")
+        sim.run(program.program, {"v": np.ones((2, 3), F32)}, executor="compiled")
+    with pytest.raises(errors.ProgramError, match="unknown executor 'gpu'"):
+        sim.run(program.program, {"v": np.ones((2, 3), F32)}, executor="gpu")
+    with pytest.warns(DeprecationWarning, match=r"engine=\.\.\.\) is now executor="):
+        old = sim.run(program.program, {"v": np.ones((2, 3), F32)}, engine="interpreter")
+    np.testing.assert_array_equal(old.outputs["output"], result.outputs["output"])

@@ -29,7 +29,7 @@ def program(function: Any, *shapes: tuple[int, ...]) -> Any:
 
 
 def run(prog: Any, mode: str, engine: str = "interpreter", **feeds: Any) -> list[np.ndarray]:
-    return list(sim.run(prog, feeds, mode=mode, engine=engine).outputs.values())
+    return list(sim.run(prog, feeds, mode=mode, executor=engine).outputs.values())
 
 
 def fp16(value: Any) -> np.ndarray:

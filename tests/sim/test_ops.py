@@ -1907,7 +1907,7 @@ def simulate(op: str, *arrays: Any, numerics: str, engine: str = "auto", **attrs
         return real_run(program, feeds, **options)
 
     with mock.patch.object(interpreter, "run", spy):
-        result = sim.run_op(op, *arrays, numerics=numerics, engine=engine, **attrs)
+        result = sim.run_op(op, *arrays, numerics=numerics, executor=engine, **attrs)
     assert op in simulated, f"{op} did not reach the simulator (ran {simulated})"
     return result
 
@@ -1996,7 +1996,7 @@ def params(records: Sequence[OpRecord]) -> list[Any]:
 @pytest.mark.parametrize("record", params(RECORDS))
 def test_op_matches_numpy(record: OpRecord, engine: str, rng: np.random.Generator) -> None:
     arrays = [make(rng) for make in record.inputs]
-    result = simulate(record.op, *arrays, numerics="fp32", engine=engine, **record.attrs)
+    result = simulate(record.op, *arrays, numerics="fp32", executor=engine, **record.attrs)
     expected = reference(record, arrays, _float64)
     assert_matches(result, expected, record.rtol, record.atol)
 
@@ -2007,7 +2007,7 @@ def test_op_ane_is_reference_rounded_to_fp16(
     record: OpRecord, engine: str, rng: np.random.Generator
 ) -> None:
     arrays = [make(rng) for make in record.inputs]
-    result = simulate(record.op, *arrays, numerics="ane", engine=engine, **record.attrs)
+    result = simulate(record.op, *arrays, numerics="ane", executor=engine, **record.attrs)
     # ane stores every float value, inputs and constants included, as fp16
     expected = reference(record, arrays, _fp16_values)
     assert_fp16_rounding_of(result, expected, record.atol)
@@ -2029,7 +2029,7 @@ def test_composite_op_ane_is_close_to_reference(
     record: OpRecord, engine: str, rng: np.random.Generator
 ) -> None:
     arrays = [make(rng) for make in record.inputs]
-    result = simulate(record.op, *arrays, numerics="ane", engine=engine, **record.attrs)
+    result = simulate(record.op, *arrays, numerics="ane", executor=engine, **record.attrs)
     expected = reference(record, arrays, _fp16_values)
     for got, want in zip(_outputs(result), _outputs(expected), strict=True):
         assert got.shape == want.shape

@@ -96,7 +96,7 @@ def simulate(
         mode=mode,
         accumulation=used,
         function=program.function_name,
-        engine=engine,
+        executor=engine,
     )
     report = result.report
     problems = report.output_problems(result.outputs)

@@ -295,7 +295,18 @@ class _Run:
         return result
 
 
-ENGINES = ("auto", "interpreter", "compiled")
+#: How the simulator runs a program (``executor=``).
+EXECUTORS = ("auto", "interpreter", "compiled")
+
+
+def _executor(executor: str, engine: str | None) -> str:
+    """``executor``, or ``engine`` (its deprecated older name) when given."""
+    if engine is None:
+        return executor
+    import warnings
+
+    warnings.warn("sim.run(engine=...) is now executor=...", DeprecationWarning, stacklevel=3)
+    return engine
 
 
 def run(
@@ -306,7 +317,8 @@ def run(
     accumulation: str = "fp16",
     function: str | None = None,
     intermediate: bool = False,
-    engine: str = "auto",
+    executor: str = "auto",
+    engine: str | None = None,
 ) -> SimResult:
     """Simulate ``function`` of a MIL ``program`` on ``feeds``.
 
@@ -316,16 +328,18 @@ def run(
     returned too, by Var name, for fp16-vs-fp32 diffing. In ``fp32`` mode sums are
     float32 sums, and the report says ``accumulation="fp32"``.
 
-    ``engine="auto"`` runs the program as one compiled ONNX Runtime graph when
+    ``executor="auto"`` runs the program as one compiled ONNX Runtime graph when
     every op can be lowered (:mod:`anekit.sim.compiled`) and no inf/NaN appears,
     and through the op-by-op interpreter otherwise; both follow the same
-    semantics, the interpreter's being the definition.
+    semantics, the interpreter's being the definition. ``engine=`` is its deprecated
+    older name.
     """
+    executor = _executor(executor, engine)
     if mode == "fp32":
         accumulation = "fp32"  # fp32 mode sums in float32 whatever was asked: say so
     numerics = Numerics(mode, accumulation)  # type: ignore[arg-type]
-    if engine not in ENGINES:
-        raise ProgramError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+    if executor not in EXECUTORS:
+        raise ProgramError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
     name = function or "main"
     if name not in program.functions:
         raise ProgramError(
@@ -333,15 +347,15 @@ def run(
         )
     func = program.functions[name]
     start = time.perf_counter()
-    if engine != "interpreter" and not intermediate:
+    if executor != "interpreter" and not intermediate:
         from anekit.sim import compiled
 
         lowered = compiled.cached(func, numerics)
-        if lowered is None and engine == "compiled":
+        if lowered is None and executor == "compiled":
             raise ProgramError(f"function {name!r} has ops the compiled engine cannot run")
         if lowered is not None:
             result = _run_compiled(lowered, func, name, feeds, numerics, start)
-            if result is not None or engine == "compiled":
+            if result is not None or executor == "compiled":
                 if result is None:
                     raise ProgramError(
                         "the compiled run produced inf/NaN or failed on these values; "

@@ -21,20 +21,20 @@ def run_op(
     *arrays: Any,
     numerics: str = "ane",
     accumulation: str = "fp16",
-    engine: str = "auto",
+    executor: str = "auto",
     **attributes: Any,
 ) -> Any:
     """Build a one-op program around ``op_type`` and simulate it.
 
     Positional ``arrays`` become the op's non-constant inputs, in the order of its
-    MIL input spec; ``attributes`` are its other inputs (constants). ``engine`` is
+    MIL input spec; ``attributes`` are its other inputs (constants). ``executor`` is
     passed to :func:`anekit.sim.run`. Returns the output array (a tuple for
     multi-output ops).
     """
     from anekit.sim.interpreter import run
 
     program, feeds = single_op_program(op_type, *arrays, **attributes)
-    result = run(program, feeds, mode=numerics, accumulation=accumulation, engine=engine)
+    result = run(program, feeds, mode=numerics, accumulation=accumulation, executor=executor)
     values = [result.outputs[var.name] for var in program.functions["main"].outputs]
     return values[0] if len(values) == 1 else tuple(values)
 
