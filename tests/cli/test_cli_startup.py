@@ -49,6 +49,7 @@ def test_version_reports_what_the_libraries_report() -> None:
     import numpy
 
     from anekit.backends import available_backends
+    from anekit.runtimes import RUNTIMES
 
     result = CliRunner().invoke(cli, ["version", "--json"])
     assert result.exit_code == 0, result.output
@@ -56,6 +57,13 @@ def test_version_reports_what_the_libraries_report() -> None:
     assert payload["coremltools"] == coremltools.__version__
     assert payload["numpy"] == numpy.__version__
     assert payload["backends"] == available_backends()
+    rows = {row["name"]: row for row in payload["runtimes"]}
+    assert list(rows) == list(RUNTIMES)
+    for name, row in rows.items():
+        assert row["available"] == RUNTIMES[name].available()
+        assert row["reason"] == RUNTIMES[name].unavailable_reason()
+        assert row["device"] == RUNTIMES[name].device
+    assert rows["numpy"]["available"] and not rows["numpy"]["runs_programs"]
 
 
 def test_every_command_loads_under_its_name_and_help_lists_them_all() -> None:

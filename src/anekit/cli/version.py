@@ -25,24 +25,40 @@ def _installed(distribution: str) -> str | None:
         return None
 
 
-def available_backends() -> list[str]:
-    """``anekit.backends.available_backends()`` without importing the backends: the
-    runtime record's checks import no engine (a test keeps the two equal)."""
-    from anekit.runtimes import program_runtimes
+def runtimes_here() -> list[dict[str, Any]]:
+    """Each runtime of the record: its name, what runs it, whether it runs here and why
+    not, and whether it runs compiled programs (a backend). Its checks import no engine."""
+    from anekit.runtimes import RUNTIMES
 
-    return [runtime.name for runtime in program_runtimes() if runtime.available()]
+    rows = []
+    for runtime in RUNTIMES.values():
+        reason = runtime.unavailable_reason()
+        rows.append(
+            {
+                "name": runtime.name,
+                "device": runtime.device,
+                "description": runtime.description,
+                "available": reason is None,
+                "reason": reason,
+                "runs_programs": runtime.backend is not None,
+            }
+        )
+    return rows
 
 
 @click.command()
 @json_option
 def version(as_json: bool) -> None:
-    """Show versions, the platform, available backends and error codes."""
+    """Show versions, the platform, the runtimes (which run here, and why the others
+    cannot), available backends and error codes."""
     codes = sorted(
         name
         for name, value in vars(errors).items()
         if isinstance(value, type) and issubclass(value, errors.AnekitError)
     )
-    backends = available_backends()
+    runtimes = runtimes_here()
+    # anekit.backends.available_backends(), without importing the backends
+    backends = [row["name"] for row in runtimes if row["available"] and row["runs_programs"]]
     info: dict[str, Any] = {
         "anekit": __version__,
         "coremltools": _installed("coremltools"),
@@ -50,6 +66,7 @@ def version(as_json: bool) -> None:
         "python": platform.python_version(),
         "platform": f"{platform.system()} {platform.machine()}",
         "backends": backends,
+        "runtimes": runtimes,
         "error_codes": codes,
         "environment": config.ENVIRONMENT,
     }
@@ -59,3 +76,6 @@ def version(as_json: bool) -> None:
     for key in ("anekit", "coremltools", "numpy", "python", "platform"):
         stdout.print(f"{key:12} {esc(info[key] or 'not installed')}")
     stdout.print(f"{'backends':12} {', '.join(backends) or 'none'}")
+    for row in runtimes:
+        state = "runs here" if row["available"] else f"not here: {row['reason']}"
+        stdout.print(f"{'runtime':12} {esc(row['name'])}: {esc(row['device'])}; {esc(state)}")
