@@ -19,6 +19,7 @@ from anekit.errors import SearchError
 from anekit.models.onnx_models import INT8_NUMERICS
 from anekit.package.int8_kernels import weight_form
 from anekit.search import index as index_module
+from anekit.search import indexer as indexer_module
 from anekit.search.cache import VectorCache
 from anekit.search.index import Index, find_root
 
@@ -272,7 +273,7 @@ def test_a_new_chunker_version_re_embeds_the_store(
 ) -> None:
     copy = _copy(indexed[0], tmp_path / "repo", cache)
     copy.update()
-    monkeypatch.setattr(index_module, "CHUNKER_VERSION", "test-next")
+    monkeypatch.setattr(indexer_module, "CHUNKER_VERSION", "test-next")
     summary = copy.update()
     assert summary.reset and summary.indexed == 4
     assert summary.embedded == summary.chunks  # the cache is keyed on the chunker too

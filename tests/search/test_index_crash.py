@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from anekit.search import index as index_module
+from anekit.search import indexer as indexer_module
 from anekit.search.cache import VectorCache, cache_key
 from anekit.search.index import Index, IndexSummary
 from generated_repo import (
@@ -56,11 +57,11 @@ QUERIES = (
 # once the update is done, for the poller to kill it. Every run is paced (PACE_SECONDS).
 RUNNER = """
 import json, os, signal, sys, time
-from anekit.search import index
+from anekit.search import index, indexer
 from anekit.search.store import Store
 
 root, hook, cache, report = sys.argv[1], sys.argv[2], sys.argv[3] == "on", sys.argv[5]
-index.CHECKPOINT_SECONDS = float(sys.argv[4])
+indexer.CHECKPOINT_SECONDS = float(sys.argv[4])
 PACE = float(sys.argv[6])
 flushes, dying = 0, False
 
@@ -387,7 +388,7 @@ def test_a_killed_index_run_leaves_a_whole_store_that_the_next_run_completes(
 def test_files_waiting_for_a_checkpoint_have_their_vectors_in_the_machine_cache(
     clean: Clean, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """What makes a kill cheap (the module docstring of :mod:`anekit.search.index`): each
+    """What makes a kill cheap (the module docstring of :mod:`anekit.search.indexer`): each
     embedded vector goes to the machine cache at once, so the files a kill keeps from the
     store are found in the cache. Checked as each checkpoint starts, every file a
     checkpoint (here: one per finished file) writes."""
@@ -406,7 +407,7 @@ def test_files_waiting_for_a_checkpoint_have_their_vectors_in_the_machine_cache(
         flushed.append(len(writer.pending))
         flush(writer)
 
-    monkeypatch.setattr(index_module, "CHECKPOINT_SECONDS", 0.0)
+    monkeypatch.setattr(indexer_module, "CHECKPOINT_SECONDS", 0.0)
     monkeypatch.setattr(index_module._Writer, "flush", checked_flush)
     with Index(root, lanes=["cpu"], cache=VectorCache(path)) as index:
         summary = index.update()

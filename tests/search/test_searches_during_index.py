@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from anekit.search import index as index_module
+from anekit.search import indexer as indexer_module
 from anekit.search.chunk import chunk_file
 from anekit.search.server import SearchService
 
@@ -145,8 +146,8 @@ def test_searches_during_a_large_index_run_all_succeed_and_see_whole_files(
     root.mkdir()
     _write(root, VERSIONS[0])
     monkeypatch.setenv("ANEKIT_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(index_module, "CHECKPOINT_SECONDS", 0.05)
-    monkeypatch.setattr(index_module, "WRITE_CHUNKS", 8)  # a write every two files
+    monkeypatch.setattr(indexer_module, "CHECKPOINT_SECONDS", 0.05)
+    monkeypatch.setattr(indexer_module, "WRITE_CHUNKS", 8)  # a write every two files
     prepare = index_module.Index._prepare
 
     def paced(self: index_module.Index, *args: Any) -> Any:

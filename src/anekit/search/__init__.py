@@ -6,7 +6,8 @@ store, the single source of truth; its parts are the ``store_*`` modules),
 :mod:`~anekit.search.terms` (code-aware keyword terms), :mod:`~anekit.search.vectors`
 (the vector index derived from the store), :mod:`~anekit.search.cache` (the machine-wide
 vector cache), :mod:`~anekit.search.rank` (fusion and priors), :mod:`~anekit.search.index`
-(:class:`Index`: update and search), :mod:`~anekit.search.lock` (one writer per store),
+(:class:`Index`: update and search; its halves are :mod:`~anekit.search.indexer` and
+:mod:`~anekit.search.searcher`), :mod:`~anekit.search.lock` (one writer per store),
 :mod:`~anekit.search.evaluate` (retrieval metrics).
 """
 
