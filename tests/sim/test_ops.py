@@ -1897,7 +1897,7 @@ RECORDS += [*image.RECORDS, *indexing.RECORDS, *recurrent.RECORDS, *space.RECORD
 ENGINES = ["interpreter", "auto"]
 
 
-def simulate(op: str, *arrays: Any, numerics: str, engine: str = "auto", **attrs: Any) -> Any:
+def simulate(op: str, *arrays: Any, numerics: str, executor: str = "auto", **attrs: Any) -> Any:
     """``sim.run_op``, asserting that ``op`` itself ran in the simulator (was not folded)."""
     simulated: list[str] = []
     real_run = interpreter.run
@@ -1907,7 +1907,7 @@ def simulate(op: str, *arrays: Any, numerics: str, engine: str = "auto", **attrs
         return real_run(program, feeds, **options)
 
     with mock.patch.object(interpreter, "run", spy):
-        result = sim.run_op(op, *arrays, numerics=numerics, executor=engine, **attrs)
+        result = sim.run_op(op, *arrays, numerics=numerics, executor=executor, **attrs)
     assert op in simulated, f"{op} did not reach the simulator (ran {simulated})"
     return result
 
