@@ -20,12 +20,12 @@ def _count(x: Any, axes: tuple[int, ...]) -> int:
 
 
 @register("reduce_sum")
-def reduce_sum(ctx: OpContext, x: Any, axes: Any = None, keep_dims: Any = False) -> Any:
+def reduce_sum(ctx: OpContext, x: Any, axes: Any = None, *, keep_dims: Any) -> Any:
     return ctx.numerics.sum(np.asarray(x), axes_of(axes, np.ndim(x)), bool(keep_dims))
 
 
 @register("reduce_mean")
-def reduce_mean(ctx: OpContext, x: Any, axes: Any = None, keep_dims: Any = False) -> Any:
+def reduce_mean(ctx: OpContext, x: Any, axes: Any = None, *, keep_dims: Any) -> Any:
     chosen = axes_of(axes, np.ndim(x))
     total = ctx.numerics.round(ctx.numerics.sum(np.asarray(x), chosen, bool(keep_dims)))
     with errstate():
@@ -33,23 +33,23 @@ def reduce_mean(ctx: OpContext, x: Any, axes: Any = None, keep_dims: Any = False
 
 
 @register("reduce_max")
-def reduce_max(ctx: OpContext, x: Any, axes: Any = None, keep_dims: Any = False) -> Any:
+def reduce_max(ctx: OpContext, x: Any, axes: Any = None, *, keep_dims: Any) -> Any:
     return np.max(x, axis=axes_of(axes, np.ndim(x)), keepdims=bool(keep_dims))
 
 
 @register("reduce_min")
-def reduce_min(ctx: OpContext, x: Any, axes: Any = None, keep_dims: Any = False) -> Any:
+def reduce_min(ctx: OpContext, x: Any, axes: Any = None, *, keep_dims: Any) -> Any:
     return np.min(x, axis=axes_of(axes, np.ndim(x)), keepdims=bool(keep_dims))
 
 
 @register("reduce_prod")
-def reduce_prod(ctx: OpContext, x: Any, axes: Any = None, keep_dims: Any = False) -> Any:
+def reduce_prod(ctx: OpContext, x: Any, axes: Any = None, *, keep_dims: Any) -> Any:
     with errstate():
         return np.prod(x, axis=axes_of(axes, np.ndim(x)), keepdims=bool(keep_dims))
 
 
 @register("reduce_l1_norm")
-def reduce_l1_norm(ctx: OpContext, x: Any, axes: Any = None, keep_dims: Any = False) -> Any:
+def reduce_l1_norm(ctx: OpContext, x: Any, axes: Any = None, *, keep_dims: Any) -> Any:
     return ctx.numerics.sum(np.abs(x), axes_of(axes, np.ndim(x)), bool(keep_dims))
 
 
@@ -60,25 +60,25 @@ def _sum_squares(ctx: OpContext, x: Any, axes: Any, keep_dims: Any) -> Any:
 
 
 @register("reduce_sum_square")
-def reduce_sum_square(ctx: OpContext, x: Any, axes: Any = None, keep_dims: Any = False) -> Any:
+def reduce_sum_square(ctx: OpContext, x: Any, axes: Any = None, *, keep_dims: Any) -> Any:
     return _sum_squares(ctx, x, axes, keep_dims)
 
 
 @register("reduce_l2_norm")
-def reduce_l2_norm(ctx: OpContext, x: Any, axes: Any = None, keep_dims: Any = False) -> Any:
+def reduce_l2_norm(ctx: OpContext, x: Any, axes: Any = None, *, keep_dims: Any) -> Any:
     with errstate():
         return np.sqrt(ctx.numerics.round(_sum_squares(ctx, x, axes, keep_dims)))
 
 
 @register("reduce_log_sum")
-def reduce_log_sum(ctx: OpContext, x: Any, axes: Any = None, keep_dims: Any = False) -> Any:
+def reduce_log_sum(ctx: OpContext, x: Any, axes: Any = None, *, keep_dims: Any) -> Any:
     with errstate():
         total = ctx.numerics.sum(np.asarray(x), axes_of(axes, np.ndim(x)), bool(keep_dims))
         return np.log(ctx.numerics.round(total))
 
 
 @register("reduce_log_sum_exp")
-def reduce_log_sum_exp(ctx: OpContext, x: Any, axes: Any = None, keep_dims: Any = False) -> Any:
+def reduce_log_sum_exp(ctx: OpContext, x: Any, axes: Any = None, *, keep_dims: Any) -> Any:
     chosen = axes_of(axes, np.ndim(x))
     with errstate():
         peak = np.max(x, axis=chosen, keepdims=True)
@@ -90,7 +90,11 @@ def reduce_log_sum_exp(ctx: OpContext, x: Any, axes: Any = None, keep_dims: Any 
 
 @register("reduce_argmax", "reduce_argmin")
 def reduce_arg(
-    ctx: OpContext, x: Any, axis: Any = -1, keep_dims: Any = False, output_dtype: Any = "int32"
+    ctx: OpContext,
+    x: Any,
+    axis: Any,
+    keep_dims: Any,
+    output_dtype: Any = "int32",  # iOS15's reduce_argmax/argmin have no output_dtype
 ) -> Any:
     index = axis_of(axis, np.ndim(x))
     find = np.argmax if ctx.op.op_type == "reduce_argmax" else np.argmin
@@ -99,9 +103,7 @@ def reduce_arg(
 
 
 @register("cumsum")
-def cumsum(
-    ctx: OpContext, x: Any, axis: Any = 0, exclusive: Any = False, reverse: Any = False
-) -> Any:
+def cumsum(ctx: OpContext, x: Any, axis: Any, exclusive: Any, reverse: Any) -> Any:
     index = axis_of(axis, np.ndim(x))
     values = np.flip(x, index) if reverse else np.asarray(x)
     with errstate():
@@ -146,7 +148,7 @@ def _reduce_other(low: Lowering, op: Any) -> list[str]:
 @lowers("reduce_argmax", "reduce_argmin")
 def _argmax(low: Lowering, op: Any) -> list[str]:
     rank = len(shape_of(op.x))
-    axis = int(low.const(op.axis)) % rank
+    axis = int(low.param(op, "axis")) % rank
     keep = int(low.keepdims(op))
     onnx_op = "ArgMax" if op.op_type == "reduce_argmax" else "ArgMin"
     index = low.node(onnx_op, low.value(op.x), axis=axis, keepdims=keep)
