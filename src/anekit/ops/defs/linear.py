@@ -31,9 +31,7 @@ def _swap_last(a: Any) -> Any:
 
 
 @register("matmul")
-def matmul(
-    ctx: OpContext, x: Any, y: Any, transpose_x: Any = False, transpose_y: Any = False
-) -> Any:
+def matmul(ctx: OpContext, x: Any, y: Any, transpose_x: Any, transpose_y: Any) -> Any:
     a = _swap_last(x) if transpose_x else x
     b = _swap_last(y) if transpose_y else y
     if not (_is_float32(a) and _is_float32(b)):
@@ -44,7 +42,7 @@ def matmul(
 
 
 @register("linear")
-def linear(ctx: OpContext, x: Any, weight: Any, bias: Any = None) -> Any:
+def linear(ctx: OpContext, x: Any, weight: Any, bias: Any) -> Any:
     x = np.asarray(x, np.float32)
     ctx.stored = ctx.numerics.fp16
     with errstate():
@@ -68,11 +66,12 @@ def conv(
     x: Any,
     weight: Any,
     bias: Any = None,
-    strides: Any = None,
-    pad_type: Any = "valid",
-    pad: Any = None,
-    dilations: Any = None,
-    groups: Any = 1,
+    *,
+    strides: Any,
+    pad_type: Any,
+    pad: Any,
+    dilations: Any,
+    groups: Any,
 ) -> Any:
     x = np.asarray(x)
     weight = np.asarray(weight)
@@ -122,12 +121,13 @@ def conv_transpose(
     x: Any,
     weight: Any,
     bias: Any = None,
-    pad: Any = None,
     output_shape: Any = None,
-    pad_type: Any = "valid",
-    strides: Any = None,
-    dilations: Any = None,
-    groups: Any = 1,
+    *,
+    pad: Any,
+    pad_type: Any,
+    strides: Any,
+    dilations: Any,
+    groups: Any,
 ) -> Any:
     x = np.asarray(x)
     weight = np.asarray(weight)  # (C_in, C_out / groups, *kernel)
@@ -187,21 +187,24 @@ def _matmul(low: Lowering, op: Any) -> list[str]:
     if len(shape_of(op.x)) < 2 or len(shape_of(op.y)) < 2:
         raise NotLowerable("matmul of a rank-1 operand")
 
-    def transposed(value: str, flag: Any, var: Any) -> str:
-        if flag is None or not bool(low.const(flag)):
+    def transposed(value: str, name: str, var: Any) -> str:
+        if not bool(low.param(op, name)):
             return value
         rank = len(shape_of(var))
         return low.node("Transpose", value, perm=[*range(rank - 2), rank - 1, rank - 2])
 
-    x, y = transposed(x, op.transpose_x, op.x), transposed(y, op.transpose_y, op.y)
+    x, y = transposed(x, "transpose_x", op.x), transposed(y, "transpose_y", op.y)
     return [low.node("MatMul", x, y)]
 
 
-def _weighted(low: Lowering, x: str, weight: np.ndarray, bias: Any) -> list[str]:
-    """The inputs of a Gemm or Conv: ``x``, the weight and the bias as stored."""
+def _weighted(low: Lowering, x: str, weight: np.ndarray, op: Any) -> list[str]:
+    """The inputs of a Gemm or Conv: ``x``, the weight and the op's bias (unless it is
+    absent) as stored."""
     inputs = [x, low.graph.constant(weight, np.float32)]
+    bias = low.param(op, "bias")
     if bias is not None:
-        inputs.append(low.graph.constant(low.weight(bias), np.float32))
+        stored = low.numerics.store(np.asarray(bias, np.float32), np.dtype(np.float32))
+        inputs.append(low.graph.constant(np.asarray(stored), np.float32))
     return inputs
 
 
@@ -209,7 +212,7 @@ def _weighted(low: Lowering, x: str, weight: np.ndarray, bias: Any) -> list[str]
 def _linear(low: Lowering, op: Any) -> list[str]:
     x = low.float_value(op.x)
     shape = shape_of(op.x)
-    inputs = _weighted(low, x, low.weight(op.weight), op.bias)
+    inputs = _weighted(low, x, low.weight(op.weight), op)
     if len(shape) != 2:
         # One GEMM over all leading axes, bias fused, as the interpreter does.
         inputs[0] = low.node("Reshape", x, low.constant([-1, shape[-1]]))
@@ -223,15 +226,13 @@ def _linear(low: Lowering, op: Any) -> list[str]:
 def _conv(low: Lowering, op: Any) -> list[str]:
     x = low.float_value(op.x)
     weight = low.weight(op.weight)
-    arguments = {
-        name: low.const(getattr(op, name)) for name in ("strides", "dilations", "pad_type", "pad")
-    }
+    arguments = {name: low.param(op, name) for name in ("strides", "dilations", "pad_type", "pad")}
     strides, dilations, padding = conv_geometry(
         shape_of(op.x)[2:], tuple(weight.shape[2:]), **arguments
     )
     pads = [begin for begin, _ in padding] + [end for _, end in padding]
     groups = int(low.param(op, "groups"))
-    inputs = _weighted(low, x, weight, op.bias)
+    inputs = _weighted(low, x, weight, op)
     conv = low.node("Conv", *inputs, strides=strides, dilations=dilations, pads=pads, group=groups)
     return [conv]
 

@@ -61,11 +61,12 @@ def pool(
     ctx: OpContext,
     x: Any,
     kernel_sizes: Any,
-    strides: Any = None,
-    pad_type: Any = "valid",
-    pad: Any = None,
-    exclude_padding_from_average: Any = False,
-    ceil_mode: Any = False,
+    strides: Any,
+    pad_type: Any,
+    pad: Any,
+    exclude_padding_from_average: Any = False,  # max_pool and l2_pool have no such input
+    *,
+    ceil_mode: Any,
 ) -> Any:
     """The maximum, the average (over the window, or over its input positions with
     ``exclude_padding_from_average``) or the l2 norm (sqrt of the sum of squares, MIL
