@@ -55,11 +55,7 @@ def while_loop(ctx: OpContext, loop_vars: Any) -> Any:
 
 @register("make_list")
 def make_list(
-    ctx: OpContext,
-    elem_shape: Any,
-    init_length: Any = 1,
-    dynamic_length: Any = True,
-    dtype: Any = "fp32",
+    ctx: OpContext, elem_shape: Any, init_length: Any, dynamic_length: Any, dtype: Any
 ) -> Any:
     shape = tuple(int(np.asarray(dim)) for dim in elem_shape)
     zeros: np.ndarray = np.zeros(shape, _DTYPES[str(dtype)])

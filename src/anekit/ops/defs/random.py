@@ -18,7 +18,7 @@ from anekit.ops.registry import OpContext, register
 
 
 def _generator(seed: Any) -> np.random.Generator:
-    value = int(np.asarray(seed).reshape(-1)[0]) if seed is not None else -1
+    value = int(np.asarray(seed).reshape(-1)[0])
     return np.random.default_rng(None if value == -1 else value)
 
 
@@ -27,31 +27,25 @@ def _shape(shape: Any) -> list[int]:
 
 
 @register("random_bernoulli")
-def random_bernoulli(ctx: OpContext, shape: Any, prob: Any = 0.5, seed: Any = -1) -> Any:
+def random_bernoulli(ctx: OpContext, shape: Any, prob: Any, seed: Any) -> Any:
     p = float(np.asarray(prob))
     return (_generator(seed).random(_shape(shape)) < p).astype(np.float32)
 
 
 @register("random_normal")
-def random_normal(
-    ctx: OpContext, shape: Any, mean: Any = 0.0, stddev: Any = 1.0, seed: Any = -1
-) -> Any:
+def random_normal(ctx: OpContext, shape: Any, mean: Any, stddev: Any, seed: Any) -> Any:
     draw = _generator(seed).standard_normal(_shape(shape))
     return (float(np.asarray(mean)) + float(np.asarray(stddev)) * draw).astype(np.float32)
 
 
 @register("random_uniform")
-def random_uniform(
-    ctx: OpContext, shape: Any, low: Any = 0.0, high: Any = 1.0, seed: Any = -1
-) -> Any:
+def random_uniform(ctx: OpContext, shape: Any, low: Any, high: Any, seed: Any) -> Any:
     lo, hi = float(np.asarray(low)), float(np.asarray(high))
     return (lo + (hi - lo) * _generator(seed).random(_shape(shape))).astype(np.float32)
 
 
 @register("random_categorical")
-def random_categorical(
-    ctx: OpContext, x: Any, mode: str = "logits", size: Any = 1, seed: Any = -1
-) -> Any:
+def random_categorical(ctx: OpContext, x: Any, mode: Any, size: Any, seed: Any) -> Any:
     """``size`` class indices drawn with replacement from each distribution of the last
     axis (``x`` logits, or probabilities with ``mode="probs"``), as floats."""
     values = np.asarray(x, np.float64)

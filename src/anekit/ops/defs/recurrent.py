@@ -87,9 +87,10 @@ def rnn(
     weight_ih: Any,
     weight_hh: Any,
     bias: Any = None,
-    direction: Any = "forward",
-    output_sequence: Any = False,
-    activation: Any = "tanh",
+    *,
+    direction: Any,
+    output_sequence: Any,
+    activation: Any,
 ) -> Any:
     """MIL ``rnn``: h_t = activation(W_ih x_t + W_hh h_{t-1} + b)."""
     act, w_hh = _act(activation), _f32(weight_hh)
@@ -110,12 +111,13 @@ def gru(
     weight_ih: Any,
     weight_hh: Any,
     bias: Any = None,
-    direction: Any = "forward",
-    output_sequence: Any = False,
-    recurrent_activation: Any = "sigmoid",
-    activation: Any = "tanh",
-    reset_after: Any = False,
+    reset_after: Any = False,  # iOS15 and iOS17 gru have no reset_after
     input_bias: Any = None,
+    *,
+    direction: Any,
+    output_sequence: Any,
+    recurrent_activation: Any,
+    activation: Any,
 ) -> Any:
     """MIL ``gru``, gates in [r | o | z] order (reset, output/new, update):
     r, z = recurrent_activation(W_i x_t + W_h h_{t-1} + b); h_t = (1 - z) o + z h_{t-1};
@@ -155,12 +157,13 @@ def lstm(
     weight_hh_back: Any = None,
     bias_back: Any = None,
     peephole_back: Any = None,
-    direction: Any = "forward",
-    output_sequence: Any = False,
-    recurrent_activation: Any = "sigmoid",
-    cell_activation: Any = "tanh",
-    activation: Any = "tanh",
     clip: Any = None,
+    *,
+    direction: Any,
+    output_sequence: Any,
+    recurrent_activation: Any,
+    cell_activation: Any,
+    activation: Any,
 ) -> Any:
     """MIL ``lstm``, gates in [i | f | o | z] order, peephole in [i | f | o]:
     i, f = recurrent_activation(W_i x_t + W_h h_{t-1} + b + p * c_{t-1});
