@@ -83,7 +83,7 @@ def _scaled_size(ctx: OpContext, x: Any, scale_h: Any, scale_w: Any) -> tuple[in
 
 @register("upsample_nearest_neighbor")
 def upsample_nearest_neighbor(
-    ctx: OpContext, x: Any, scale_factor_height: Any = 1, scale_factor_width: Any = 1
+    ctx: OpContext, x: Any, scale_factor_height: Any, scale_factor_width: Any
 ) -> Any:
     """Output pixel (i, j) is input pixel (floor(i / scale_h), floor(j / scale_w))."""
     height, width = _scaled_size(ctx, x, scale_factor_height, scale_factor_width)
@@ -96,10 +96,10 @@ def upsample_nearest_neighbor(
 def upsample_bilinear(
     ctx: OpContext,
     x: Any,
-    scale_factor_height: Any = 1,
-    scale_factor_width: Any = 1,
-    align_corners: Any = True,
-    half_pixel_centers: Any = None,
+    scale_factor_height: Any,
+    scale_factor_width: Any,
+    align_corners: Any,
+    half_pixel_centers: Any = None,  # iOS15's upsample_bilinear lacks it; iOS16's: absent
 ) -> Any:
     """Bilinear upsampling; the spacing is recomputed from the output size (MIL iOS15/16).
 
@@ -117,9 +117,9 @@ def upsample_bilinear(
 def resize_bilinear(
     ctx: OpContext,
     x: Any,
-    target_size_height: Any = 1,
-    target_size_width: Any = 1,
-    sampling_mode: Any = "DEFAULT",
+    target_size_height: Any,
+    target_size_width: Any,
+    sampling_mode: Any,
 ) -> Any:
     return _resample(x, int(target_size_height), int(target_size_width), str(sampling_mode))
 
@@ -141,8 +141,8 @@ def resize(
     x: Any,
     shape: Any,
     resized_dims: Any,
-    interpolation_mode: Any = "LINEAR",
-    sampling_mode: Any = "DEFAULT",
+    interpolation_mode: Any,
+    sampling_mode: Any,
 ) -> Any:
     """iOS17 ``resize``: the last ``resized_dims`` axes take their sizes from the end of
     ``shape`` (0 keeps x's size). NEAREST_NEIGHBOR with DEFAULT sampling is
@@ -176,16 +176,17 @@ def crop(ctx: OpContext, x: Any, crop_height: Any, crop_width: Any) -> Any:
 def crop_resize(
     ctx: OpContext,
     x: Any,
-    roi: Any = None,
-    boxes: Any = None,
+    roi: Any = None,  # iOS15/16 only
+    boxes: Any = None,  # iOS17 only, with box_indices
     box_indices: Any = None,
-    target_height: Any = 1,
-    target_width: Any = 1,
-    normalized_coordinates: Any = False,
-    spatial_scale: Any = 1.0,
-    box_coordinate_mode: Any = "CORNERS_HEIGHT_FIRST",
-    sampling_mode: Any = "DEFAULT",
-    pad_value: Any = 0.0,
+    pad_value: Any = 0.0,  # iOS15's crop_resize has no pad_value
+    *,
+    target_height: Any,
+    target_width: Any,
+    normalized_coordinates: Any,
+    spatial_scale: Any,
+    box_coordinate_mode: Any,
+    sampling_mode: Any,
 ) -> Any:
     """Each box resampled bilinearly to the target size; grid points outside the image
     take ``pad_value`` (TensorFlow's crop_and_resize ``extrapolation_value``).
@@ -205,9 +206,7 @@ def crop_resize(
             images = np.broadcast_to(np.arange(batch), (len(coords), batch))
     else:
         coords = np.asarray(boxes, np.float64)
-        count = len(coords)
-        picked = np.arange(count) if box_indices is None else np.asarray(box_indices)
-        images = picked.astype(np.intp).reshape(count, 1)
+        images = np.asarray(box_indices).astype(np.intp).reshape(len(coords), 1)
     a, b, c, d = coords.T
     mode = str(box_coordinate_mode)
     if mode.endswith("WIDTH_FIRST"):
