@@ -51,7 +51,7 @@ latency at 10k and 100k chunks, and the re-index of an unchanged repository, in 
    lanes=["cpu"]).update()`` timed inside the process (imports and start excluded) and the
    whole process timed from outside (included), alternating with the command ``anekit index
    TREE --store STORE --lane cpu --json`` (what a user runs, timed from outside). Each pass
-   checks that no file was indexed, nothing embedded and no lane started (``Index._embedder
+   checks that no file was indexed, nothing embedded and no lane started (``Index._pool
    is None``); before it, the store's chunker version is checked against the source's (a
    source edit that moves it mid-run would otherwise re-embed everything). The files are in
    the OS page cache (warm).
@@ -259,7 +259,7 @@ def _child_index(spec: dict[str, Any]) -> dict[str, Any]:
     summary = index.update()
     seconds = time.perf_counter() - start
     memory = sampler.finish()
-    lane_started = index._embedder is not None
+    lane_started = index._pool is not None
     with index.store.read():  # one embedding per distinct model text
         (distinct,) = index.store._conn.execute(
             "SELECT COUNT(DISTINCT text_hash) FROM chunks"
@@ -283,6 +283,7 @@ def _child_raw(spec: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
     from anekit.embedder import Embedder
+    from anekit.lanes.scheduler import Scheduler
     from anekit.search.chunk import model_text
 
     texts = [
@@ -293,14 +294,16 @@ def _child_raw(spec: dict[str, Any]) -> dict[str, Any]:
     sampler = MemorySampler().start()
     start = time.perf_counter()
     embedder = Embedder(lanes=LANES)
-    embedder.scheduler.start()
+    pool = embedder.pool
+    assert isinstance(pool, Scheduler)  # lanes on this machine
+    pool.start()
     started = time.perf_counter()
     token_ids = embedder.tokenize(texts)
     tokenized = time.perf_counter()
     vectors = embedder.embed_ids(token_ids)
     done = time.perf_counter()
     memory = sampler.finish()
-    fallback = embedder.scheduler.summary.fallback
+    fallback = pool.summary.fallback
     embedder.close()
     return {
         "chunks": len(texts),
