@@ -193,7 +193,7 @@ def _default_lanes(claim: Claim, ns: Namespace) -> None:
 
 def _worker_lane(claim: Claim, ns: Namespace) -> None:
     # ONNX Runtime int8 in a worker process
-    (status,) = ns["embedder"].scheduler.status()
+    (status,) = ns["embedder"].pool.status()
     assert status["lane"] == "cpu" and status["device"] == "CPU (ONNX Runtime int8)"
     assert status["pid"] not in (None, os.getpid())
     reference = anekit.Embedder(runtime="numpy").encode(ns["chunks"])
@@ -203,7 +203,7 @@ def _worker_lane(claim: Claim, ns: Namespace) -> None:
 
 def _admission_cosine(claim: Claim, ns: Namespace) -> None:
     # its admission cosine, >= the 0.98 floor
-    (status,) = ns["embedder"].scheduler.status()
+    (status,) = ns["embedder"].pool.status()
     assert status["floor"] == 0.98 and not status["below_floor"]
     assert float(claim.printed) == pytest.approx(status["min_cosine"], abs=1e-12)
     assert 0.98 <= float(claim.printed) < 1.0  # int8: close, not identical
@@ -223,7 +223,7 @@ CHECKS: dict[str, Check] = {
     "print(vectors.shape)": _unit_vectors_in_input_order,
     'with anekit.Embedder(lanes=["cpu"]) as embedder:': _default_lanes,
     "vectors = embedder.encode(chunks)": _worker_lane,
-    'print(embedder.scheduler.status()[0]["min_cosine"])': _admission_cosine,
+    'print(embedder.pool.status()[0]["min_cosine"])': _admission_cosine,
 }
 
 
