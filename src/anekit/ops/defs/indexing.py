@@ -47,9 +47,10 @@ def scatter(
     data: Any,
     indices: Any,
     updates: Any,
-    axis: Any = 0,
-    mode: Any = "add",
-    validate_indices: Any = False,
+    validate_indices: Any = False,  # iOS15's scatter/scatter_along_axis lack it
+    *,
+    axis: Any,
+    mode: Any,
 ) -> Any:
     """MIL ``scatter``: ``updates`` slices into ``data`` at ``indices`` along ``axis``;
     ``scatter_along_axis``: ``updates[p]`` into ``data`` at ``p`` with ``p[axis]``
@@ -69,8 +70,9 @@ def scatter_nd(
     data: Any,
     indices: Any,
     updates: Any,
-    mode: Any = "add",
-    validate_indices: Any = False,
+    validate_indices: Any = False,  # iOS15's scatter_nd lacks it
+    *,
+    mode: Any,
 ) -> Any:
     """MIL ``scatter_nd``: ``updates[i...]`` into ``data[indices[i..., :]]``."""
     depth = np.shape(indices)[-1]
@@ -85,7 +87,7 @@ def non_zero(ctx: OpContext, x: Any) -> Any:
 
 
 @register("sliding_windows")
-def sliding_windows(ctx: OpContext, x: Any, axis: Any, size: Any, stride: Any = 1) -> Any:
+def sliding_windows(ctx: OpContext, x: Any, axis: Any, size: Any, stride: Any) -> Any:
     """MIL ``sliding_windows``: windows of ``size`` every ``stride`` along ``axis``; the
     window axis follows ``axis``."""
     index, step, width = axis_of(axis, np.ndim(x)), int(stride), int(size)
@@ -94,9 +96,7 @@ def sliding_windows(ctx: OpContext, x: Any, axis: Any, size: Any, stride: Any = 
 
 
 @register("reverse_sequence")
-def reverse_sequence(
-    ctx: OpContext, x: Any, lengths: Any, seq_axis: Any = 0, batch_axis: Any = 0
-) -> Any:
+def reverse_sequence(ctx: OpContext, x: Any, lengths: Any, seq_axis: Any, batch_axis: Any) -> Any:
     """MIL ``reverse_sequence``: for each ``b`` along ``batch_axis``, reverse the first
     ``lengths[b]`` elements along ``seq_axis``."""
     rank = np.ndim(x)

@@ -57,14 +57,14 @@ def squeeze(ctx: OpContext, x: Any, axes: Any = None) -> Any:
 
 
 @register("flatten2d")
-def flatten2d(ctx: OpContext, x: Any, axis: Any = 1) -> Any:
+def flatten2d(ctx: OpContext, x: Any, axis: Any) -> Any:
     # MIL: (prod(shape[:axis]), prod(shape[axis:])), with Python's slicing of axis.
     shape = np.shape(x)
     return np.reshape(x, (int(np.prod(shape[: int(axis)], dtype=np.int64)), -1))
 
 
 @register("concat")
-def concat(ctx: OpContext, values: Any, axis: Any, interleave: Any = False) -> Any:
+def concat(ctx: OpContext, values: Any, axis: Any, interleave: Any) -> Any:
     index = axis_of(axis, np.ndim(values[0]))
     if not interleave:
         return np.concatenate(values, axis=index)
@@ -81,7 +81,7 @@ def stack(ctx: OpContext, values: Any, axis: Any) -> Any:
 
 @register("split")
 def split(
-    ctx: OpContext, x: Any, num_splits: Any = None, split_sizes: Any = None, axis: Any = 0
+    ctx: OpContext, x: Any, axis: Any, num_splits: Any = None, split_sizes: Any = None
 ) -> Any:
     index = axis_of(axis, np.ndim(x))
     if split_sizes is not None:
@@ -137,7 +137,7 @@ _PAD_MODES = {
 
 
 @register("pad")
-def pad(ctx: OpContext, x: Any, pad: Any, mode: Any = "constant", constant_val: Any = 0.0) -> Any:
+def pad(ctx: OpContext, x: Any, pad: Any, mode: Any, constant_val: Any) -> Any:
     pairs = [(int(begin), int(end)) for begin, end in np.reshape(pad, (-1, 2))]
     widths = [(0, 0)] * (np.ndim(x) - len(pairs)) + pairs
     numpy_mode = _PAD_MODES[str(mode)]
@@ -151,9 +151,10 @@ def gather(
     ctx: OpContext,
     x: Any,
     indices: Any,
-    axis: Any = 0,
-    batch_dims: Any = 0,
-    validate_indices: Any = False,
+    batch_dims: Any = 0,  # iOS15's gather lacks it
+    validate_indices: Any = False,  # iOS15 and iOS16's gather lack it
+    *,
+    axis: Any,
 ) -> Any:
     index = axis_of(axis, np.ndim(x))
     batch = int(batch_dims)
@@ -169,7 +170,11 @@ def gather(
 
 @register("gather_along_axis")
 def gather_along_axis(
-    ctx: OpContext, x: Any, indices: Any, axis: Any = 0, validate_indices: Any = False
+    ctx: OpContext,
+    x: Any,
+    indices: Any,
+    axis: Any,
+    validate_indices: Any = False,  # iOS15 and iOS16's gather_along_axis lack it
 ) -> Any:
     index = axis_of(axis, np.ndim(x))
     picked = wrap_indices(indices, np.shape(x)[index])
@@ -178,7 +183,11 @@ def gather_along_axis(
 
 @register("gather_nd")
 def gather_nd(
-    ctx: OpContext, x: Any, indices: Any, batch_dims: Any = 0, validate_indices: Any = False
+    ctx: OpContext,
+    x: Any,
+    indices: Any,
+    batch_dims: Any = 0,  # iOS15's gather_nd lacks it
+    validate_indices: Any = False,  # iOS15 and iOS16's gather_nd lack it
 ) -> Any:
     """MIL gather_nd (iOS16+): ``out[b..., i...] = x[b..., *indices[b..., i..., :]]`` with
     ``b`` the first ``batch_dims`` axes of both ``x`` and ``indices``."""
@@ -190,12 +199,12 @@ def gather_nd(
 
 
 @register("fill")
-def fill(ctx: OpContext, shape: Any, value: Any = 0.0) -> Any:
+def fill(ctx: OpContext, shape: Any, value: Any) -> Any:
     return np.full([int(d) for d in np.asarray(shape).reshape(-1)], value)
 
 
 @register("fill_like")
-def fill_like(ctx: OpContext, ref_tensor: Any, value: Any = 0.0) -> Any:
+def fill_like(ctx: OpContext, ref_tensor: Any, value: Any) -> Any:
     return np.full(np.shape(ref_tensor), value)
 
 
@@ -214,9 +223,9 @@ def one_hot(
     ctx: OpContext,
     indices: Any,
     one_hot_vector_size: Any,
-    axis: Any = -1,
-    on_value: Any = 1,
-    off_value: Any = 0,
+    axis: Any,
+    on_value: Any,
+    off_value: Any,
 ) -> Any:
     size = int(one_hot_vector_size)
     encoded = np.arange(size) == np.expand_dims(np.asarray(indices), -1)
@@ -225,7 +234,7 @@ def one_hot(
 
 
 @register("band_part")
-def band_part(ctx: OpContext, x: Any, lower: Any = -1, upper: Any = -1) -> Any:
+def band_part(ctx: OpContext, x: Any, lower: Any, upper: Any) -> Any:
     rows, cols = np.shape(x)[-2:]
     m = np.arange(rows)[:, None]
     n = np.arange(cols)[None, :]
@@ -235,7 +244,10 @@ def band_part(ctx: OpContext, x: Any, lower: Any = -1, upper: Any = -1) -> Any:
 
 @register("depth_to_space", "pixel_shuffle")
 def depth_to_space(
-    ctx: OpContext, x: Any, block_size: Any = None, upscale_factor: Any = None
+    ctx: OpContext,
+    x: Any,
+    block_size: Any = None,  # depth_to_space's; pixel_shuffle has upscale_factor
+    upscale_factor: Any = None,
 ) -> Any:
     b = int(block_size if block_size is not None else upscale_factor)
     n, c, h, w = np.shape(x)
@@ -248,7 +260,10 @@ def depth_to_space(
 
 @register("space_to_depth", "pixel_unshuffle")
 def space_to_depth(
-    ctx: OpContext, x: Any, block_size: Any = None, downscale_factor: Any = None
+    ctx: OpContext,
+    x: Any,
+    block_size: Any = None,  # space_to_depth's; pixel_unshuffle has downscale_factor
+    downscale_factor: Any = None,
 ) -> Any:
     b = int(block_size if block_size is not None else downscale_factor)
     n, c, h, w = np.shape(x)
@@ -337,7 +352,7 @@ def _sorted_indices(x: Any, axis: int, ascending: bool) -> Any:
 
 
 @register("argsort")
-def argsort(ctx: OpContext, x: Any, axis: Any = -1, ascending: Any = False) -> Any:
+def argsort(ctx: OpContext, x: Any, axis: Any, ascending: Any) -> Any:
     return _sorted_indices(x, axis_of(axis, np.ndim(x)), bool(ascending)).astype(np.int32)
 
 
@@ -345,12 +360,12 @@ def argsort(ctx: OpContext, x: Any, axis: Any = -1, ascending: Any = False) -> A
 def topk(
     ctx: OpContext,
     x: Any,
-    k: Any = 1,
-    axis: Any = -1,
-    ascending: Any = False,
-    sort: Any = True,
-    return_indices: Any = True,
-    output_indices_dtype: Any = "int32",
+    k: Any,
+    axis: Any,
+    ascending: Any,
+    sort: Any = True,  # iOS15's topk lacks it
+    return_indices: Any = True,  # iOS15's topk lacks it
+    output_indices_dtype: Any = "int32",  # iOS15 and iOS16's topk lack it
 ) -> Any:
     index = axis_of(axis, np.ndim(x))
     order = np.take(_sorted_indices(x, index, bool(ascending)), range(int(k)), axis=index)
@@ -414,7 +429,7 @@ def _transpose(low: Lowering, op: Any) -> list[str]:
 
 @lowers("concat")
 def _concat(low: Lowering, op: Any) -> list[str]:
-    if op.interleave is not None and bool(low.const(op.interleave)):
+    if bool(low.param(op, "interleave")):
         raise NotLowerable("interleaved concat")
     rank = len(shape_of(op.values[0]))
     axis = int(low.const(op.axis)) % rank
@@ -460,7 +475,8 @@ def _slice_by_index(low: Lowering, op: Any) -> list[str]:
 
 @lowers("gather")
 def _gather(low: Lowering, op: Any) -> list[str]:
-    if op.batch_dims is not None and int(low.const(op.batch_dims)) != 0:
+    batch_dims = low.param(op, "batch_dims")  # None: iOS15's gather, which lacks it
+    if batch_dims is not None and int(batch_dims) != 0:
         raise NotLowerable("gather with batch_dims")
     rank = len(shape_of(op.x))
     axis = int(low.param(op, "axis")) % rank
