@@ -141,7 +141,7 @@ def _gelu(low: Lowering, op: Any) -> list[str]:
 
 @lowers("softmax")
 def _softmax(low: Lowering, op: Any) -> list[str]:
-    axis = int(low.const(op.axis)) % len(shape_of(op.x))
+    axis = int(low.param(op, "axis")) % len(shape_of(op.x))
     return [composites.softmax(low.space, low.float_value(op.x), axis)]
 
 
@@ -160,7 +160,7 @@ def _gelu_fused(low: Lowering, op: Any) -> list[str]:
 
 @lowers("softmax", target="onnx_fused")
 def _softmax_fused(low: Lowering, op: Any) -> list[str]:
-    axis = int(low.const(op.axis)) % len(shape_of(op.x))
+    axis = int(low.param(op, "axis")) % len(shape_of(op.x))
     return [low.node("Softmax", low.value(op.x), axis=axis)]
 
 
