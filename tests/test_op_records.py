@@ -305,3 +305,127 @@ def test_no_module_restates_layer_norm_epsilon_or_gelu_mode() -> None:
         text = (root / name).read_text()
         assert "1e-5" not in text and "1e-05" not in text, name
         assert '"EXACT"' not in text, name
+
+
+class _StandInVar:
+    """A stand-in for every input of an op class, enough for ``default_inputs()`` to run
+    (conv's strides need x's rank, linear's bias the weight's shape, ...)."""
+
+    rank = 4
+    shape = (2, 3, 4, 5)
+    val = None
+
+    @property
+    def dtype(self) -> Any:
+        from coremltools.converters.mil.mil import types
+
+        return types.fp32
+
+
+def _spec_versions(op_type: str) -> dict[str, dict[str, str]]:
+    """For every class coremltools registers for ``op_type`` (each opset version that
+    changed it), by module and name: per input, ``required``, ``default`` (optional, and
+    the spec's default, which the interpreter fills in, is a value) or ``absent``
+    (optional, and its default is "absent")."""
+    from coremltools.converters.mil.mil.ops.registry import SSAOpRegistry
+
+    versions = {}
+    for cls in dict.fromkeys(SSAOpRegistry.core_ops.get(op_type, {}).values()):
+        stand_in = cls.__new__(cls)
+        inputs = cls.input_spec.input_types
+        for name in inputs:
+            object.__setattr__(stand_in, name, _StandInVar())
+        defaults = dict(cls.default_inputs(stand_in).items())
+        versions[f"{cls.__module__.rsplit('.', 2)[-2]}.{cls.__name__}"] = {
+            name: "required"
+            if not kind.optional
+            else "default"
+            if defaults.get(name) is not None
+            else "absent"
+            for name, kind in inputs.items()
+        }
+    return versions
+
+
+def _references() -> dict[Any, dict[str, dict[str, str]]]:
+    """Each reference with the spec versions of every op type it runs."""
+    found: dict[Any, dict[str, dict[str, str]]] = {}
+    for name, entry in OPS.items():
+        if entry.reference is not None:
+            found.setdefault(entry.reference, {}).update(_spec_versions(name))
+    return found
+
+
+#: Python defaults a reference may keep on an input that every version always gives,
+#: (reference, parameter) -> reason. Empty: a default is kept only where some op type
+#: sharing the reference, or some opset version, lacks the input or leaves it absent.
+_KEPT_DEFAULTS: dict[tuple[str, str], str] = {}
+
+
+def test_no_reference_restates_a_mil_default() -> None:
+    # A Python default on an input that every registered opset version of every op the
+    # reference runs always has (required, or filled in from coremltools' spec by the
+    # interpreter) restates MIL's default: a copy a change in the spec would leave behind.
+    import inspect
+
+    restated = []
+    for reference, versions in _references().items():
+        if not versions:
+            continue  # not a coremltools op: no spec to restate
+        for parameter in inspect.signature(reference).parameters.values():
+            if parameter.default is inspect.Parameter.empty:
+                continue
+            always = all(
+                inputs.get(parameter.name) in ("required", "default")
+                for inputs in versions.values()
+            )
+            if always and (reference.__name__, parameter.name) not in _KEPT_DEFAULTS:
+                restated.append(f"{reference.__name__}: {parameter.name}={parameter.default!r}")
+    assert restated == [], restated
+
+
+def test_a_kept_default_says_which_version_or_op_lacks_the_input() -> None:
+    # Where a reference keeps a value default (None is MIL's "absent"), some opset
+    # version or op type sharing it lacks the input (or leaves it absent), and a comment
+    # on its line says which.
+    import inspect
+
+    for reference, versions in _references().items():
+        lines = inspect.getsource(reference).splitlines()
+        for parameter in inspect.signature(reference).parameters.values():
+            if parameter.default in (inspect.Parameter.empty, None):
+                continue
+            lacking = [
+                version
+                for version, inputs in versions.items()
+                if inputs.get(parameter.name, "absent") == "absent"
+            ]
+            declared = [line for line in lines if f" {parameter.name}: " in line]
+            assert lacking and declared, (reference.__name__, parameter.name)
+            assert "#" in declared[0], (reference.__name__, parameter.name, lacking)
+
+
+def test_no_lowering_reads_an_input_with_a_spec_default_directly() -> None:
+    # ``op.name`` is None on an op that lacks the input (a program loaded without it)
+    # where MIL means the spec's default; ``low.param(op, "name")`` gives that default.
+    import inspect
+    import re
+
+    found = []
+    for name, entry in OPS.items():
+        versions = _spec_versions(name)
+        for target, lower in entry.lowerings.items():
+            source = inspect.getsource(lower)
+            for input_name in re.findall(r"\bop\.(\w+)\b", source):
+                if any(inputs.get(input_name) == "default" for inputs in versions.values()):
+                    found.append(f"{target} lowering of {name} reads op.{input_name}")
+    assert found == [], sorted(set(found))
+
+
+def test_the_spec_versions_stand_in_reads_coremltools_defaults() -> None:
+    conv = _spec_versions("conv")
+    assert {inputs["pad_type"] for inputs in conv.values()} == {"default"}
+    assert {inputs["bias"] for inputs in conv.values()} == {"absent"}
+    assert {inputs["weight"] for inputs in conv.values()} == {"required"}
+    gather = _spec_versions("gather")
+    assert ["validate_indices" in inputs for inputs in gather.values()] == [False, False, True]

@@ -7,7 +7,9 @@ The op families in :mod:`anekit.ops.defs` fill the records with three decorators
   names (as in ONNX's reference evaluator), in compute form (floats as float32 arrays,
   constants such as ``axes`` or ``mode`` as NumPy values or strings), with MIL's
   defaults filled in from coremltools' op spec (:func:`anekit._milgraph.mil_defaults`;
-  an implementation never restates one); it returns one array, or a tuple for
+  an implementation never restates one: a Python default stays only on an input that
+  some opset version, or some op sharing the implementation, lacks, with a comment
+  naming it); it returns one array, or a tuple for
   multi-output ops. The simulator's interpreter runs it, and stores results with the
   run's numerics.
 - ``@lowers("op", target=...)``: ``lower(lowering, op) -> [graph values]``, one per
