@@ -98,12 +98,6 @@ class _DoublingSession:
 class DoublingBackend:
     name = "doubling"
 
-    def available(self) -> bool:
-        return True
-
-    def unavailable_reason(self) -> str:
-        return ""
-
     def load(self, request: object, mode: str | None = None) -> _DoublingSession:
         return _DoublingSession()
 
@@ -152,6 +146,28 @@ def test_a_new_runtime_is_one_record_everyone_reads(new_runtime: Runtime) -> Non
     assert new_runtime.unavailable_reason(device="sunday") == "not today"
     with pytest.raises(BackendUnavailableError, match="doubling runtime cannot run here: not"):
         new_runtime.require(device="sunday")
+
+
+def test_the_older_names_still_work_and_say_the_new_ones() -> None:
+    from anekit.models import onnx_models
+
+    with pytest.warns(DeprecationWarning, match="is now OnnxSessions"):
+        assert onnx_models.OnnxEncoder is onnx_models.OnnxSessions
+    with Embedder(lanes=["numpy"]) as embedder:  # no worker starts before work comes
+        assert embedder.scheduler is embedder.pool is embedder.encoder
+        assert embedder.runtime == embedder.backend == "lanes"
+
+
+def test_an_unavailable_runtime_names_those_that_run_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runtimes, "core_ml_reason", lambda **_: "no Core ML here")
+    with pytest.raises(BackendUnavailableError) as refused:
+        RUNTIMES["coreml"].require()
+    here = [name for name in RUNTIMES if RUNTIMES[name].available()]
+    assert "numpy" in here and "coreml" not in here
+    assert str(refused.value) == (
+        f"the coreml runtime cannot run here: no Core ML here; runtimes that run here: "
+        f"{', '.join(here)}"
+    )
 
 
 def test_an_unknown_runtime_is_named_with_the_known_ones() -> None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -146,7 +146,7 @@ class Embedder:
                 threads=threads,
                 ray=ray,
             )
-            self.encoder = cast(Encoder, self._pool)  # the two pools are encoders too
+            self.encoder = self._pool  # a pool is an encoder of unit vectors too
         else:
             _ = self.model.weights  # read now, so that a broken folder fails here
             self.encoder = open_encoder(

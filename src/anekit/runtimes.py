@@ -79,7 +79,11 @@ class Runtime:
     def require(self, **options: Any) -> None:
         """:class:`~anekit.errors.BackendUnavailableError` naming why, unless it can run."""
         if (reason := self.unavailable_reason(**options)) is not None:
-            raise BackendUnavailableError(f"the {self.name} runtime cannot run here: {reason}")
+            here = [item.name for item in RUNTIMES.values() if item.available()]
+            raise BackendUnavailableError(
+                f"the {self.name} runtime cannot run here: {reason}; "
+                f"runtimes that run here: {', '.join(here) or 'none'}"
+            )
 
 
 def core_ml_reason(**_: Any) -> str | None:
@@ -99,8 +103,10 @@ def onnx_runtime_reason(device: str = "auto", **_: Any) -> str | None:
     if importlib.util.find_spec("onnxruntime") is None:
         return "onnxruntime is not installed"
     if device == "cuda":
-        import onnxruntime
-
+        try:
+            import onnxruntime
+        except ImportError as error:
+            return f"onnxruntime is installed but does not import: {error}"
         if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
             return "needs onnxruntime-gpu with a CUDA GPU"
     return None

@@ -43,12 +43,6 @@ class RecordingBackend:
     def __init__(self) -> None:
         self.loaded: list[tuple[Any, str | None]] = []
 
-    def available(self) -> bool:
-        return True
-
-    def unavailable_reason(self) -> str:
-        return ""
-
     def load(self, request: LoadRequest, mode: str | None = None) -> RecordingSession:
         self.loaded.append((request, mode))
         return RecordingSession(request)

@@ -107,8 +107,11 @@ def test_a_readable_npz_is_used(package: Path, tmp_path: Path) -> None:
     [
         ([], "fp16"),
         (["--accumulation", "fp32"], "fp32"),
-        (["--mode", "fp32"], "fp32"),
-        (["--mode", "fp32", "--accumulation", "fp32"], "fp32"),
+        (["--numerics", "fp32"], "fp32"),
+        (["--mode", "fp32"], "fp32"),  # the older name
+        (["--numerics", "fp32", "--accumulation", "fp32"], "fp32"),
+        (["--executor", "interpreter"], "fp16"),
+        (["--engine", "interpreter", "--numerics", "fp32"], "fp32"),  # the older name
     ],
 )
 def test_the_report_names_the_accumulation_used(

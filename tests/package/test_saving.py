@@ -121,6 +121,29 @@ def test_a_failed_swap_puts_the_previous_package_back(
     assert [item.name for item in tmp_path.iterdir()] == ["m.mlpackage"]
 
 
+def test_a_previous_package_that_cannot_go_back_is_kept_and_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = save_package(FolderModel("first"), tmp_path / "m.mlpackage")
+    rename = Path.rename
+    calls = 0
+
+    def failing(self: Path, destination: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls >= 2:  # the new package into place, and the old one back
+            raise OSError(5, "Input/output error")
+        return rename(self, destination)
+
+    monkeypatch.setattr(Path, "rename", failing)
+    with pytest.raises(ProgramError, match=r"nor put the previous one back .* it is at ") as raised:
+        save_package(FolderModel("second"), target)
+    kept = Path(str(raised.value).rsplit("it is at ", 1)[1])
+    assert kept.parent.parent == tmp_path and kept.name == "previous.mlpackage"
+    assert _tree(kept) == {"Manifest.json": b"first"}  # not deleted with the scratch folder
+    assert not target.exists()
+
+
 def test_bad_targets_are_refused_before_anything_is_written(tmp_path: Path) -> None:
     with pytest.raises(ProgramError, match=r"must end in \.mlpackage"):
         save_package(FolderModel("x"), tmp_path / "m.mlmodel")

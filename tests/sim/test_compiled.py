@@ -123,3 +123,8 @@ def test_programs_it_cannot_lower_run_in_the_interpreter() -> None:
     with pytest.warns(DeprecationWarning, match=r"engine=\.\.\.\) is now executor="):
         old = sim.run(program.program, {"v": np.ones((2, 3), F32)}, engine="interpreter")
     np.testing.assert_array_equal(old.outputs["output"], result.outputs["output"])
+    with pytest.raises(errors.ProgramError, match="give executor, not engine too"):
+        sim.run(program.program, {"v": np.ones((2, 3), F32)}, executor="compiled", engine="x")
+    with pytest.warns(DeprecationWarning, match="is now executor="):
+        single = sim.run_op("add", np.ones(3, F32), np.ones(3, F32), engine="interpreter")
+    np.testing.assert_array_equal(single, np.full(3, 2, F32))

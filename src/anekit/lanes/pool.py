@@ -53,6 +53,10 @@ class Pool(Protocol):
 
     model_id: str
     dimension: int
+    #: Rows per call of the model inside: 1, the pool batches for its workers itself.
+    batch: int
+    #: A pool returns unit vectors.
+    normalized: bool
     #: What the last :meth:`stream` did (replaced when the next one starts).
     summary: RunSummary
     #: Called with a line for the user when something changes how a run goes.
@@ -76,6 +80,19 @@ class Pool(Protocol):
     def node_rates(self) -> list[dict[str, Any]]:
         """Chunks and chunks per second of each machine in the current run (none for a
         pool on one machine)."""
+        ...
+
+    @property
+    def device(self) -> str:
+        """The lanes (or the cluster) and what runs each."""
+        ...
+
+    def providers(self) -> list[str]:
+        """Empty: each lane's are in :meth:`status`."""
+        ...
+
+    def release_memory(self) -> None:
+        """Nothing to give back here: the workers hold the models, and leave when idle."""
         ...
 
     def workers_gone_idle(self) -> bool:

@@ -237,7 +237,9 @@ class Scheduler:
         #: Rows per call: the scheduler batches for its workers itself.
         self.batch = 1
         self.events: queue.Queue[Event] = queue.Queue()
-        self._options = {"model": self.model.request, "max_length": max_length, "threads": threads}
+        # The workers run the model at the length resolved here (a LoadedModel's own).
+        length = self.model.config.max_length
+        self._options = {"model": self.model.request, "max_length": length, "threads": threads}
         self.deadline = deadline
         self.clock = clock
         self.lanes: dict[str, Lane] = {name: self._lane(name) for name in names}

@@ -41,7 +41,7 @@ class Encoder(Protocol):
     dimension: int
     #: Rows per call of the model inside (a lane pool sends whole multiples).
     batch: int
-    #: Whether :meth:`encode` returns unit vectors (lanes do), not raw pooled ones.
+    #: Whether :meth:`embed` returns unit vectors (lanes do), not raw pooled ones.
     normalized: bool
 
     @property

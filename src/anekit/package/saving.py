@@ -67,15 +67,34 @@ def save_package(model: Any, path: str | Path) -> Path:
         )
     except OSError as error:
         raise ProgramError(f"{target}: could not write the package: {error}") from error
+    aside = scratch / "previous.mlpackage"
     try:
         staged = scratch / target.name
         model.save(str(staged))
-        _swap_in(staged, target, scratch / "previous.mlpackage")
+        _swap_in(staged, target, aside)
+    except _NotRestored as failed:
+        # The previous package could not go back: keep it where it is, and say where.
+        raise ProgramError(
+            f"{target}: could not write the package ({failed.cause}), nor put the previous "
+            f"one back ({failed.error}); it is at {aside}"
+        ) from failed.error
     except OSError as error:
+        shutil.rmtree(scratch, ignore_errors=True)
         raise ProgramError(f"{target}: could not write the package: {error}") from error
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)  # the old package, or a partial new one
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)  # a partial new package
+        raise
+    shutil.rmtree(scratch, ignore_errors=True)  # the old package
     return target
+
+
+class _NotRestored(Exception):
+    """The new package did not go in (``cause``) and the old one did not come back
+    (``error``)."""
+
+    def __init__(self, cause: OSError, error: OSError) -> None:
+        super().__init__(str(error))
+        self.cause, self.error = cause, error
 
 
 def _swap_in(staged: Path, target: Path, aside: Path) -> None:
@@ -87,8 +106,11 @@ def _swap_in(staged: Path, target: Path, aside: Path) -> None:
     target.rename(aside)
     try:
         staged.rename(target)
-    except OSError:
-        aside.rename(target)
+    except OSError as cause:
+        try:
+            aside.rename(target)
+        except OSError as error:
+            raise _NotRestored(cause, error) from None
         raise
 
 

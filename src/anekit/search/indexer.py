@@ -454,6 +454,7 @@ class Indexer(IndexedRoot):
         hashes = list(texts)
         pool = self._lanes()
         namespaces = {identity.variant: identity.key()}
+        variants: dict[str, str] = {}  # lane -> its vectors' numerics (asked once a run)
         writer = _Writer(self.store)
         files_total, files_done, done, lane = len(left), 0, 0, ""
         for start in range(0, len(hashes), ROUND_CHUNKS):
@@ -468,7 +469,9 @@ class Indexer(IndexedRoot):
                     summary.failed.setdefault(relpath, f"the chunk at line {line}: {why}")
                     continue
                 vector16 = np.asarray(vector, np.float16)
-                variant = lane_variant(made_by)
+                if made_by not in variants:
+                    variants[made_by] = lane_variant(made_by)
+                variant = variants[made_by]
                 if variant != identity.variant:
                     summary.stand_ins += 1
                 if variant not in namespaces:  # cached as what it is, not as the store's

@@ -303,6 +303,8 @@ def _executor(executor: str, engine: str | None) -> str:
     """``executor``, or ``engine`` (its deprecated older name) when given."""
     if engine is None:
         return executor
+    if executor != "auto":
+        raise ProgramError("give executor, not engine too (engine is its older name)")
     import warnings
 
     warnings.warn("sim.run(engine=...) is now executor=...", DeprecationWarning, stacklevel=3)

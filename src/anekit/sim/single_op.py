@@ -22,19 +22,22 @@ def run_op(
     numerics: str = "ane",
     accumulation: str = "fp16",
     executor: str = "auto",
+    engine: str | None = None,
     **attributes: Any,
 ) -> Any:
     """Build a one-op program around ``op_type`` and simulate it.
 
     Positional ``arrays`` become the op's non-constant inputs, in the order of its
     MIL input spec; ``attributes`` are its other inputs (constants). ``executor`` is
-    passed to :func:`anekit.sim.run`. Returns the output array (a tuple for
-    multi-output ops).
+    passed to :func:`anekit.sim.run` (``engine``: its deprecated older name). Returns
+    the output array (a tuple for multi-output ops).
     """
     from anekit.sim.interpreter import run
 
     program, feeds = single_op_program(op_type, *arrays, **attributes)
-    result = run(program, feeds, mode=numerics, accumulation=accumulation, executor=executor)
+    result = run(
+        program, feeds, mode=numerics, accumulation=accumulation, executor=executor, engine=engine
+    )
     values = [result.outputs[var.name] for var in program.functions["main"].outputs]
     return values[0] if len(values) == 1 else tuple(values)
 
