@@ -156,6 +156,7 @@ def test_the_older_names_still_work_and_say_the_new_ones() -> None:
     with Embedder(lanes=["numpy"]) as embedder:  # no worker starts before work comes
         assert embedder.scheduler is embedder.pool is embedder.encoder
         assert embedder.runtime == embedder.backend == "lanes"
+        assert embedder.variant == "fp32"  # the numpy lane's vectors
 
 
 def test_an_unavailable_runtime_names_those_that_run_here(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -147,6 +147,11 @@ class Embedder:
                 ray=ray,
             )
             self.encoder = self._pool  # a pool is an encoder of unit vectors too
+            if variant is None:  # the numerics of the lead lane's vectors
+                from anekit.lanes.engines import lane_variant
+                from anekit.lanes.pool import lead_lane
+
+                self.variant = lane_variant(lead_lane(lanes))
         else:
             _ = self.model.weights  # read now, so that a broken folder fails here
             self.encoder = open_encoder(

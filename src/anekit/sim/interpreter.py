@@ -297,6 +297,8 @@ class _Run:
 
 #: How the simulator runs a program (``executor=``).
 EXECUTORS = ("auto", "interpreter", "compiled")
+#: :data:`EXECUTORS`' older name.
+ENGINES = EXECUTORS
 
 
 def _executor(executor: str, engine: str | None) -> str:
