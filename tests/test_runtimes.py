@@ -4,6 +4,7 @@ real, and a new runtime picked up everywhere from its one record."""
 from __future__ import annotations
 
 import platform
+import sys
 from collections.abc import Mapping
 
 import numpy as np
@@ -146,6 +147,24 @@ def test_a_new_runtime_is_one_record_everyone_reads(new_runtime: Runtime) -> Non
     assert new_runtime.unavailable_reason(device="sunday") == "not today"
     with pytest.raises(BackendUnavailableError, match="doubling runtime cannot run here: not"):
         new_runtime.require(device="sunday")
+
+
+def test_a_lane_of_a_new_runtime_is_one_lane_kind(
+    new_runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from anekit.lanes.engines import LaneKind, lane_variant, make_engine
+
+    kind = LaneKind(
+        "doubling", "a lane of the tests' own", 0.9, (("doubling", {"variant": "fp32"}),)
+    )
+    monkeypatch.setitem(LANES, "doubling", kind)
+    assert unavailable_reason("doubling") is None and lane_variant("doubling") == "fp32"
+    engine = make_engine("doubling", None, 128, None)
+    assert engine.device == "nothing at all"
+    vectors = engine.embed(engine.tokenize(["a", "bb"]))
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-6)
+    monkeypatch.setattr(sys.modules[__name__], "refuse_on_sundays", lambda **_: "closed")
+    assert unavailable_reason("doubling") == "closed"
 
 
 def test_the_older_names_still_work_and_say_the_new_ones() -> None:
