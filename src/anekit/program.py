@@ -377,7 +377,13 @@ class CompiledProgram:
     def save(self, path: str | Path) -> Path:
         """Write the program as an ``.mlpackage`` at ``path`` and return the path: whole
         or not at all (:func:`~anekit.package.saving.save_package`; a package already
-        there is replaced once the new one is complete)."""
+        there is replaced once the new one is complete). A path ending in ``.aimodel``
+        writes a Core AI asset instead (:func:`~anekit.package.coreai.save_coreai`; the
+        extra ``anekit[coreai]``), its function named as this program's."""
+        if Path(path).suffix == ".aimodel":
+            from anekit.package.coreai import save_coreai
+
+            return save_coreai(self._program, path, [self._function_name])
         target = package_target(path)  # refused before the conversion, not after it
         return save_package(self.to_mlmodel(), target)
 

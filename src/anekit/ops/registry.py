@@ -16,7 +16,9 @@ The op families in :mod:`anekit.ops.defs` fill the records with three decorators
   target (:data:`TARGETS`): ``onnx``, the same semantics as the reference in ONNX ops
   (:class:`anekit.ops.lowering.Lowering`), for the simulator's compiled engine and the
   ONNX exporter; ``onnx_fused``, ONNX Runtime's fused operators, which the exporter
-  prefers (fp32 only). An op without an ``onnx`` lowering runs in the interpreter.
+  prefers (fp32 only); ``coreai``, Core AI's builder (:mod:`anekit.package.coreai`:
+  ``lower(builder, op)`` returns the op's Core AI value(s)). An op without an ``onnx``
+  lowering runs in the interpreter.
 - ``@cliff("op", rule=...)``: ``check(op, inputs, max_abs) -> [message]``, a numeric
   cliff of the ANE that the op can fall off, citing its hazard record
   (:data:`anekit.ops.hazards.RULES`); with ``probe``/``stand_in`` when the compiled engine
@@ -50,7 +52,7 @@ StandIn = Callable[[Any, Mapping[str, float]], dict[str, Any]]
 #: ``onnx_fused`` (ONNX Runtime's fused operators, fp32: the exporter, falling back to
 #: ``onnx``). A new target (Core AI, MIL text) is a name here and ``@lowers(target=...)``
 #: beside each op it covers.
-TARGETS = ("onnx", "onnx_fused")
+TARGETS = ("onnx", "onnx_fused", "coreai")
 
 
 @dataclass(frozen=True)

@@ -164,6 +164,37 @@ def _softmax_fused(low: Lowering, op: Any) -> list[str]:
     return [low.node("Softmax", low.value(op.x), axis=axis)]
 
 
+# -- Core AI lowerings (anekit.package.coreai) -----------------------------------------
+
+#: MIL gelu mode -> Core AI gelu's ``approximate`` (None: the sigmoid approximation,
+#: which Core AI lacks, spelled out).
+_COREAI_GELU = dict(zip(composites.GELU_MODES, ("none", "tanh", None), strict=True))
+
+
+@lowers("relu", "sigmoid", "silu", target="coreai")
+def _activation_coreai(ai: Any, op: Any) -> Any:
+    return getattr(ai.ai, op.op_type)(ai.value(op.x))
+
+
+@lowers("gelu", target="coreai")
+def _gelu_coreai(ai: Any, op: Any) -> Any:
+    mode = str(ai.param(op, "mode"))
+    if mode not in _COREAI_GELU:
+        raise NotLowerable(f"gelu mode {mode}")
+    if _COREAI_GELU[mode] is None:  # the sigmoid approximation: x * sigmoid(1.702 x)
+        x = ai.value(op.x)
+        return ai.ai.broadcasting_mul(
+            x, ai.ai.sigmoid(ai.ai.broadcasting_mul(x, ai.scalar(composites.SIGMOID_SCALE, op.x)))
+        )
+    return ai.ai.gelu(ai.value(op.x), approximate=_COREAI_GELU[mode])
+
+
+@lowers("softmax", target="coreai")
+def _softmax_coreai(ai: Any, op: Any) -> Any:
+    axis = int(ai.param(op, "axis")) % len(shape_of(op.x))
+    return ai.ai.softmax(ai.value(op.x), np.int32(axis))
+
+
 # -- numeric cliffs ------------------------------------------------------------------
 
 

@@ -236,3 +236,49 @@ def _small_log_input(op: Any, inputs: Mapping[str, Any], max_abs: float) -> list
         f"input (plus epsilon) goes down to {smallest:.3g}, below {SMALL_LOG_INPUT:g} "
         "where the ANE returns ±inf"
     ]
+
+
+# -- Core AI lowerings (anekit.package.coreai) -----------------------------------------
+
+#: MIL binary op -> Core AI builder function of the same semantics (NumPy broadcasting).
+_COREAI_BINARY = {
+    "add": "broadcasting_add", "sub": "broadcasting_sub", "mul": "broadcasting_mul",
+    "real_div": "broadcasting_divide", "maximum": "broadcasting_maximum",
+    "minimum": "broadcasting_minimum", "pow": "broadcasting_pow",
+}  # fmt: skip
+#: MIL unary op -> Core AI builder function of the same semantics.
+_COREAI_UNARY = {
+    "abs": "abs_", "exp": "exp", "sqrt": "sqrt", "tanh": "tanh", "sin": "sin", "cos": "cos",
+    "sinh": "sinh", "cosh": "cosh", "erf": "erf", "identity": None,
+}  # fmt: skip
+
+
+def _coreai_binary(name: str) -> Lower:
+    def lower(ai: Any, op: Any) -> Any:
+        return getattr(ai.ai, name)(ai.value(op.x), ai.value(op.y))
+
+    return lower
+
+
+def _coreai_unary(name: str | None) -> Lower:
+    def lower(ai: Any, op: Any) -> Any:
+        x = ai.value(op.x)
+        return x if name is None else getattr(ai.ai, name)(x)
+
+    return lower
+
+
+for _name, _coreai in _COREAI_BINARY.items():
+    lowers(_name, target="coreai")(_coreai_binary(_coreai))
+for _name, _coreai_name in _COREAI_UNARY.items():
+    lowers(_name, target="coreai")(_coreai_unary(_coreai_name))
+
+
+@lowers("log", "rsqrt", "inverse", target="coreai")
+def _with_epsilon_coreai(ai: Any, op: Any) -> Any:
+    shifted = ai.ai.broadcasting_add(ai.value(op.x), ai.scalar(ai.param(op, "epsilon"), op.x))
+    if op.op_type == "log":
+        return ai.ai.log(shifted)
+    if op.op_type == "rsqrt":
+        return ai.ai.rsqrt(shifted)
+    return ai.ai.broadcasting_divide(ai.scalar(1.0, op.x), shifted)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from anekit._milgraph import numpy_dtype
 from anekit.ops import kernels
 from anekit.ops.conv import conv_geometry
 from anekit.ops.defs._util import errstate, out_shape, per_channel
@@ -220,6 +221,63 @@ def _linear(low: Lowering, op: Any) -> list[str]:
     if len(shape) != 2:
         product = low.node("Reshape", product, low.constant(list(shape_of(op.outputs[0]))))
     return [product]
+
+
+# -- Core AI lowerings (anekit.package.coreai) -----------------------------------------
+
+
+@lowers("matmul", target="coreai")
+def _matmul_coreai(ai: Any, op: Any) -> Any:
+    if len(shape_of(op.x)) < 2 or len(shape_of(op.y)) < 2:
+        raise NotLowerable("matmul of a rank-1 operand")
+
+    def transposed(var: Any, name: str) -> Any:
+        value = ai.value(var)
+        if not bool(ai.param(op, name)):
+            return value
+        rank = len(shape_of(var))
+        return ai.ai.transpose(value, np.asarray([*range(rank - 2), rank - 1, rank - 2], np.uint32))
+
+    x, y = transposed(op.x, "transpose_x"), transposed(op.y, "transpose_y")
+    return ai.ai.broadcasting_batch_matmul(x, y)
+
+
+@lowers("linear", target="coreai")
+def _linear_coreai(ai: Any, op: Any) -> Any:
+    weight = np.asarray(ai.param(op, "weight"))
+    dtype = numpy_dtype(op.x)
+    product = ai.ai.broadcasting_batch_matmul(
+        ai.value(op.x), ai.constant(np.ascontiguousarray(weight.T).astype(dtype))
+    )
+    bias = ai.param(op, "bias")
+    if bias is None:
+        return product
+    return ai.ai.broadcasting_add(product, ai.constant(np.asarray(bias).astype(dtype)))
+
+
+@lowers("conv", target="coreai")
+def _conv_coreai(ai: Any, op: Any) -> Any:
+    """A 2-D convolution without padding (Core AI's ``conv2d`` takes none: the ANE
+    passes' 1x1 projections are the common case); bias added after."""
+    if len(shape_of(op.x)) != 4:
+        raise NotLowerable(f"a {len(shape_of(op.x)) - 2}-D convolution (conv2d only)")
+    pad_type = str(ai.param(op, "pad_type"))
+    unpadded = pad_type == "valid" or (
+        pad_type == "same" and all(size == 1 for size in shape_of(op.weight)[2:])
+    )
+    if not unpadded and not (pad_type == "custom" and not np.any(ai.param(op, "pad"))):
+        raise NotLowerable(f"padding {pad_type} (conv2d takes none)")
+    dtype = numpy_dtype(op.x)
+    weight = ai.constant(np.asarray(ai.param(op, "weight")).astype(dtype))
+    strides = np.asarray(ai.param(op, "strides"), np.int32)
+    dilations = np.asarray(ai.param(op, "dilations"), np.int32)
+    groups = np.int32(ai.param(op, "groups"))
+    result = ai.ai.conv2d(ai.value(op.x), weight, strides, dilations, groups)
+    bias = ai.param(op, "bias")
+    if bias is None:
+        return result
+    shaped = np.asarray(bias).astype(dtype).reshape(1, -1, 1, 1)
+    return ai.ai.broadcasting_add(result, ai.constant(shaped))
 
 
 @lowers("conv")

@@ -517,3 +517,19 @@ def _width_slice(op: Any, inputs: Mapping[str, Any], max_abs: float) -> list[str
         f"slices the last axis at offset {int(begin[-1])} of values up to {peak:.6g}; "
         f"pre-A16 ANEs saturate above {WIDTH_SLICE_LIMIT:g}"
     ]
+
+
+# -- Core AI lowerings (anekit.package.coreai) -----------------------------------------
+
+
+@lowers("reshape", "expand_dims", "squeeze", target="coreai")
+def _reshape_coreai(ai: Any, op: Any) -> Any:
+    shape = np.asarray(shape_of(op.outputs[0]), np.int32)  # static: the output's own
+    return ai.ai.reshape(ai.value(op.x), shape)
+
+
+@lowers("transpose", target="coreai")
+def _transpose_coreai(ai: Any, op: Any) -> Any:
+    rank = len(shape_of(op.x))
+    perm = [int(p) % rank for p in np.atleast_1d(ai.param(op, "perm"))]
+    return ai.ai.transpose(ai.value(op.x), np.asarray(perm, np.uint32))

@@ -1,0 +1,233 @@
+"""The Core AI emitter: a program after the ANE passes, op by op, as an ``.aimodel``.
+
+Core AI is the framework for neural networks after Core ML (macOS/iOS 27). Its public
+Python builder, ``coreai.authoring`` (the extra ``anekit[coreai]``: ``coreai-core``),
+builds a module of ``@graph`` functions, verifies it and saves an asset folder
+(``main.mlirb``, ``main.hash``, ``metadata.json``); on Linux its bundled CPU runtime
+runs the asset (docs/coreai.md). Each op's Core AI lowering lives in its op record
+(``@lowers(..., target="coreai")`` in :mod:`anekit.ops.defs`), beside its reference and
+its ONNX lowering; an op without one is refused by name before anything is written.
+
+Only the versioned public builder is used, never ``coreai._compiler``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+
+from anekit._milgraph import mil_defaults
+from anekit.errors import ProgramError
+
+#: The asset folder's extension.
+SUFFIX = ".aimodel"
+#: What to install when the builder is missing.
+EXTRA = "pip install 'anekit[coreai]'"
+
+
+def authoring() -> Any:
+    """``coreai.authoring``, or a :class:`ProgramError` naming the extra to install."""
+    try:
+        import coreai.authoring
+    except ImportError as error:
+        raise ProgramError(f"Core AI needs the coreai extra ({EXTRA}): {error}") from None
+    return coreai.authoring
+
+
+class CoreAIBuilder:
+    """What a Core AI lowering sees: the builder module (:attr:`ai`), the Core AI value
+    of each MIL var (:meth:`value`), and an input's compile-time value (:meth:`param`)."""
+
+    def __init__(self, ai: Any) -> None:
+        self.ai = ai
+        self.values: dict[str, Any] = {}
+
+    def value(self, var: Any) -> Any:
+        """The Core AI value of ``var``: an input or an earlier op's output, or a MIL
+        constant made a Core AI constant when first used."""
+        if var.name in self.values:
+            return self.values[var.name]
+        if var.op is not None and var.op.op_type == "const":
+            made = self.constant(np.asarray(var.val))
+            self.values[var.name] = made
+            return made
+        raise ProgramError(f"{var.name}: no Core AI value for it (an op before it was skipped?)")
+
+    def constant(self, value: Any) -> Any:
+        """A Core AI constant holding ``value`` (an array, in its own dtype)."""
+        from coreai.authoring.constant import constant
+
+        return constant(np.asarray(value))
+
+    def scalar(self, value: Any, like: Any) -> Any:
+        """A Core AI constant of ``value`` in the dtype of the var ``like``."""
+        from anekit._milgraph import numpy_dtype
+
+        return self.constant(np.asarray(value, dtype=numpy_dtype(like)))
+
+    def param(self, op: Any, name: str) -> Any:
+        """The compile-time value of ``op``'s input ``name``, or MIL's default for it
+        from coremltools' op spec (None: absent)."""
+        var = op.inputs.get(name)
+        if var is None:
+            return mil_defaults(op).get(name)
+        if var.op is None or var.op.op_type != "const":
+            raise ProgramError(f"{op.op_type} {op.name}: input {name} must be a constant")
+        return var.val
+
+
+def unlowerable(functions: Iterable[Any]) -> dict[str, int]:
+    """The op types in ``functions`` without a Core AI lowering, and how often each is
+    there (constants are values, not ops, here)."""
+    from anekit.ops.registry import OPS
+
+    missing: dict[str, int] = {}
+    for function in functions:
+        for op in function.operations:
+            if op.op_type == "const":
+                continue
+            record = OPS.get(op.op_type)
+            if record is None or "coreai" not in record.lowerings:
+                missing[op.op_type] = missing.get(op.op_type, 0) + 1
+    return missing
+
+
+def _tensor_type(ai: Any, var: Any, name: str | None = None) -> Any:
+    shape = getattr(var, "shape", None)
+    if shape is None or any(not isinstance(size, int) for size in shape):
+        raise ProgramError(f"{var.name}: Core AI needs a static shape, got {shape}")
+    from anekit._milgraph import numpy_dtype
+
+    dtype = numpy_dtype(var)
+    if dtype is None:
+        raise ProgramError(f"{var.name}: not a tensor Core AI can take")
+    if name is None:
+        return ai.TensorType(tuple(shape), dtype.type)
+    return ai.TensorType(tuple(shape), dtype.type, name=name)
+
+
+def _graph(ai: Any, name: str, function: Any) -> None:
+    """Add ``function`` to the module being built as the ``@graph`` entry point ``name``."""
+    from anekit.ops.lowering import NotLowerable
+    from anekit.ops.registry import OPS
+
+    inputs = list(function.inputs.values())
+    outputs = list(function.outputs)
+
+    def body(*args: Any) -> Any:
+        builder = CoreAIBuilder(ai)
+        for var, arg in zip(inputs, args, strict=True):
+            builder.values[var.name] = arg
+        for op in function.operations:
+            if op.op_type == "const":
+                continue
+            try:
+                lowered: Any = OPS[op.op_type].lowerings["coreai"](builder, op)
+            except NotLowerable as why:
+                raise ProgramError(
+                    f"{op.op_type} {op.name}: Core AI cannot take it: {why}"
+                ) from None
+            results = lowered if isinstance(lowered, tuple) else (lowered,)
+            for var, result in zip(op.outputs, results, strict=True):
+                builder.values[var.name] = result
+        values = tuple(builder.value(var) for var in outputs)
+        return values[0] if len(values) == 1 else values
+
+    parameters = [
+        inspect.Parameter(var.name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for var in inputs
+    ]
+    annotations: dict[str, Any] = {
+        var.name: Annotated[ai.Value, _tensor_type(ai, var)] for var in inputs
+    }
+    returned = [Annotated[ai.Value, _tensor_type(ai, var, var.name)] for var in outputs]
+    annotations["return"] = returned[0] if len(returned) == 1 else tuple[tuple(returned)]  # type: ignore[misc]
+    body.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    body.__annotations__ = annotations
+    body.__name__ = body.__qualname__ = name
+    ai.graph(body)
+
+
+def to_coreai(program: Any, functions: Iterable[str] | None = None) -> Any:
+    """The ``coreai.authoring.AIProgram`` of ``program``'s ``functions`` (default: all),
+    each an ``@graph`` entry point of its name; :class:`ProgramError` naming every op
+    type without a Core AI lowering, before anything is built."""
+    names = list(program.functions) if functions is None else list(functions)
+    missing = [name for name in names if name not in program.functions]
+    if missing:
+        raise ProgramError(f"the program has no function {', '.join(map(repr, missing))}")
+    chosen = [program.functions[name] for name in names]
+    if refused := unlowerable(chosen):
+        listed = ", ".join(f"{op} ({count})" for op, count in sorted(refused.items()))
+        raise ProgramError(f"no Core AI lowering for these ops: {listed}")
+    ai = authoring()
+    module = ai.Module.create()
+    with module:
+        for name, function in zip(names, chosen, strict=True):
+            _graph(ai, name, function)
+    module.verify()
+    return ai.AIProgram(module)
+
+
+def save_coreai(program: Any, path: str | Path, functions: Iterable[str] | None = None) -> Path:
+    """Write ``program`` (a MIL program) as the Core AI asset ``path`` (``.aimodel``),
+    atomically: built and saved in a temporary sibling folder, then renamed into place."""
+    target = Path(path)
+    if target.suffix != SUFFIX:
+        raise ProgramError(f"{target}: a Core AI asset is a folder ending in {SUFFIX}")
+    built = to_coreai(program, functions)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".saving", dir=target.parent))
+    try:
+        staged = scratch / target.name
+        built.save_asset(staged)
+        if target.exists():
+            aside = scratch / "previous"
+            target.rename(aside)
+        staged.rename(target)
+    except OSError as error:
+        raise ProgramError(f"{target}: could not write the asset: {error}") from error
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return target
+
+
+def run_coreai(
+    path: str | Path, feeds: Mapping[str, np.ndarray], function: str = "main"
+) -> dict[str, np.ndarray]:
+    """Run ``function`` of the asset at ``path`` on Core AI's bundled CPU runtime (Linux;
+    on macOS, the OS runtime): Apple's reference CPU execution, never an ANE figure."""
+    ai = authoring()
+    from coreai.runtime import NDArray
+
+    asset = ai.AIModelAsset.load(Path(path))
+
+    async def run() -> dict[str, np.ndarray]:
+        async with asset.executable() as model:
+            if function not in model.function_names:
+                raise ProgramError(
+                    f"{path}: no function {function!r}; it has {', '.join(model.function_names)}"
+                )
+            loaded = model.load_function(function)
+            inputs = {name: NDArray(np.ascontiguousarray(value)) for name, value in feeds.items()}
+            outputs = await loaded(inputs)
+            return {name: np.asarray(value.numpy()) for name, value in outputs.items()}
+
+    return asyncio.run(run())
+
+
+__all__ = [
+    "SUFFIX",
+    "CoreAIBuilder",
+    "authoring",
+    "run_coreai",
+    "save_coreai",
+    "to_coreai",
+    "unlowerable",
+]

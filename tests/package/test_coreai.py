@@ -1,0 +1,222 @@
+"""The Core AI emitter, checked by Apple's own runtime: each program is written as an
+``.aimodel`` by ``coreai.authoring``, verified, and run on Core AI's bundled CPU runtime
+(real, not a stand-in; Apple's CPU reference, never an ANE figure), against anekit's
+simulator in fp32."""
+
+from __future__ import annotations
+
+import builtins
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import anekit
+import anekit.nn as nn
+from anekit import sim
+from anekit.errors import ProgramError
+from anekit.ops.registry import OPS
+from anekit.sim.single_op import single_op_program
+
+coreai = pytest.importorskip("coreai.authoring", reason="the coreai extra")
+
+from anekit.package.coreai import run_coreai, save_coreai, unlowerable  # noqa: E402
+
+F32 = np.float32
+RNG = np.random.default_rng(3)
+W1 = (RNG.standard_normal((64, 96)) * 0.1).astype(F32)
+W2 = (RNG.standard_normal((96, 64)) * 0.1).astype(F32)
+B1 = (RNG.standard_normal(96) * 0.1).astype(F32)
+
+
+def _ffn(x: Any) -> Any:
+    """The seed-003 feed-forward shape: project, gelu, project back, softmax."""
+    return nn.softmax(nn.gelu(x @ W1 + B1) @ W2, axis=-1)
+
+
+@pytest.fixture(scope="module")
+def ffn() -> anekit.CompiledProgram:
+    return anekit.compile(_ffn, RNG.standard_normal((8, 64)).astype(F32))
+
+
+def _against_the_simulator(program: Any, feeds: dict[str, np.ndarray], path: Path) -> float:
+    """Max |Core AI CPU - anekit's fp32 simulation| over the outputs of ``main``."""
+    save_coreai(program, path, ["main"])
+    assert coreai.AIModelAsset.is_valid(path)
+    got = run_coreai(path, feeds, "main")
+    want = sim.run(program, feeds, mode="fp32").outputs
+    assert set(got) == set(want)
+    return max(
+        float(np.max(np.abs(np.asarray(got[name], F32) - np.asarray(want[name], F32))))
+        for name in want
+    )
+
+
+def test_the_ffn_after_the_ane_passes_runs_on_apples_runtime_as_simulated(
+    ffn: anekit.CompiledProgram, tmp_path: Path
+) -> None:
+    kinds = {op.op_type for op in ffn.program.functions["main"].operations}
+    assert "conv" in kinds  # the ANE passes' 1x1 projections, not matmuls
+    x = RNG.standard_normal((8, 64)).astype(F32)
+    feeds = ffn.package_feeds({str(ffn.input_specs[0].name): x})
+    assert _against_the_simulator(ffn.program, feeds, tmp_path / "ffn.aimodel") < 1e-5
+
+
+def test_program_save_writes_an_asset_by_its_suffix(
+    ffn: anekit.CompiledProgram, tmp_path: Path
+) -> None:
+    path = ffn.save(tmp_path / "ffn.aimodel")
+    assert sorted(item.name for item in path.iterdir()) == [
+        "main.hash",
+        "main.mlirb",
+        "metadata.json",
+    ]
+    assert [item.name for item in tmp_path.iterdir()] == ["ffn.aimodel"]  # nothing beside
+
+
+#: One-op programs: op -> its non-constant inputs and its attributes.
+_BINARY = ("add", "sub", "mul", "real_div", "maximum", "minimum")
+_UNARY = ("abs", "exp", "tanh", "sin", "cos", "sinh", "cosh", "erf", "identity", "relu")
+_UNARY += ("sigmoid", "silu")
+
+
+def _cases() -> list[tuple[str, tuple[np.ndarray, ...], dict[str, Any]]]:
+    x = RNG.standard_normal((2, 3, 8)).astype(F32)
+    y = RNG.uniform(0.5, 2.0, (2, 3, 8)).astype(F32)
+    row = RNG.uniform(0.5, 2.0, (8,)).astype(F32)
+    cases: list[tuple[str, tuple[np.ndarray, ...], dict[str, Any]]] = []
+    cases += [(op, (x, y), {}) for op in _BINARY]
+    cases += [("add (broadcast)", (x, row), {})]
+    cases += [(op, (x,), {}) for op in _UNARY]
+    positive = np.abs(x) + F32(0.1)
+    cases += [
+        ("sqrt", (positive,), {}),
+        ("pow", (positive, y), {}),
+        ("expand_dims", (x,), {"axes": np.array([1], np.int32)}),
+        ("squeeze", (x[:, :1],), {"axes": np.array([1], np.int32)}),
+        ("log", (positive,), {"epsilon": F32(1e-3)}),
+        ("rsqrt", (positive,), {"epsilon": F32(1e-3)}),
+        ("inverse", (positive,), {"epsilon": F32(1e-3)}),
+        ("gelu", (x,), {"mode": "EXACT"}),
+        ("gelu", (x,), {"mode": "TANH_APPROXIMATION"}),
+        ("gelu", (x,), {"mode": "SIGMOID_APPROXIMATION"}),
+        ("softmax", (x,), {"axis": np.int32(1)}),
+        ("matmul", (x, RNG.standard_normal((2, 8, 5)).astype(F32)), {}),
+        ("matmul", (x, RNG.standard_normal((2, 5, 8)).astype(F32)), {"transpose_y": True}),
+        (
+            "linear",
+            (x,),
+            {
+                "weight": RNG.standard_normal((5, 8)).astype(F32),
+                "bias": RNG.standard_normal(5).astype(F32),
+            },
+        ),
+        ("reshape", (x,), {"shape": np.array([6, 8], np.int32)}),
+        ("transpose", (x,), {"perm": np.array([2, 0, 1], np.int32)}),
+        (
+            "conv",
+            (RNG.standard_normal((1, 8, 1, 16)).astype(F32),),
+            {"weight": RNG.standard_normal((4, 8, 1, 1)).astype(F32), "pad_type": "valid"},
+        ),
+    ]
+    return cases
+
+
+@pytest.mark.parametrize(
+    ("name", "arrays", "attributes"),
+    _cases(),
+    ids=[f"{index}-{case[0]}" for index, case in enumerate(_cases())],
+)
+def test_each_lowered_op_agrees_with_the_simulator(
+    name: str, arrays: tuple[np.ndarray, ...], attributes: dict[str, Any], tmp_path: Path
+) -> None:
+    op_type = name.split(" ")[0]
+    program, feeds = single_op_program(op_type, *arrays, **attributes)
+    error = _against_the_simulator(program, feeds, tmp_path / "op.aimodel")
+    scale = max(float(np.max(np.abs(value))) for value in feeds.values())
+    assert error <= 2e-5 * max(scale, 1.0) ** 2, (name, error)
+
+
+def test_every_op_the_table_covers_is_lowered() -> None:
+    """The ops these tests run are exactly the ops with a Core AI lowering (a new
+    lowering comes with a case above)."""
+    lowered = {name for name, record in OPS.items() if "coreai" in record.lowerings}
+    tested = {case[0].split(" ")[0] for case in _cases()}
+    assert lowered == tested
+
+
+def test_an_op_without_a_lowering_is_refused_by_name_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    program, _ = single_op_program("topk", RNG.standard_normal((2, 8)).astype(F32), k=np.int32(3))
+    assert unlowerable(program.functions.values()) == {"topk": 1}
+    target = tmp_path / "topk.aimodel"
+    with pytest.raises(ProgramError, match=r"no Core AI lowering for these ops: topk \(1\)"):
+        save_coreai(program, target)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_padded_convolution_is_refused_with_the_reason(tmp_path: Path) -> None:
+    program, _ = single_op_program(
+        "conv",
+        RNG.standard_normal((1, 2, 5, 5)).astype(F32),
+        weight=RNG.standard_normal((3, 2, 3, 3)).astype(F32),
+        pad_type="same",
+    )
+    with pytest.raises(ProgramError, match=r"conv .*: Core AI cannot take it: padding same"):
+        save_coreai(program, tmp_path / "conv.aimodel")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_dynamic_shape_is_refused_with_the_input_named(tmp_path: Path) -> None:
+    from coremltools.converters.mil.mil import Builder as mb
+    from coremltools.converters.mil.mil import get_new_symbol
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(get_new_symbol(), 4))])
+    def program(x: Any) -> Any:
+        return mb.relu(x=x, name="y")
+
+    with pytest.raises(ProgramError, match=r"x: Core AI needs a static shape"):
+        save_coreai(program, tmp_path / "dynamic.aimodel")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_path_without_the_suffix_and_a_missing_function_are_refused(
+    ffn: anekit.CompiledProgram, tmp_path: Path
+) -> None:
+    with pytest.raises(ProgramError, match=r"a Core AI asset is a folder ending in \.aimodel"):
+        save_coreai(ffn.program, tmp_path / "ffn.mlpackage")
+    with pytest.raises(ProgramError, match="the program has no function 'nope'"):
+        save_coreai(ffn.program, tmp_path / "ffn.aimodel", ["nope"])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_new_asset_replaces_the_old_one_whole(
+    ffn: anekit.CompiledProgram, tmp_path: Path
+) -> None:
+    target = tmp_path / "m.aimodel"
+    program, _ = single_op_program("relu", RNG.standard_normal((4,)).astype(F32))
+    save_coreai(program, target)
+    save_coreai(ffn.program, target)
+    x = RNG.standard_normal((8, 64)).astype(F32)
+    got = run_coreai(target, {str(ffn.input_specs[0].name): x})
+    assert next(iter(got.values())).shape == (8, 64)  # the FFN, not the relu
+    assert [item.name for item in tmp_path.iterdir()] == ["m.aimodel"]
+
+
+def test_without_the_extra_the_error_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    real = builtins.__import__
+
+    def without_coreai(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name.startswith("coreai"):
+            raise ImportError(f"No module named {name!r}")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without_coreai)
+    program, _ = single_op_program("relu", RNG.standard_normal((4,)).astype(F32))
+    with pytest.raises(ProgramError, match=r"pip install 'anekit\[coreai\]'"):
+        save_coreai(program, tmp_path / "relu.aimodel")
+    assert list(tmp_path.iterdir()) == []
