@@ -77,8 +77,8 @@ def test_program_save_writes_an_asset_by_its_suffix(
 
 #: One-op programs: op -> its non-constant inputs and its attributes.
 _BINARY = ("add", "sub", "mul", "real_div", "maximum", "minimum")
-_UNARY = ("abs", "exp", "tanh", "sin", "cos", "sinh", "cosh", "erf", "identity", "relu")
-_UNARY += ("sigmoid", "silu")
+_UNARY: tuple[str, ...] = ("abs", "exp", "tanh", "sin", "cos", "sinh", "cosh", "erf")
+_UNARY += ("identity", "relu", "sigmoid", "silu")
 
 
 def _cases() -> list[tuple[str, tuple[np.ndarray, ...], dict[str, Any]]]:
@@ -173,7 +173,7 @@ def test_a_dynamic_shape_is_refused_with_the_input_named(tmp_path: Path) -> None
     from coremltools.converters.mil.mil import Builder as mb
     from coremltools.converters.mil.mil import get_new_symbol
 
-    @mb.program(input_specs=[mb.TensorSpec(shape=(get_new_symbol(), 4))])
+    @mb.program(input_specs=[mb.TensorSpec(shape=(get_new_symbol(), 4))])  # type: ignore[untyped-decorator]
     def program(x: Any) -> Any:
         return mb.relu(x=x, name="y")
 
