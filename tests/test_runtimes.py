@@ -38,7 +38,7 @@ def test_a_reference_to_nothing_fails_loudly() -> None:
 
 def test_the_backends_are_the_program_runtimes_in_their_order() -> None:
     names = [record.name for record in runtimes.program_runtimes()]
-    assert names == ["coreml", "sim", "onnx", "direct"]  # numpy runs no programs
+    assert names == ["coreml", "sim", "onnx", "direct", "coreai-cpu"]  # numpy runs none
     assert available_backends() == [name for name in names if RUNTIMES[name].available()]
     with pytest.raises(BackendUnavailableError, match="unknown backend 'numpy'"):
         select_backend("numpy")

@@ -56,8 +56,8 @@ class Runtime:
     #: programs, or None where it runs none.
     backend: str | None
     #: ``"module:function"`` opening an encoder: ``(LoadedModel, EncoderOptions) ->
-    #: ModelEncoder``.
-    encoder: str
+    #: ModelEncoder``; None: it runs no embedding model yet.
+    encoder: str | None
     #: The encoder's weight variants, default first.
     variants: tuple[str, ...]
     #: Never picked unless named (a private API).
@@ -112,6 +112,14 @@ def onnx_runtime_reason(device: str = "auto", **_: Any) -> str | None:
     return None
 
 
+def coreai_reason(**_: Any) -> str | None:
+    """Why Core AI's runtime cannot run here: its package, the extra ``anekit[coreai]``,
+    is not installed."""
+    if importlib.util.find_spec("coreai") is None:
+        return "needs the coreai extra: pip install 'anekit[coreai]'"
+    return None
+
+
 def direct_reason(**_: Any) -> str | None:
     """Why the private ANE framework cannot run here (:mod:`anekit.backends.direct`'s
     check, which knows the framework), or None."""
@@ -161,6 +169,16 @@ RUNTIMES: dict[str, Runtime] = {
             by_name_only=True,
         ),
         Runtime(
+            "coreai-cpu",
+            "CPU (Core AI reference runtime; not an ANE)",
+            "Apple's Core AI runtime on the CPU: the program as an .aimodel (docs/coreai.md)",
+            check="anekit.runtimes:coreai_reason",
+            backend="anekit.backends.coreai:CoreAICpuBackend",
+            encoder=None,
+            variants=("fp32",),
+            by_name_only=True,
+        ),
+        Runtime(
             "numpy",
             "CPU (NumPy fp32)",
             "the fp32 reference, evaluated with NumPy on any OS",
@@ -196,6 +214,7 @@ __all__ = [
     "Runtime",
     "attribute",
     "core_ml_reason",
+    "coreai_reason",
     "default_runtime",
     "direct_reason",
     "onnx_runtime_reason",

@@ -40,12 +40,15 @@ def ffn() -> anekit.CompiledProgram:
     return anekit.compile(_ffn, RNG.standard_normal((8, 64)).astype(F32))
 
 
-def _against_the_simulator(program: Any, feeds: dict[str, np.ndarray], path: Path) -> float:
-    """Max |Core AI CPU - anekit's fp32 simulation| over the outputs of ``main``."""
+def _against_the_simulator(
+    program: Any, feeds: dict[str, np.ndarray], path: Path, mode: str = "fp32"
+) -> float:
+    """Max |Core AI CPU - anekit's simulation| over the outputs of ``main`` (``mode``
+    ``ane`` where the program holds fp16 values, which Core AI stores as fp16 too)."""
     save_coreai(program, path, ["main"])
     assert coreai.AIModelAsset.is_valid(path)
     got = run_coreai(path, feeds, "main")
-    want = sim.run(program, feeds, mode="fp32").outputs
+    want = sim.run(program, feeds, mode=mode).outputs
     assert set(got) == set(want)
     return max(
         float(np.max(np.abs(np.asarray(got[name], F32) - np.asarray(want[name], F32))))
@@ -73,6 +76,62 @@ def test_program_save_writes_an_asset_by_its_suffix(
         "metadata.json",
     ]
     assert [item.name for item in tmp_path.iterdir()] == ["ffn.aimodel"]  # nothing beside
+
+
+def test_a_program_runs_on_the_coreai_cpu_backend_by_name(ffn: anekit.CompiledProgram) -> None:
+    x = RNG.standard_normal((8, 64)).astype(F32)
+    got = ffn(x, backend="coreai-cpu")
+    report = ffn.last_run
+    assert report is not None and report.backend == "coreai-cpu" and not report.simulated
+    assert report.device == "CPU (Core AI reference runtime; not an ANE)"
+    want = ffn(x, backend="sim", mode="fp32")
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=0, atol=1e-5)
+    again = ffn(x, backend="coreai-cpu")  # the loaded asset, run again
+    np.testing.assert_array_equal(np.asarray(again), np.asarray(got))
+    assert ffn.last_run is not None and ffn.last_run.load_seconds is None
+
+
+def test_anekit_run_takes_the_coreai_cpu_backend(
+    ffn: anekit.CompiledProgram, tmp_path: Path
+) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from anekit.cli import cli
+
+    package = ffn.save(tmp_path / "ffn.mlpackage")
+    result = CliRunner().invoke(
+        cli, ["run", str(package), "--backend", "coreai-cpu", "--repeat", "2", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["backend"] == "coreai-cpu" and report["simulated"] is False
+    assert report["device"] == "CPU (Core AI reference runtime; not an ANE)"
+
+
+def test_a_saved_fp16_package_runs_on_core_ai_in_fp16(
+    ffn: anekit.CompiledProgram, tmp_path: Path
+) -> None:
+    """The package as Core ML gets it (fp16 inside, casts at the edges), read back and
+    run by Core AI: within fp16's reach of the simulator's ANE numerics."""
+    loaded = anekit.load(ffn.save(tmp_path / "ffn.mlpackage"))
+    kinds = {op.op_type for op in loaded.program.functions["main"].operations}
+    assert "cast" in kinds
+    x = RNG.standard_normal((8, 64)).astype(F32)
+    got = np.asarray(loaded(x, backend="coreai-cpu"), F32)
+    want = np.asarray(loaded(x, backend="sim"), F32)  # ANE numerics: fp16 storage
+    exact = np.asarray(ffn(x, backend="sim", mode="fp32"), F32)
+    assert np.max(np.abs(got - want)) < 2e-4
+    assert np.max(np.abs(got - exact)) > 0  # computed in fp16, not in fp32
+
+
+def test_the_coreai_cpu_runtime_runs_no_embedding_model_yet() -> None:
+    from anekit.errors import ModelError
+    from anekit.models.encoders import open_encoder
+
+    with pytest.raises(ModelError, match="the coreai-cpu runtime runs no embedding model yet"):
+        open_encoder("coreai-cpu")
 
 
 #: One-op programs: op -> its non-constant inputs and its attributes.
@@ -113,6 +172,8 @@ def _cases() -> list[tuple[str, tuple[np.ndarray, ...], dict[str, Any]]]:
             },
         ),
         ("reshape", (x,), {"shape": np.array([6, 8], np.int32)}),
+        ("cast", (x,), {"dtype": "fp16"}),
+        ("cast", (x * 4,), {"dtype": "int32"}),
         ("transpose", (x,), {"perm": np.array([2, 0, 1], np.int32)}),
         (
             "conv",
@@ -133,7 +194,8 @@ def test_each_lowered_op_agrees_with_the_simulator(
 ) -> None:
     op_type = name.split(" ")[0]
     program, feeds = single_op_program(op_type, *arrays, **attributes)
-    error = _against_the_simulator(program, feeds, tmp_path / "op.aimodel")
+    mode = "ane" if attributes.get("dtype") == "fp16" else "fp32"
+    error = _against_the_simulator(program, feeds, tmp_path / "op.aimodel", mode)
     scale = max(float(np.max(np.abs(value))) for value in feeds.values())
     assert error <= 2e-5 * max(scale, 1.0) ** 2, (name, error)
 

@@ -14,6 +14,7 @@ from anekit.cli._inputs import (
     program_inputs,
     seed_option,
 )
+from anekit.runtimes import program_runtimes
 
 
 @click.command()
@@ -22,10 +23,11 @@ from anekit.cli._inputs import (
 @inputs_option
 @click.option(
     "--backend",
-    type=click.Choice(["coreml", "sim", "onnx", "direct"]),
+    type=click.Choice([runtime.name for runtime in program_runtimes()]),
     default=None,
     help="Default: Core ML on a Mac, else the simulator. direct: the experimental private "
-    "ANE path (macOS), which falls back to Core ML with a warning when it cannot load.",
+    "ANE path (macOS), which falls back to Core ML with a warning when it cannot load. "
+    "coreai-cpu: Apple's Core AI runtime on the CPU (the coreai extra; never an ANE figure).",
 )
 @click.option(
     "--compute-units",

@@ -343,6 +343,8 @@ def open_encoder(
     :class:`EncoderOptions`'. ``weights``: already read (else read from the model's
     folder)."""
     chosen = runtime(kind)
+    if chosen.encoder is None:
+        raise ModelError(f"the {kind} runtime runs no embedding model yet")
     options = EncoderOptions(
         variant, package, progress, threads, device, compute_units, isolated_build
     )

@@ -198,33 +198,60 @@ def save_coreai(program: Any, path: str | Path, functions: Iterable[str] | None 
     return target
 
 
+class LoadedFunction:
+    """One function of a Core AI asset, loaded on Core AI's runtime (on Linux its bundled
+    CPU runtime: Apple's reference CPU execution, never an ANE figure) and kept loaded
+    until :meth:`close`; each call runs it once."""
+
+    def __init__(self, path: str | Path, function: str = "main") -> None:
+        ai = authoring()
+        self.path, self.function = Path(path), function
+        self._loop = asyncio.new_event_loop()
+        self._executable = ai.AIModelAsset.load(self.path).executable()
+        try:
+            model = self._loop.run_until_complete(self._executable.__aenter__())
+            if function not in model.function_names:
+                names = ", ".join(model.function_names)
+                raise ProgramError(f"{path}: no function {function!r}; it has {names}")
+            self._function = model.load_function(function)
+        except BaseException:
+            self.close()
+            raise
+
+    def __call__(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        from coreai.runtime import NDArray
+
+        inputs = {name: NDArray(np.ascontiguousarray(value)) for name, value in feeds.items()}
+        outputs = self._loop.run_until_complete(self._function(inputs))
+        return {name: np.asarray(value.numpy()) for name, value in outputs.items()}
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        try:
+            self._loop.run_until_complete(self._executable.__aexit__(None, None, None))
+        except RuntimeError:
+            pass  # never entered
+        finally:
+            self._loop.close()
+
+
 def run_coreai(
     path: str | Path, feeds: Mapping[str, np.ndarray], function: str = "main"
 ) -> dict[str, np.ndarray]:
-    """Run ``function`` of the asset at ``path`` on Core AI's bundled CPU runtime (Linux;
-    on macOS, the OS runtime): Apple's reference CPU execution, never an ANE figure."""
-    ai = authoring()
-    from coreai.runtime import NDArray
-
-    asset = ai.AIModelAsset.load(Path(path))
-
-    async def run() -> dict[str, np.ndarray]:
-        async with asset.executable() as model:
-            if function not in model.function_names:
-                raise ProgramError(
-                    f"{path}: no function {function!r}; it has {', '.join(model.function_names)}"
-                )
-            loaded = model.load_function(function)
-            inputs = {name: NDArray(np.ascontiguousarray(value)) for name, value in feeds.items()}
-            outputs = await loaded(inputs)
-            return {name: np.asarray(value.numpy()) for name, value in outputs.items()}
-
-    return asyncio.run(run())
+    """Run ``function`` of the asset at ``path`` once on Core AI's runtime
+    (:class:`LoadedFunction`)."""
+    loaded = LoadedFunction(path, function)
+    try:
+        return loaded(feeds)
+    finally:
+        loaded.close()
 
 
 __all__ = [
     "SUFFIX",
     "CoreAIBuilder",
+    "LoadedFunction",
     "authoring",
     "run_coreai",
     "save_coreai",

@@ -282,3 +282,11 @@ def _with_epsilon_coreai(ai: Any, op: Any) -> Any:
     if op.op_type == "rsqrt":
         return ai.ai.rsqrt(shifted)
     return ai.ai.broadcasting_divide(ai.scalar(1.0, op.x), shifted)
+
+
+@lowers("cast", target="coreai")
+def _cast_coreai(ai: Any, op: Any) -> Any:
+    target = numpy_dtype(op.outputs[0])  # the output's dtype as MIL infers it
+    if target is None:
+        raise NotLowerable(f"cast to {ai.param(op, 'dtype')}")
+    return ai.ai.cast(ai.value(op.x), target.type)
