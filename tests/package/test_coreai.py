@@ -267,6 +267,29 @@ def test_a_new_asset_replaces_the_old_one_whole(
     assert [item.name for item in tmp_path.iterdir()] == ["m.aimodel"]
 
 
+def test_a_failed_swap_keeps_the_previous_asset(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    target = tmp_path / "m.aimodel"
+    first, _ = single_op_program("relu", RNG.standard_normal((4,)).astype(F32))
+    save_coreai(first, target)
+    before = {item.name: item.read_bytes() for item in target.iterdir()}
+    rename, calls = Path.rename, []
+
+    def flaky(self: Path, destination: Any) -> Any:
+        calls.append(self.name)
+        if len(calls) == 2:  # the new asset into place, after the old one went aside
+            raise OSError(28, "No space left on device")
+        return rename(self, destination)
+
+    monkeypatch.setattr(Path, "rename", flaky)
+    second, _ = single_op_program("sigmoid", RNG.standard_normal((4,)).astype(F32))
+    with pytest.raises(ProgramError, match="No space left"):
+        save_coreai(second, target)
+    assert {item.name: item.read_bytes() for item in target.iterdir()} == before
+    assert [item.name for item in tmp_path.iterdir()] == ["m.aimodel"]
+
+
 def test_without_the_extra_the_error_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

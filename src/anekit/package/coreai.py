@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import shutil
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -177,25 +175,15 @@ def to_coreai(program: Any, functions: Iterable[str] | None = None) -> Any:
 
 def save_coreai(program: Any, path: str | Path, functions: Iterable[str] | None = None) -> Path:
     """Write ``program`` (a MIL program) as the Core AI asset ``path`` (``.aimodel``),
-    atomically: built and saved in a temporary sibling folder, then renamed into place."""
+    atomically: built whole first, then saved in a temporary sibling folder and renamed
+    into place (:func:`~anekit.package.saving.save_folder`)."""
     target = Path(path)
     if target.suffix != SUFFIX:
         raise ProgramError(f"{target}: a Core AI asset is a folder ending in {SUFFIX}")
+    from anekit.package.saving import save_folder
+
     built = to_coreai(program, functions)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".saving", dir=target.parent))
-    try:
-        staged = scratch / target.name
-        built.save_asset(staged)
-        if target.exists():
-            aside = scratch / "previous"
-            target.rename(aside)
-        staged.rename(target)
-    except OSError as error:
-        raise ProgramError(f"{target}: could not write the asset: {error}") from error
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return target
+    return save_folder(target, built.save_asset)
 
 
 class LoadedFunction:

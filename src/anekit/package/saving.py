@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,14 @@ def save_package(model: Any, path: str | Path) -> Path:
     ``path``, atomically: into a temporary sibling folder, then renamed over ``path``
     (a package there is replaced only once the new one is complete). Returns the path."""
     target = package_target(path)
+    return save_folder(target, lambda staged: model.save(str(staged)))
+
+
+def save_folder(target: Path, write: Callable[[Path], object]) -> Path:
+    """Write a model folder (an ``.mlpackage``, a Core AI ``.aimodel``) at ``target`` by
+    ``write(staged)`` into a temporary sibling folder, then rename it over ``target``: a
+    folder already there is replaced only once the new one is complete, and put back if
+    the swap fails (or kept and named, if even that fails)."""
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         scratch = Path(
@@ -70,7 +78,7 @@ def save_package(model: Any, path: str | Path) -> Path:
     aside = scratch / "previous.mlpackage"
     try:
         staged = scratch / target.name
-        model.save(str(staged))
+        write(staged)
         _swap_in(staged, target, aside)
     except _NotRestored as failed:
         # The previous package could not go back: keep it where it is, and say where.
