@@ -40,6 +40,20 @@ def _metadata(path: Path) -> dict[str, str]:
     return dict(spec.description.metadata.userDefined)
 
 
+def _checked_save_path(save_path: str) -> Path:
+    """What coremltools 9.0's ``MLModel.save`` (coremltools/models/model.py) takes for an
+    ML program: a path whose extension is ``.mlpackage`` (none: it appends one; any other
+    raises)."""
+    if not isinstance(save_path, str):
+        raise TypeError(f"save_path is a str, got {type(save_path).__name__}")
+    suffix = Path(save_path).suffix
+    if not suffix:
+        save_path += ".mlpackage"
+    elif suffix != ".mlpackage":
+        raise Exception(f"For an ML Program, extension must be .mlpackage (not {suffix}).")
+    return Path(save_path)
+
+
 class FolderModel:
     """Saves like an ML program's ``MLModel``: a directory of files; ``fail`` makes the
     save raise after writing part of it."""
@@ -49,7 +63,7 @@ class FolderModel:
         self.fail = fail
 
     def save(self, save_path: str) -> None:
-        folder = Path(save_path)
+        folder = _checked_save_path(save_path)
         folder.mkdir()
         (folder / "Manifest.json").write_text(self.content)
         if self.fail:
@@ -69,7 +83,7 @@ def _crash_coremltools_save(monkeypatch: pytest.MonkeyPatch) -> None:
     """coremltools' ``MLModel.save`` writes part of the package, then fails."""
 
     def save(self: Any, save_path: str) -> None:
-        folder = Path(save_path)
+        folder = _checked_save_path(save_path)
         folder.mkdir(parents=True)
         (folder / "Manifest.json").write_text("{}")
         raise RuntimeError("disk full")
@@ -142,6 +156,13 @@ def test_a_previous_package_that_cannot_go_back_is_kept_and_named(
     assert kept.parent.parent == tmp_path and kept.name == "previous.mlpackage"
     assert _tree(kept) == {"Manifest.json": b"first"}  # not deleted with the scratch folder
     assert not target.exists()
+
+
+def test_the_stand_in_refuses_what_coremltools_refuses(tmp_path: Path) -> None:
+    with pytest.raises(Exception, match=r"extension must be \.mlpackage"):
+        FolderModel("x").save(str(tmp_path / "m.mlmodel"))
+    with pytest.raises(TypeError, match="save_path is a str"):
+        FolderModel("x").save(tmp_path / "m.mlpackage")  # type: ignore[arg-type]
 
 
 def test_bad_targets_are_refused_before_anything_is_written(tmp_path: Path) -> None:
