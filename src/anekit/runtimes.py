@@ -112,11 +112,15 @@ def onnx_runtime_reason(device: str = "auto", **_: Any) -> str | None:
     return None
 
 
+#: How to install Core AI's package, the extra ``anekit[coreai]``.
+COREAI_EXTRA = "pip install 'anekit[coreai]'"
+
+
 def coreai_reason(**_: Any) -> str | None:
     """Why Core AI's runtime cannot run here: its package, the extra ``anekit[coreai]``,
     is not installed."""
     if importlib.util.find_spec("coreai") is None:
-        return "needs the coreai extra: pip install 'anekit[coreai]'"
+        return f"needs the coreai extra: {COREAI_EXTRA}"
     return None
 
 
@@ -210,6 +214,7 @@ def default_runtime() -> str:
 
 
 __all__ = [
+    "COREAI_EXTRA",
     "RUNTIMES",
     "Runtime",
     "attribute",

@@ -23,11 +23,12 @@ import numpy as np
 
 from anekit._milgraph import mil_defaults
 from anekit.errors import ProgramError
+from anekit.runtimes import COREAI_EXTRA
 
 #: The asset folder's extension.
 SUFFIX = ".aimodel"
 #: What to install when the builder is missing.
-EXTRA = "pip install 'anekit[coreai]'"
+EXTRA = COREAI_EXTRA
 
 
 def authoring() -> Any:
