@@ -16,12 +16,13 @@ import anekit
 import anekit.nn as nn
 from anekit import sim
 from anekit.errors import ProgramError
+from anekit.ops.groups import CONSTEXPR
 from anekit.ops.registry import OPS
 from anekit.sim.single_op import single_op_program
 
 coreai = pytest.importorskip("coreai.authoring", reason="the coreai extra")
 
-from anekit.package.coreai import run_coreai, save_coreai, unlowerable  # noqa: E402
+from anekit.package.coreai import run_coreai, save_coreai, to_coreai, unlowerable  # noqa: E402
 
 F32 = np.float32
 RNG = np.random.default_rng(3)
@@ -138,6 +139,8 @@ def test_the_coreai_cpu_runtime_runs_no_embedding_model_yet() -> None:
 _BINARY = ("add", "sub", "mul", "real_div", "maximum", "minimum")
 _UNARY: tuple[str, ...] = ("abs", "exp", "tanh", "sin", "cos", "sinh", "cosh", "erf")
 _UNARY += ("identity", "relu", "sigmoid", "silu")
+_REDUCTIONS = ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod")
+_REDUCTIONS += ("reduce_sum_square", "reduce_l1_norm", "reduce_l2_norm")
 
 
 def _cases() -> list[tuple[str, tuple[np.ndarray, ...], dict[str, Any]]]:
@@ -180,6 +183,70 @@ def _cases() -> list[tuple[str, tuple[np.ndarray, ...], dict[str, Any]]]:
             (RNG.standard_normal((1, 8, 1, 16)).astype(F32),),
             {"weight": RNG.standard_normal((4, 8, 1, 1)).astype(F32), "pad_type": "valid"},
         ),
+        (
+            "conv (same, strided, biased)",
+            (RNG.standard_normal((1, 2, 7, 6)).astype(F32),),
+            {
+                "weight": RNG.standard_normal((3, 2, 3, 3)).astype(F32),
+                "bias": RNG.standard_normal(3).astype(F32),
+                "pad_type": "same",
+                "strides": np.array([2, 1], np.int32),
+            },
+        ),
+        (
+            "conv (custom: Whisper's front end)",
+            (RNG.standard_normal((1, 4, 1, 12)).astype(F32),),
+            {
+                "weight": RNG.standard_normal((5, 4, 1, 3)).astype(F32),
+                "pad_type": "custom",
+                "pad": np.array([0, 0, 1, 1], np.int32),
+            },
+        ),
+        ("layer_norm", (x,), {"axes": np.array([-1], np.int32), "epsilon": F32(1e-5)}),
+        (
+            "layer_norm (affine, two axes)",
+            (x,),
+            {
+                "axes": np.array([1, 2], np.int32),
+                "gamma": RNG.uniform(0.5, 2.0, (3, 8)).astype(F32),
+                "beta": RNG.standard_normal((3, 8)).astype(F32),
+                "epsilon": F32(1e-5),
+            },
+        ),
+        ("concat", ([x, y, x[:, :1]],), {"axis": np.int32(1)}),
+        (
+            "slice_by_index",
+            (x,),
+            {
+                "begin": np.array([1, 0, 1], np.int32),
+                "end": np.array([2, 3, 7], np.int32),
+                "stride": np.array([1, 2, 3], np.int32),
+            },
+        ),
+        (
+            "slice_by_index (masks, squeezed)",
+            (x,),
+            {
+                "begin": np.array([0, 2, -4], np.int32),
+                "end": np.array([0, 3, 0], np.int32),
+                "begin_mask": np.array([True, False, False]),
+                "end_mask": np.array([True, False, True]),
+                "squeeze_mask": np.array([False, True, False]),
+            },
+        ),
+        (
+            "slice_by_size",
+            (x,),
+            {"begin": np.array([0, 1, 2], np.int32), "size": np.array([-1, 2, 4], np.int32)},
+        ),
+        ("split", (x,), {"axis": np.int32(2), "split_sizes": np.array([3, 5], np.int32)}),
+        ("tile", (x,), {"reps": np.array([1, 2, 3], np.int32)}),
+        ("pad", (x,), {"pad": np.array([1, 0, 2, 3], np.int32), "constant_val": F32(0.5)}),
+    ]
+    cases += [
+        (op, (x,), {"axes": np.array([1, -1], np.int32), "keep_dims": keep})
+        for op in _REDUCTIONS
+        for keep in (False, True)
     ]
     return cases
 
@@ -204,8 +271,72 @@ def test_every_op_the_table_covers_is_lowered() -> None:
     """The ops these tests run are exactly the ops with a Core AI lowering (a new
     lowering comes with a case above)."""
     lowered = {name for name, record in OPS.items() if "coreai" in record.lowerings}
-    tested = {case[0].split(" ")[0] for case in _cases()}
+    tested = {case[0].split(" ")[0] for case in _cases()} | CONSTEXPR
     assert lowered == tested
+
+
+def _compressed_weights() -> dict[str, Any]:
+    """Builders of one compressed (8, 16) fp16 weight per form the lowering takes, each
+    with the Core AI op it should become (None: stored dense)."""
+    from coremltools.converters.mil.mil import Builder as mb
+    from coremltools.converters.mil.mil import types
+
+    data = RNG.integers(-128, 128, (8, 16)).astype(np.int8)
+    per_row = RNG.uniform(0.01, 0.1, (8, 1)).astype(np.float16)
+    offsets = RNG.integers(-4, 4, (8, 1)).astype(np.int8)
+    uint4 = types.nptype_from_builtin(types.uint4)
+    palette = RNG.standard_normal((2, 1, 16, 1)).astype(np.float16)  # a palette per 4 rows
+    indices = RNG.integers(0, 16, (8, 16)).astype(uint4)
+    int4 = RNG.integers(-8, 8, (8, 16)).astype(types.nptype_from_builtin(types.int4))
+    blocks = RNG.uniform(0.01, 0.1, (8, 2)).astype(np.float16)  # blocks of 8 columns
+    return {
+        "int8 per channel": (
+            "dequantize",
+            lambda: mb.constexpr_blockwise_shift_scale(data=data, scale=per_row, offset=offsets),
+        ),
+        "int8 per tensor": (
+            "dequantize",
+            lambda: mb.constexpr_blockwise_shift_scale(data=data, scale=per_row[:1, :1]),
+        ),
+        "palette of 16 per group": (
+            "lut_to_dense",
+            lambda: mb.constexpr_lut_to_dense(indices=indices, lut=palette),
+        ),
+        "int4 in blocks of 8": (
+            None,
+            lambda: mb.constexpr_blockwise_shift_scale(data=int4, scale=blocks),
+        ),
+    }
+
+
+@pytest.mark.parametrize("form", list(_compressed_weights()))
+def test_compressed_weights_run_on_core_ai_as_decompressed(form: str, tmp_path: Path) -> None:
+    """A compressed weight (iOS18 constexpr ops, as coremltools writes anekit's int8 and
+    palettized packages) stays compressed in the asset where Core AI has the form, and
+    gives the weight coremltools' own decompression gives."""
+    import coremltools as ct
+    from coremltools.converters.mil.mil import Builder as mb
+    from coremltools.converters.mil.mil import types
+
+    op, weight = _compressed_weights()[form]
+
+    def build(x: Any) -> Any:
+        return mb.linear(x=x, weight=weight(), name="y")
+
+    program = mb.program(
+        input_specs=[mb.TensorSpec(shape=(3, 16), dtype=types.fp16)],
+        opset_version=ct.target.iOS18,
+    )(build)
+    feeds = {"x": RNG.standard_normal((3, 16)).astype(np.float16)}
+    path = tmp_path / "w.aimodel"
+    error = _against_the_simulator(program, feeds, path, mode="ane")
+    peak = float(np.max(np.abs(sim.run(program, feeds, mode="ane").outputs["y"])))
+    assert error <= 2e-3 * peak, (error, peak)  # fp16 sums of 16 products, rounded apart
+    built = str(to_coreai(program))  # the module's MLIR text
+    if op is None:
+        assert "dequantize" not in built and "lut_to_dense" not in built
+    else:
+        assert f"coreai.{op}" in built
 
 
 def test_an_op_without_a_lowering_is_refused_by_name_before_anything_is_written(
@@ -219,15 +350,15 @@ def test_an_op_without_a_lowering_is_refused_by_name_before_anything_is_written(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_padded_convolution_is_refused_with_the_reason(tmp_path: Path) -> None:
+def test_an_op_variant_a_lowering_cannot_take_is_refused_with_the_reason(
+    tmp_path: Path,
+) -> None:
     program, _ = single_op_program(
-        "conv",
-        RNG.standard_normal((1, 2, 5, 5)).astype(F32),
-        weight=RNG.standard_normal((3, 2, 3, 3)).astype(F32),
-        pad_type="same",
-    )
-    with pytest.raises(ProgramError, match=r"conv .*: Core AI cannot take it: padding same"):
-        save_coreai(program, tmp_path / "conv.aimodel")
+        "pad", RNG.standard_normal((2, 5)).astype(F32), pad=np.array([1, 1], np.int32),
+        mode="reflect",
+    )  # fmt: skip
+    with pytest.raises(ProgramError, match=r"pad .*: Core AI cannot take it: pad mode reflect"):
+        save_coreai(program, tmp_path / "pad.aimodel")
     assert list(tmp_path.iterdir()) == []
 
 

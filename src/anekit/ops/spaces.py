@@ -5,6 +5,9 @@
   ``exp`` and ``erf`` may be given faster kernels with NumPy's semantics.
 - :class:`GraphSpace`: names of values in an ONNX graph being built
   (:class:`anekit.onnxgraph.Graph`); ``store`` appends the fp16 round trip.
+- :class:`CoreAISpace`: values of a Core AI graph being built (the builder a Core AI
+  lowering gets, :class:`anekit.package.coreai.CoreAIBuilder`); ``store`` keeps values,
+  since Core AI computes in the program's own dtype.
 """
 
 from __future__ import annotations
@@ -121,4 +124,50 @@ class GraphSpace:
         return self._node("Pad", x, self.graph.constant([0, 0, 0, 1]))
 
 
-__all__ = ["GraphSpace", "NumpySpace"]
+def _coreai_op(name: str) -> Callable[..., Any]:
+    """A :class:`CoreAISpace` method applying the Core AI op ``name`` to its inputs."""
+
+    def method(self: CoreAISpace, *inputs: Any) -> Any:
+        return getattr(self.builder.ai, name)(*inputs)
+
+    return method
+
+
+class CoreAISpace:
+    """Values of a Core AI graph in the dtype ``dtype`` (the op's own: float16 or
+    float32); ``builder`` is what a Core AI lowering gets (``.ai`` the authoring
+    module, ``.constant`` an array constant). Core AI's reductions keep their axes."""
+
+    def __init__(self, builder: Any, dtype: Any) -> None:
+        self.builder, self.dtype = builder, np.dtype(dtype)
+
+    def store(self, x: Any) -> Any:
+        return x
+
+    def const(self, value: float) -> Any:
+        return self.builder.constant(np.asarray(value, self.dtype))
+
+    add = _coreai_op("broadcasting_add")
+    sub = _coreai_op("broadcasting_sub")
+    mul = _coreai_op("broadcasting_mul")
+    div = _coreai_op("broadcasting_divide")
+    exp = _coreai_op("exp")
+    erf = _coreai_op("erf")
+    tanh = _coreai_op("tanh")
+    sigmoid = _coreai_op("sigmoid")
+    sqrt = _coreai_op("sqrt")
+
+    def max(self, x: Any, axes: tuple[int, ...]) -> Any:
+        return self.builder.ai.reduce_max(x, np.asarray(axes, np.int32))
+
+    def sum(self, x: Any, axes: tuple[int, ...]) -> Any:
+        return self.builder.ai.reduce_sum(x, np.asarray(axes, np.int32))
+
+    def pair_sums(self, x: Any) -> Any:
+        raise NotImplementedError("Core AI sums whole axes (Space.sum)")
+
+    def pad_last(self, x: Any) -> Any:
+        raise NotImplementedError("Core AI sums whole axes (Space.sum)")
+
+
+__all__ = ["CoreAISpace", "GraphSpace", "NumpySpace"]

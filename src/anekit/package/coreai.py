@@ -85,6 +85,7 @@ class CoreAIBuilder:
 def unlowerable(functions: Iterable[Any]) -> dict[str, int]:
     """The op types in ``functions`` without a Core AI lowering, and how often each is
     there (constants are values, not ops, here)."""
+    from anekit.ops import defs  # noqa: F401  (fills the op records)
     from anekit.ops.registry import OPS
 
     missing: dict[str, int] = {}
@@ -167,10 +168,14 @@ def to_coreai(program: Any, functions: Iterable[str] | None = None) -> Any:
         raise ProgramError(f"no Core AI lowering for these ops: {listed}")
     ai = authoring()
     module = ai.Module.create()
-    with module:
-        for name, function in zip(names, chosen, strict=True):
-            _graph(ai, name, function)
-    module.verify()
+    try:
+        with module:  # Core AI's rewrites and checks run as the block closes
+            for name, function in zip(names, chosen, strict=True):
+                _graph(ai, name, function)
+        module.verify()
+    except RuntimeError as error:  # the builder's verifier: a lowering's bug, named
+        first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        raise ProgramError(f"Core AI refused the program: {first}") from error
     return ai.AIProgram(module)
 
 

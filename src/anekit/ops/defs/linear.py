@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from anekit._milgraph import numpy_dtype
 from anekit.ops import kernels
 from anekit.ops.conv import conv_geometry
 from anekit.ops.defs._util import errstate, out_shape, per_channel
@@ -244,40 +243,36 @@ def _matmul_coreai(ai: Any, op: Any) -> Any:
 
 @lowers("linear", target="coreai")
 def _linear_coreai(ai: Any, op: Any) -> Any:
-    weight = np.asarray(ai.param(op, "weight"))
-    dtype = numpy_dtype(op.x)
+    weight = ai.value(op.weight)  # (out, in): a constant, or a dequantized weight
     product = ai.ai.broadcasting_batch_matmul(
-        ai.value(op.x), ai.constant(np.ascontiguousarray(weight.T).astype(dtype))
+        ai.value(op.x), ai.ai.transpose(weight, np.asarray([1, 0], np.uint32))
     )
-    bias = ai.param(op, "bias")
-    if bias is None:
-        return product
-    return ai.ai.broadcasting_add(product, ai.constant(np.asarray(bias).astype(dtype)))
+    bias = op.inputs.get("bias")  # absent: MIL's default, zeros
+    return product if bias is None else ai.ai.broadcasting_add(product, ai.value(bias))
 
 
 @lowers("conv", target="coreai")
 def _conv_coreai(ai: Any, op: Any) -> Any:
-    """A 2-D convolution without padding (Core AI's ``conv2d`` takes none: the ANE
-    passes' 1x1 projections are the common case); bias added after."""
-    if len(shape_of(op.x)) != 4:
-        raise NotLowerable(f"a {len(shape_of(op.x)) - 2}-D convolution (conv2d only)")
-    pad_type = str(ai.param(op, "pad_type"))
-    unpadded = pad_type == "valid" or (
-        pad_type == "same" and all(size == 1 for size in shape_of(op.weight)[2:])
-    )
-    if not unpadded and not (pad_type == "custom" and not np.any(ai.param(op, "pad"))):
-        raise NotLowerable(f"padding {pad_type} (conv2d takes none)")
-    dtype = numpy_dtype(op.x)
-    weight = ai.constant(np.asarray(ai.param(op, "weight")).astype(dtype))
-    strides = np.asarray(ai.param(op, "strides"), np.int32)
-    dilations = np.asarray(ai.param(op, "dilations"), np.int32)
+    """A 2-D convolution: its padding (Core AI's ``conv2d`` takes none) a ``pad`` of
+    zeros before it, as MIL's ``pad_type`` defines it; the bias added after."""
+    shape = shape_of(op.x)
+    if len(shape) != 4:
+        raise NotLowerable(f"a {len(shape) - 2}-D convolution (conv2d only)")
+    arguments = {name: ai.param(op, name) for name in ("strides", "dilations", "pad_type", "pad")}
+    strides, dilations, padding = conv_geometry(shape[2:], shape_of(op.weight)[2:], **arguments)
+    x = ai.value(op.x)
+    if any(begin or end for begin, end in padding):
+        pads = [0, 0, 0, 0] + [size for pair in padding for size in pair]
+        x = ai.ai.pad(x, np.asarray(pads, np.uint32), ai.scalar(0, op.x))
     groups = np.int32(ai.param(op, "groups"))
-    result = ai.ai.conv2d(ai.value(op.x), weight, strides, dilations, groups)
-    bias = ai.param(op, "bias")
-    if bias is None:
+    result = ai.ai.conv2d(
+        x, ai.value(op.weight), np.asarray(strides, np.int32), np.asarray(dilations, np.int32),
+        groups,
+    )  # fmt: skip
+    if op.inputs.get("bias") is None:
         return result
-    shaped = np.asarray(bias).astype(dtype).reshape(1, -1, 1, 1)
-    return ai.ai.broadcasting_add(result, ai.constant(shaped))
+    bias = ai.ai.reshape(ai.value(op.bias), np.asarray([1, shape_of(op.bias)[0], 1, 1], np.int32))
+    return ai.ai.broadcasting_add(result, bias)
 
 
 @lowers("conv")

@@ -17,7 +17,7 @@ from anekit.ops.defs._util import errstate
 from anekit.ops.groups import CONSTEXPR
 from anekit.ops.limits import ATTENTION_SCORE_LIMIT
 from anekit.ops.lowering import shape_of
-from anekit.ops.registry import OpContext, cliff, register
+from anekit.ops.registry import OpContext, cliff, lowers, register
 from anekit.ops.spaces import NumpySpace
 
 
@@ -54,6 +54,90 @@ def _constant_input(var: Any) -> Any:
     values = decompressed(var.op)
     values = values if isinstance(values, tuple) else (values,)
     return next(value for out, value in zip(var.op.outputs, values, strict=True) if out is var)
+
+
+# -- Core AI lowerings of compressed weights (anekit.package.coreai) ----------------------
+
+#: Integer weights Core AI's ``dequantize`` takes as stored (its 4-bit constants read
+#: back wrong in coreai-core 1.0.0b3: issue 36; those are stored decompressed).
+_COREAI_QUANTIZED = frozenset({"int8", "uint8"})
+#: Core AI's ``lut_to_dense`` wants a palette of 2^bits entries for its indices'
+#: integer type; indices of fewer bits are widened to uint8 and the palette padded.
+_COREAI_PALETTE = 256
+
+
+@lowers(*sorted(CONSTEXPR), target="coreai")
+def _constexpr_coreai(ai: Any, op: Any) -> Any:
+    """A compressed weight: 8-bit per-channel (or per-tensor) quantization as Core AI's
+    ``dequantize``, a palette of up to 256 entries per group as ``lut_to_dense`` (its
+    indices as uint8), anything else (4-bit and blockwise quantization, sparse or joint
+    compression, vector palettes) as the dense weight coremltools decompresses."""
+    compact = _dequantized(ai, op) if op.op_type in _AFFINE else None
+    if compact is None and op.op_type == "constexpr_lut_to_dense" and "shape" not in op.inputs:
+        compact = _palettized(ai, op)  # iOS18's form (iOS16's packs its indices)
+    return compact if compact is not None else ai.constant(decompressed(op))
+
+
+#: The affine quantizations and their inputs: (data, scale, offset, axis or None).
+_AFFINE = {
+    "constexpr_blockwise_shift_scale": ("data", "scale", "offset", None),
+    "constexpr_affine_dequantize": ("quantized_data", "scale", "zero_point", "axis"),
+}
+
+
+def _constant_inputs(op: Any, *names: str) -> list[Any] | None:
+    """The constant values of ``op``'s inputs ``names`` (None where absent), or None when
+    one of them is computed (joint compression)."""
+    values = []
+    for name in names:
+        var = op.inputs.get(name)
+        if var is not None and var.val is None:
+            return None
+        values.append(None if var is None else np.asarray(var.val))
+    return values
+
+
+def _dequantized(ai: Any, op: Any) -> Any:
+    data_name, scale_name, offset_name, axis_name = _AFFINE[op.op_type]
+    found = _constant_inputs(op, data_name, scale_name, offset_name)
+    if found is None:
+        return None
+    data, scale, offset = found
+    if data.dtype.name not in _COREAI_QUANTIZED:
+        return None
+    if axis_name is not None:  # iOS16: a scalar or a vector along ``axis``
+        axis = int(op.inputs[axis_name].val) % data.ndim
+    else:  # iOS18: blocks; one block per channel along at most one axis
+        wide = [a for a, size in enumerate(scale.shape) if size != 1]
+        if len(wide) > 1 or (wide and scale.shape[wide[0]] != data.shape[wide[0]]):
+            return None
+        axis = wide[0] if wide else 0
+    count = data.shape[axis]
+    scale = np.broadcast_to(np.ravel(scale), (count,)) if scale.size == 1 else np.ravel(scale)
+    zero = np.zeros(count, data.dtype) if offset is None else np.ravel(offset).astype(data.dtype)
+    zero = np.broadcast_to(zero, (count,)) if zero.size == 1 else zero
+    return ai.ai.dequantize(
+        ai.constant(data),
+        ai.constant(np.ascontiguousarray(scale)),
+        ai.constant(np.ascontiguousarray(zero)),
+        ai.constant(np.zeros(count, scale.dtype)),
+        np.int32(axis),
+    )
+
+
+def _palettized(ai: Any, op: Any) -> Any:
+    found = _constant_inputs(op, "indices", "lut")
+    if found is None:
+        return None
+    indices, lut = found
+    if lut.shape[-1] != 1 or lut.shape[-2] > _COREAI_PALETTE:
+        return None  # vector palettes, or more entries than uint8 indexes
+    padding = [(0, 0)] * (lut.ndim - 2) + [(0, _COREAI_PALETTE - lut.shape[-2]), (0, 0)]
+    return ai.ai.lut_to_dense(
+        ai.constant(indices.astype(np.uint8)),
+        ai.constant(np.pad(lut, padding)),
+        np.int16(int(op.inputs["vector_axis"].val) if "vector_axis" in op.inputs else 0),
+    )
 
 
 @register("max_pool", "avg_pool", "l2_pool")

@@ -140,3 +140,28 @@ def _layer_norm_fused(low: Lowering, op: Any) -> list[str]:
             epsilon=float(low.param(op, "epsilon")),
         )
     ]
+
+
+# -- Core AI lowerings (anekit.package.coreai) -----------------------------------------
+
+
+@lowers("layer_norm", target="coreai")
+def _layer_norm_coreai(ai: Any, op: Any) -> Any:
+    """Spelled out (Core AI has no layer_norm op): the composite every other path runs,
+    in the op's own dtype."""
+    from anekit._milgraph import numpy_dtype
+    from anekit.ops.spaces import CoreAISpace
+
+    shape = shape_of(op.x)
+    axes = axes_of(ai.param(op, "axes"), len(shape))
+    count = int(np.prod([shape[axis] for axis in axes], dtype=np.int64))
+    space = CoreAISpace(ai, numpy_dtype(op.x))
+    epsilon = float(ai.param(op, "epsilon"))
+    result, _ = composites.normalize(space, ai.value(op.x), axes, count, epsilon)
+    param_shape = np.asarray([shape[a] if a in axes else 1 for a in range(len(shape))], np.int32)
+
+    def param(var: Any) -> Any:
+        return None if var is None else ai.ai.reshape(ai.value(var), param_shape)
+
+    gamma, beta = param(op.inputs.get("gamma")), param(op.inputs.get("beta"))
+    return composites.affine(space, result, gamma, beta)

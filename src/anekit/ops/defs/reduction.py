@@ -155,3 +155,35 @@ def _argmax(low: Lowering, op: Any) -> list[str]:
     target = numpy_dtype(op.outputs[0])
     cast = onnx_type(np.dtype(np.int32) if target is None else target)
     return [low.node("Cast", index, to=cast)]
+
+
+# -- Core AI lowerings (anekit.package.coreai) -----------------------------------------
+
+_COREAI_REDUCE = {
+    "reduce_sum": "reduce_sum",
+    "reduce_mean": "reduce_mean",
+    "reduce_max": "reduce_max",
+    "reduce_min": "reduce_min",
+    "reduce_prod": "reduce_product",
+    "reduce_sum_square": "reduce_sum",
+    "reduce_l1_norm": "reduce_sum",
+    "reduce_l2_norm": "reduce_sum",
+}
+
+
+@lowers(*_COREAI_REDUCE, target="coreai")
+def _reduce_coreai(ai: Any, op: Any) -> Any:
+    """Core AI's reductions keep the reduced axes; without ``keep_dims`` the result is
+    reshaped to the op's output shape."""
+    x = ai.value(op.x)
+    if op.op_type in SQUARING_REDUCTIONS:
+        x = ai.ai.broadcasting_mul(x, x)
+    elif op.op_type == "reduce_l1_norm":
+        x = ai.ai.abs_(x)
+    axes = axes_of(ai.param(op, "axes"), len(shape_of(op.x)))
+    result = getattr(ai.ai, _COREAI_REDUCE[op.op_type])(x, np.asarray(axes, np.int32))
+    if op.op_type == "reduce_l2_norm":
+        result = ai.ai.sqrt(result)
+    if bool(ai.param(op, "keep_dims")):
+        return result
+    return ai.ai.reshape(result, np.asarray(shape_of(op.outputs[0]), np.int32))

@@ -533,3 +533,74 @@ def _transpose_coreai(ai: Any, op: Any) -> Any:
     rank = len(shape_of(op.x))
     perm = [int(p) % rank for p in np.atleast_1d(ai.param(op, "perm"))]
     return ai.ai.transpose(ai.value(op.x), np.asarray(perm, np.uint32))
+
+
+def _static(values: Any, dtype: Any = np.int32) -> Any:
+    """Compile-time indices, sizes or a shape as a Core AI constant's array."""
+    return np.asarray([int(value) for value in values], dtype)
+
+
+@lowers("concat", target="coreai")
+def _concat_coreai(ai: Any, op: Any) -> Any:
+    if bool(ai.param(op, "interleave")):
+        raise NotLowerable("interleaved concat")
+    axis = int(ai.param(op, "axis")) % len(shape_of(op.values[0]))
+    return ai.ai.concat(np.int32(axis), [ai.value(value) for value in op.values])
+
+
+def _sliced(ai: Any, op: Any, slices: list[slice]) -> Any:
+    """``op.x`` cut by ``slices`` (one per axis, positive steps), reshaped to the op's
+    output shape (MIL's squeezed axes)."""
+    shape = shape_of(op.x)
+    bounds = [item.indices(size) for item, size in zip(slices, shape, strict=True)]
+    if any(step <= 0 for _, _, step in bounds):
+        raise NotLowerable("a slice with a negative stride")
+    starts = [start for start, _, _ in bounds]
+    ends = [max(stop, start) for start, stop, _ in bounds]
+    steps = [step for _, _, step in bounds]
+    result = ai.ai.slice_(ai.value(op.x), _static(starts), _static(ends), _static(steps))
+    sliced = tuple(len(range(*item)) for item in bounds)
+    output = shape_of(op.outputs[0])
+    return result if sliced == output else ai.ai.reshape(result, _static(output))
+
+
+@lowers("slice_by_index", target="coreai")
+def _slice_by_index_coreai(ai: Any, op: Any) -> Any:
+    names = ("begin", "end", "stride", "begin_mask", "end_mask", "squeeze_mask")
+    values = [ai.param(op, name) for name in names]
+    return _sliced(ai, op, list(index_slices(shape_of(op.x), *values)))
+
+
+@lowers("slice_by_size", target="coreai")
+def _slice_by_size_coreai(ai: Any, op: Any) -> Any:
+    begin = np.ravel(ai.param(op, "begin"))
+    size = np.ravel(ai.param(op, "size"))
+    slices = []
+    for b, s, dim in zip(begin, size, shape_of(op.x), strict=True):
+        start = int(b) % dim if dim else 0
+        slices.append(slice(start, dim if int(s) == -1 else start + int(s)))
+    return _sliced(ai, op, slices)
+
+
+@lowers("split", target="coreai")
+def _split_coreai(ai: Any, op: Any) -> Any:
+    axis = int(ai.param(op, "axis")) % len(shape_of(op.x))
+    sections = [shape_of(var)[axis] for var in op.outputs]
+    return tuple(ai.ai.split(ai.value(op.x), _static(sections, np.uint32), np.int32(axis)))
+
+
+@lowers("tile", target="coreai")
+def _tile_coreai(ai: Any, op: Any) -> Any:
+    return ai.ai.tile(ai.value(op.x), _static(np.ravel(ai.param(op, "reps")), np.uint32))
+
+
+@lowers("pad", target="coreai")
+def _pad_coreai(ai: Any, op: Any) -> Any:
+    """Constant padding (Core AI's ``pad``: begin/end pairs over every axis)."""
+    mode = str(ai.param(op, "mode"))
+    if mode != "constant":
+        raise NotLowerable(f"pad mode {mode}")
+    pairs = np.reshape(np.asarray(ai.param(op, "pad")), (-1, 2)).tolist()
+    widths = [[0, 0]] * (len(shape_of(op.x)) - len(pairs)) + pairs
+    padding = _static([size for pair in widths for size in pair], np.uint32)
+    return ai.ai.pad(ai.value(op.x), padding, ai.scalar(ai.param(op, "constant_val"), op.x))
