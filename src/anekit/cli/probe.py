@@ -1,5 +1,6 @@
 """``anekit probe``: every op of the op table on this machine's Neural Engine (macOS), or
-through the simulator (``--sim``, any OS); a table, ``--json``, and the report file."""
+through the simulator (``--sim``, any OS), or its Core AI lowering on Core AI's CPU
+reference runtime (``--coreai``); a table, ``--json``, and the report file."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from anekit.cli._common import (
 )
 
 if TYPE_CHECKING:
+    from anekit.probe.coreai import CoreAIReport
     from anekit.probe.report import ProbeReport
 
 #: Statuses that mean something went wrong with an op (``not probed`` is not one).
@@ -42,6 +44,13 @@ PROBLEMS = ("mismatch", "failed", "crashed", "timeout")
     is_flag=True,
     help="Run the programs through the experimental direct ANE path (private API, macOS) "
     "instead of Core ML; its report does not change the op table.",
+)
+@click.option(
+    "--coreai",
+    is_flag=True,
+    help="Write each lowered op's program as a Core AI asset and run it on Core AI's CPU "
+    "reference runtime (not an ANE) against the simulator's fp32 mode; any OS, needs "
+    "the coreai extra.",
 )
 @click.option(
     "--compute-units",
@@ -73,6 +82,7 @@ def probe(
     ops: tuple[str, ...],
     simulate: bool,
     direct: bool,
+    coreai: bool,
     compute_units: str,
     timeout: float,
     in_process: bool,
@@ -90,10 +100,24 @@ def probe(
     apart. Core ML's and the direct path's sides are unverified on hardware in anekit's
     CI (no Mac there).
 
+    --coreai writes each op that has a Core AI lowering as a Core AI asset and runs it on
+    Core AI's CPU reference runtime (Apple's CPU executor, not an ANE), in this process,
+    against the simulator's fp32 mode on the same inputs; every other op is listed with
+    why it is not lowered.
+
     Exit status 1 with --sim when an op the table marks ANE-capable does not pass
-    (that is anekit's bug); on a Mac a failing op is a finding, written to the report."""
+    (that is anekit's bug), and with --coreai when a lowered op disagrees with the
+    simulator or fails; on a Mac a failing op is a finding, written to the report."""
     from anekit import probe as probe_module
     from anekit.analysis import optable
+
+    if coreai and (simulate or direct):
+        from anekit.errors import ProbeError
+
+        raise ProbeError("choose one of --sim, --direct and --coreai")
+    if coreai:
+        _probe_coreai(ops, out, as_json)
+        return
 
     chosen = probe_module.op_types(ops or None)
     with progress_bar("probing", quiet=as_json) as bar:
@@ -131,6 +155,64 @@ def probe(
             stderr.print(f"[bold red]ANE-capable ops that did not pass:[/] {esc(', '.join(gate))}")
     if gate:
         sys.exit(1)
+
+
+def _probe_coreai(ops: tuple[str, ...], out: Path | None, as_json: bool) -> None:
+    from anekit import probe as probe_module
+    from anekit.probe import coreai as probe_coreai
+
+    chosen = probe_module.op_types(ops or None)
+    probe_coreai.available()  # the missing extra, before the bar
+    with progress_bar("probing Core AI (CPU reference runtime)", quiet=as_json) as bar:
+        task = bar.add_task("", total=len(chosen))
+
+        def landed(result: probe_coreai.CoreAIResult) -> None:
+            bar.advance(task)
+            if not as_json and result.status in probe_coreai.PROBLEMS:
+                bar.console.print(f"  {esc(result.op)}: {result.status} ({esc(result.message)})")
+
+        report = probe_coreai.run(chosen, on_result=landed)
+    if out is not None:
+        report.save(out)
+    problems = [result.op for result in report.problems()]
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        _print_coreai(report)
+        if out is not None:
+            stderr.print(f"report written to {esc_path(out)}")
+        if problems:
+            stderr.print(
+                "[bold red]Core AI lowerings that disagree with the simulator "
+                f"({probe_coreai.RUNTIME}):[/] {esc(', '.join(problems))}"
+            )
+    if problems:
+        sys.exit(1)
+
+
+def _print_coreai(report: CoreAIReport) -> None:
+    title = (
+        f"Op probe on the {report.runtime}, coreai-core {report.coreai_core}, "
+        f"against the {report.reference}"
+    )
+    view = titled_table(title, ["op", "status", "max abs error", "scaled", "program / why"])
+    for result in report.results:
+        absolute = "" if result.abs_error is None else f"{result.abs_error:.2g}"
+        scaled = "" if result.scaled_error is None else f"{result.scaled_error:.2g}"
+        detail = result.message if result.status != "ok" else result.program
+        if result.stage and result.status != "ok":
+            detail = f"[{result.stage}] {detail}"
+        view.add_row(esc(result.op), result.status, absolute, scaled, esc(detail or ""))
+    stdout.print(view)
+    summary = report.summary()
+    tolerance = report.tolerance
+    stdout.print(
+        f"{summary['ops']} op types: {summary['lowered']} lower to Core AI, "
+        f"{summary['probed']} of them probed, {summary['passed']} pass "
+        f"(scaled error within {tolerance['fp32']:g}, fp16 outputs {tolerance['fp16']:g}); "
+        f"{len(summary['refused'])} refused by their lowering, "
+        f"{len(summary['no_lowering'])} with no Core AI lowering - {report.runtime}"
+    )
 
 
 def _default_name(machine: dict[str, object], direct: bool = False) -> str:
