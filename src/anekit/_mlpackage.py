@@ -96,6 +96,8 @@ def read_function(
 
 def _read_ml_program(path: str | os.PathLike[str]) -> tuple[Path, Any, Path | None]:
     location = checked_package_path(path)
+    if location.suffix == ".aimodel":  # its source package: anekit.package.coreai
+        raise ProgramError(f"{location}: a Core AI asset, not a Core ML package")
     spec, weights = read_spec(location)
     kind = spec.WhichOneof("Type")
     if kind != "mlProgram":

@@ -378,12 +378,18 @@ class CompiledProgram:
         """Write the program as an ``.mlpackage`` at ``path`` and return the path: whole
         or not at all (:func:`~anekit.package.saving.save_package`; a package already
         there is replaced once the new one is complete). A path ending in ``.aimodel``
-        writes a Core AI asset instead (:func:`~anekit.package.coreai.save_coreai`; the
-        extra ``anekit[coreai]``), its function named as this program's."""
+        writes a Core AI asset of the same program instead (the package's MIL program,
+        fp16 inside, its function ``main``, the package kept inside the asset:
+        :func:`~anekit.package.coreai.save_package_asset`; the extra ``anekit[coreai]``)."""
         if Path(path).suffix == ".aimodel":
-            from anekit.package.coreai import save_coreai
+            import tempfile
 
-            return save_coreai(self._program, path, [self._function_name])
+            from anekit.package.coreai import authoring, save_package_asset
+
+            authoring()  # the missing extra named before the conversion
+            with tempfile.TemporaryDirectory(prefix="anekit-asset-") as scratch:
+                package = save_package(self.to_mlmodel(), Path(scratch) / "source.mlpackage")
+                return save_package_asset(package, path)
         target = package_target(path)  # refused before the conversion, not after it
         return save_package(self.to_mlmodel(), target)
 

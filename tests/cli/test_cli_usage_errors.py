@@ -73,7 +73,10 @@ CASES = [
     (["doctor", "model.py:f"], "model.py:f: give the example input shapes"),
     (["doctor", "empty.mlpackage", "--shape", "2"], "--shape applies to module:function"),
     (["simulate", "missing.mlpackage"], "missing.mlpackage: no such file or directory"),
-    (["simulate", "model.py"], "model.py: expected an .mlpackage directory or an .mlmodel"),
+    (
+        ["simulate", "model.py"],
+        "model.py: expected an .mlpackage directory, an .mlmodel file or an .aimodel folder",
+    ),
     (["simulate", "empty.mlpackage", "--inputs", "gone.npz"], "--inputs gone.npz: no such file"),
     (
         ["simulate", "empty.mlpackage", "--mode", "fp32", "--accumulation", "fp16"],

@@ -6,6 +6,7 @@ simulator in fp32."""
 from __future__ import annotations
 
 import builtins
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -67,16 +68,76 @@ def test_the_ffn_after_the_ane_passes_runs_on_apples_runtime_as_simulated(
     assert _against_the_simulator(ffn.program, feeds, tmp_path / "ffn.aimodel") < 1e-5
 
 
-def test_program_save_writes_an_asset_by_its_suffix(
+def test_program_save_writes_an_asset_of_the_package_by_its_suffix(
     ffn: anekit.CompiledProgram, tmp_path: Path
 ) -> None:
+    """The asset holds the program Core ML's package holds (fp16 inside, casts at the
+    edges), and the package itself, bound to the bytecode: what anekit.load reads."""
+    import json
+
     path = ffn.save(tmp_path / "ffn.aimodel")
     assert sorted(item.name for item in path.iterdir()) == [
+        "anekit",
         "main.hash",
         "main.mlirb",
         "metadata.json",
     ]
     assert [item.name for item in tmp_path.iterdir()] == ["ffn.aimodel"]  # nothing beside
+    record = json.loads((path / "anekit" / "source.json").read_text())
+    assert record["functions"] == ["main"]
+    bytecode = (path / "main.mlirb").read_bytes()
+    assert record["bytecode_sha256"] == hashlib.sha256(bytecode).hexdigest()
+    loaded = anekit.load(path)
+    assert loaded.package_path == path / "anekit" / "source.mlpackage"
+    assert "cast" in {op.op_type for op in loaded.program.functions["main"].operations}
+    x = RNG.standard_normal((8, 64)).astype(F32)
+    on_core_ai = run_coreai(path, loaded.package_feeds({str(loaded.input_specs[0].name): x}))
+    simulated = np.asarray(loaded(x, backend="sim"), F32)  # the ANE's fp16 numerics
+    assert np.max(np.abs(np.asarray(next(iter(on_core_ai.values())), F32) - simulated)) < 2e-4
+
+
+def _flip_a_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_a_corrupt_asset_is_refused_before_core_ai_reads_it(
+    ffn: anekit.CompiledProgram, tmp_path: Path
+) -> None:
+    """coreai-core aborts the process on corrupt bytecode (std::bad_cast): the hash
+    check must come first, for loading and for running."""
+    path = ffn.save(tmp_path / "ffn.aimodel")
+    _flip_a_byte(path / "main.mlirb")
+    message = r"ffn\.aimodel: main\.mlirb does not match main\.hash \(a corrupt or changed asset\)"
+    with pytest.raises(ProgramError, match=message):
+        anekit.load(path)
+    with pytest.raises(ProgramError, match=message):
+        run_coreai(path, {"x": np.zeros((8, 64), F32)})
+    (path / "main.hash").unlink()
+    with pytest.raises(ProgramError, match=r"not a Core AI asset \(no main\.hash\)"):
+        anekit.load(path)
+
+
+def test_an_asset_changed_since_anekit_wrote_it_is_not_read_back(
+    ffn: anekit.CompiledProgram, tmp_path: Path
+) -> None:
+    path = ffn.save(tmp_path / "ffn.aimodel")
+    other, _ = single_op_program("relu", RNG.standard_normal((4,)).astype(F32))
+    replaced = save_coreai(other, tmp_path / "other.aimodel")  # a valid asset, hash and all
+    for name in ("main.mlirb", "main.hash"):
+        (path / name).write_bytes((replaced / name).read_bytes())
+    with pytest.raises(ProgramError, match="is not the bytecode anekit wrote with the source"):
+        anekit.load(path)
+
+
+def test_an_asset_without_a_source_program_is_refused_with_the_reason(tmp_path: Path) -> None:
+    program, _ = single_op_program("relu", RNG.standard_normal((4,)).astype(F32))
+    path = save_coreai(program, tmp_path / "foreign.aimodel")
+    with pytest.raises(ProgramError, match=r"holds no anekit source .* not Core AI bytecode"):
+        anekit.load(path)
+    (out,) = run_coreai(path, {"x": np.array([-1, 2, -3, 4], F32)}).values()
+    np.testing.assert_array_equal(out, [0, 2, 0, 4])  # Core AI still runs it
 
 
 def test_a_program_runs_on_the_coreai_cpu_backend_by_name(ffn: anekit.CompiledProgram) -> None:
@@ -436,3 +497,33 @@ def test_without_the_extra_the_error_says_what_to_install(
     with pytest.raises(ProgramError, match=r"pip install 'anekit\[coreai\]'"):
         save_coreai(program, tmp_path / "relu.aimodel")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_simulate_and_doctor_read_an_asset_and_refuse_a_corrupt_one(
+    ffn: anekit.CompiledProgram, tmp_path: Path
+) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from anekit.cli import cli
+
+    path = ffn.save(tmp_path / "ffn.aimodel")
+    runner = CliRunner()
+    simulated = runner.invoke(cli, ["simulate", str(path), "--json"])
+    assert simulated.exit_code == 0, simulated.output
+    ops = {row["type"] for row in json.loads(simulated.stdout)["ops"]}
+    assert {"conv", "gelu", "softmax"} <= ops
+    doctor = runner.invoke(cli, ["doctor", str(path), "--json"])
+    report = json.loads(doctor.stdout)
+    assert doctor.exit_code == (0 if report["all_on_ane"] else 1), doctor.output
+    assert report["source"] == str(path)
+    assert {op["type"] for op in report["functions"][0]["ops"]} >= {"conv", "gelu", "softmax"}
+    _flip_a_byte(path / "main.mlirb")
+    for command in ("simulate", "doctor"):
+        refused = runner.invoke(cli, [command, str(path)])
+        assert refused.exit_code == 2
+        assert refused.output.strip().splitlines() == [
+            f"error (ProgramError): {path}: main.mlirb does not match main.hash "
+            "(a corrupt or changed asset); write it again"
+        ]

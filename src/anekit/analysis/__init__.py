@@ -98,7 +98,12 @@ def analyze(
         from anekit._mlpackage import read_program
 
         path = Path(target)
-        program, spec = read_program(path)
+        if path.suffix == ".aimodel":  # the package anekit kept inside the asset
+            from anekit._aimodel import asset_source
+
+            program, spec = read_program(asset_source(path))
+        else:
+            program, spec = read_program(path)
         source, package = str(path), package_facts(path, spec)
     elif hasattr(target, "functions"):
         program, source = target, "<program>"

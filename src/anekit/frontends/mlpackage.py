@@ -18,9 +18,16 @@ def load_package(path: str | os.PathLike[str], *, function: str | None = None) -
 
     Works on any OS (coremltools' milproto loader); ``function`` picks a function
     of a multifunction package (default: the package's default function). The
-    result runs in the simulator off macOS and on Core ML on a Mac.
+    result runs in the simulator off macOS and on Core ML on a Mac. A Core AI
+    ``.aimodel`` anekit wrote is read through the package it keeps inside
+    (:func:`anekit._aimodel.asset_source`); any other asset is refused with why.
     """
-    program, spec, name = read_function(path, function)  # only the function it runs
+    package = path
+    if Path(path).suffix == ".aimodel":
+        from anekit._aimodel import asset_source
+
+        package = asset_source(path)
+    program, spec, name = read_function(package, function)  # only the function it runs
     chosen = program.functions[name]
     outputs = list(chosen.outputs)
     metadata = dict(spec.description.metadata.userDefined)
@@ -36,7 +43,7 @@ def load_package(path: str | os.PathLike[str], *, function: str | None = None) -
         deployment_target=chosen.opset_version,
         converted=True,
         io_widths=io_widths,
-        package_path=Path(path),
+        package_path=Path(package),
     )
 
 

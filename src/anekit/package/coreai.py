@@ -8,6 +8,13 @@ runs the asset (docs/coreai.md). Each op's Core AI lowering lives in its op reco
 (``@lowers(..., target="coreai")`` in :mod:`anekit.ops.defs`), beside its reference and
 its ONNX lowering; an op without one is refused by name before anything is written.
 
+An asset anekit writes from a package also holds that package, the same MIL program,
+under ``anekit/`` (:data:`SOURCE_FOLDER`), bound to the asset's bytecode by its SHA-256:
+Core AI's bytecode is not read back into MIL, so :func:`asset_source` is how
+``anekit.load("x.aimodel")`` gets a program the simulator and the analysis take. Every
+asset is checked against its ``main.hash`` before Core AI loads it: coreai-core
+1.0.0b3 aborts the whole process (``std::bad_cast``) on corrupt bytecode.
+
 Only the versioned public builder is used, never ``coreai._compiler``.
 """
 
@@ -15,18 +22,27 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
+import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
 
+from anekit._aimodel import (
+    SOURCE_FOLDER,
+    SOURCE_PACKAGE,
+    SOURCE_RECORD,
+    SUFFIX,
+    asset_source,
+    bytecode_digest,
+    check_asset,
+)
 from anekit._milgraph import mil_defaults
 from anekit.errors import ProgramError
 from anekit.runtimes import COREAI_EXTRA
 
-#: The asset folder's extension.
-SUFFIX = ".aimodel"
 #: What to install when the builder is missing.
 EXTRA = COREAI_EXTRA
 
@@ -179,17 +195,47 @@ def to_coreai(program: Any, functions: Iterable[str] | None = None) -> Any:
     return ai.AIProgram(module)
 
 
-def save_coreai(program: Any, path: str | Path, functions: Iterable[str] | None = None) -> Path:
+def save_coreai(
+    program: Any,
+    path: str | Path,
+    functions: Iterable[str] | None = None,
+    *,
+    source: Path | None = None,
+) -> Path:
     """Write ``program`` (a MIL program) as the Core AI asset ``path`` (``.aimodel``),
     atomically: built whole first, then saved in a temporary sibling folder and renamed
-    into place (:func:`~anekit.package.saving.save_folder`)."""
+    into place (:func:`~anekit.package.saving.save_folder`). ``source``, the package
+    ``program`` was read from, is kept inside the asset (:data:`SOURCE_FOLDER`)."""
     target = Path(path)
     if target.suffix != SUFFIX:
         raise ProgramError(f"{target}: a Core AI asset is a folder ending in {SUFFIX}")
     from anekit.package.saving import save_folder
 
-    built = to_coreai(program, functions)
-    return save_folder(target, built.save_asset)
+    names = list(program.functions) if functions is None else list(functions)
+    built = to_coreai(program, names)
+
+    def write(staged: Path) -> None:
+        built.save_asset(staged)
+        if source is not None:
+            folder = staged / SOURCE_FOLDER
+            folder.mkdir()
+            shutil.copytree(source, folder / SOURCE_PACKAGE)
+            record = {"bytecode_sha256": bytecode_digest(staged), "functions": names}
+            (folder / SOURCE_RECORD).write_text(json.dumps(record, indent=1) + "\n", "utf-8")
+
+    return save_folder(target, write)
+
+
+def save_package_asset(
+    package: str | Path, path: str | Path, functions: Iterable[str] | None = None
+) -> Path:
+    """The Core AI asset ``path`` of the ``.mlpackage`` ``package``: every function (or
+    ``functions``) of its MIL program, as Core ML gets it (fp16 inside, compressed
+    weights as saved), one ``@graph`` each; the package kept inside the asset."""
+    from anekit._mlpackage import read_program
+
+    program, _ = read_program(package)
+    return save_coreai(program, path, functions, source=Path(package))
 
 
 class LoadedFunction:
@@ -197,11 +243,19 @@ class LoadedFunction:
     CPU runtime: Apple's reference CPU execution, never an ANE figure) and kept loaded
     until :meth:`close`; each call runs it once."""
 
-    def __init__(self, path: str | Path, function: str = "main") -> None:
+    def __init__(
+        self, path: str | Path, function: str = "main", specialization: Any = None
+    ) -> None:
+        """``specialization``: a ``coreai.runtime.SpecializationOptions`` (the device
+        Core AI prefers; macOS only, else Core AI raises RuntimeError on loading), or
+        None for the runtime's default (``AIModelAsset.executable`` in coreai-core
+        1.0.0b3's ``coreai/authoring/asset.py``)."""
         ai = authoring()
-        self.path, self.function = Path(path), function
+        self.path, self.function = check_asset(path), function
         self._loop = asyncio.new_event_loop()
-        self._executable = ai.AIModelAsset.load(self.path).executable()
+        self._executable = ai.AIModelAsset.load(self.path).executable(
+            specialization_options=specialization
+        )
         try:
             model = self._loop.run_until_complete(self._executable.__aenter__())
             if function not in model.function_names:
@@ -246,9 +300,12 @@ __all__ = [
     "SUFFIX",
     "CoreAIBuilder",
     "LoadedFunction",
+    "asset_source",
     "authoring",
+    "check_asset",
     "run_coreai",
     "save_coreai",
+    "save_package_asset",
     "to_coreai",
     "unlowerable",
 ]
