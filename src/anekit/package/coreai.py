@@ -238,50 +238,78 @@ def save_package_asset(
     return save_coreai(program, path, functions, source=Path(package))
 
 
-class LoadedFunction:
-    """One function of a Core AI asset, loaded on Core AI's runtime (on Linux its bundled
-    CPU runtime: Apple's reference CPU execution, never an ANE figure) and kept loaded
-    until :meth:`close`; each call runs it once."""
+class LoadedAsset:
+    """A Core AI asset loaded on Core AI's runtime (on Linux its bundled CPU runtime:
+    Apple's reference CPU execution, never an ANE figure), kept loaded until
+    :meth:`close`: loaded (and, off macOS, compiled) once for all its functions; each
+    call runs one function once. ``specialization`` (macOS only) is Core AI's
+    ``SpecializationOptions``, as ``AIModelAsset.executable`` takes it."""
 
-    def __init__(
-        self, path: str | Path, function: str = "main", specialization: Any = None
-    ) -> None:
-        """``specialization``: a ``coreai.runtime.SpecializationOptions`` (the device
-        Core AI prefers; macOS only, else Core AI raises RuntimeError on loading), or
-        None for the runtime's default (``AIModelAsset.executable`` in coreai-core
-        1.0.0b3's ``coreai/authoring/asset.py``)."""
+    def __init__(self, path: str | Path, specialization: Any = None) -> None:
         ai = authoring()
-        self.path, self.function = check_asset(path), function
+        self.path = check_asset(path)
         self._loop = asyncio.new_event_loop()
-        self._executable = ai.AIModelAsset.load(self.path).executable(
-            specialization_options=specialization
-        )
+        self._functions: dict[str, Any] = {}
+        self._executable = ai.AIModelAsset.load(self.path).executable(specialization)
         try:
-            model = self._loop.run_until_complete(self._executable.__aenter__())
-            if function not in model.function_names:
-                names = ", ".join(model.function_names)
-                raise ProgramError(f"{path}: no function {function!r}; it has {names}")
-            self._function = model.load_function(function)
+            self._model = self._loop.run_until_complete(self._executable.__aenter__())
         except BaseException:
             self.close()
             raise
 
-    def __call__(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    @property
+    def function_names(self) -> list[str]:
+        return list(self._model.function_names)
+
+    def _function(self, name: str) -> Any:
+        if name not in self._functions:
+            if name not in self._model.function_names:
+                names = ", ".join(self._model.function_names)
+                raise ProgramError(f"{self.path}: no function {name!r}; it has {names}")
+            self._functions[name] = self._model.load_function(name)
+        return self._functions[name]
+
+    def __call__(self, function: str, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         from coreai.runtime import NDArray
 
+        run = self._function(function)
         inputs = {name: NDArray(np.ascontiguousarray(value)) for name, value in feeds.items()}
-        outputs = self._loop.run_until_complete(self._function(inputs))
+        outputs = self._loop.run_until_complete(run(inputs))
         return {name: np.asarray(value.numpy()) for name, value in outputs.items()}
 
     def close(self) -> None:
         if self._loop.is_closed():
             return
+        self._functions.clear()
         try:
             self._loop.run_until_complete(self._executable.__aexit__(None, None, None))
-        except RuntimeError:
+        except (RuntimeError, AttributeError):
             pass  # never entered
         finally:
             self._loop.close()
+
+
+class LoadedFunction:
+    """One function of a Core AI asset, loaded (:class:`LoadedAsset`) and checked at
+    once; each call runs it once."""
+
+    def __init__(
+        self, path: str | Path, function: str = "main", specialization: Any = None
+    ) -> None:
+        self.function = function
+        self.asset = LoadedAsset(path, specialization)
+        self.path = self.asset.path
+        try:
+            self.asset._function(function)
+        except BaseException:
+            self.asset.close()
+            raise
+
+    def __call__(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self.asset(self.function, feeds)
+
+    def close(self) -> None:
+        self.asset.close()
 
 
 def run_coreai(
@@ -299,6 +327,7 @@ def run_coreai(
 __all__ = [
     "SUFFIX",
     "CoreAIBuilder",
+    "LoadedAsset",
     "LoadedFunction",
     "asset_source",
     "authoring",
