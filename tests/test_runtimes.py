@@ -38,7 +38,7 @@ def test_a_reference_to_nothing_fails_loudly() -> None:
 
 def test_the_backends_are_the_program_runtimes_in_their_order() -> None:
     names = [record.name for record in runtimes.program_runtimes()]
-    assert names == ["coreml", "sim", "onnx", "direct", "coreai-cpu"]  # numpy runs none
+    assert names == ["coreai", "coreml", "sim", "onnx", "direct", "coreai-cpu"]  # numpy runs none
     assert available_backends() == [name for name in names if RUNTIMES[name].available()]
     with pytest.raises(BackendUnavailableError, match="unknown backend 'numpy'"):
         select_backend("numpy")
@@ -191,7 +191,7 @@ def test_an_unavailable_runtime_names_those_that_run_here(monkeypatch: pytest.Mo
 
 
 def test_an_unknown_runtime_is_named_with_the_known_ones() -> None:
-    with pytest.raises(ModelError, match=r"runtime must be one of coreml, sim, onnx, direct"):
+    with pytest.raises(ModelError, match=r"must be one of coreai, coreml, sim, onnx, direct"):
         open_encoder("tpu")
 
 

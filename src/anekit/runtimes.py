@@ -65,6 +65,11 @@ class Runtime:
     #: ``"module:Class"`` of the engine a lane worker runs it in, where it needs more
     #: than the plain encoder engine (ONNX Runtime pins and checks its device).
     lane_engine: str | None = None
+    #: The runtime that runs a program this one's backend cannot take (it raises
+    #: :class:`~anekit.backends.ProgramRefused`), when this one was picked by default
+    #: rather than named (:func:`anekit.backends.select_backend`): Core AI hands
+    #: programs with ops it has no lowering for to Core ML.
+    fallback: str | None = None
 
     def unavailable_reason(self, **options: Any) -> str | None:
         """Why this runtime cannot run here with ``options``, or None when it can."""
@@ -124,6 +129,59 @@ def coreai_reason(**_: Any) -> str | None:
     return None
 
 
+#: The first macOS with the Core AI framework: coreai-core 1.0.0b3 uses the OS's Core AI
+#: from macOS 27 on (``coreai/runtime/__init__.py``, ``_use_os_framework_backing``:
+#: ``coreai_os_min_macos_version = 27``) and its bundled CPU runtime before it.
+COREAI_MACOS = 27
+
+
+def macos_major() -> int | None:
+    """This Mac's major macOS version (``27``), None off macOS or when unreadable."""
+    if platform.system() != "Darwin":
+        return None
+    release = platform.mac_ver()[0]
+    try:
+        return int(release.split(".")[0])
+    except ValueError:
+        return None
+
+
+def coreai_ane_reason(**_: Any) -> str | None:
+    """Why Core AI cannot run programs on the Neural Engine here, or None.
+
+    Device placement is Core AI's "specialization", chosen at load, and coreai-core
+    1.0.0b3 offers it only on macOS with the OS framework:
+    ``SpecializationOptions.from_preferred_compute_unit_kind`` (and ``default``,
+    ``cpu_only``) raise "... is only available on macOS" elsewhere
+    (``coreai/runtime/_specialization_options.py``, ``_check_macos_availability``),
+    ``ComputeUnitKind`` exists only on macOS (``coreai/runtime/__init__.py``), and
+    ``SpecializationOptions.is_supported()`` (which never raises) is True only on macOS
+    with the OS's Core AI (``_use_os_coreai``: macOS 27 or later and a wheel install).
+    The platform is read before anything is imported; coreai only on macOS 27."""
+    if platform.system() != "Darwin":
+        return (
+            f"Core AI on the Neural Engine needs macOS {COREAI_MACOS} (this is {platform.system()})"
+        )
+    major = macos_major()
+    if major is None or major < COREAI_MACOS:
+        return (
+            f"Core AI is part of macOS {COREAI_MACOS} and later "
+            f"(this Mac runs macOS {platform.mac_ver()[0] or 'of an unknown version'})"
+        )
+    if importlib.util.find_spec("coreai") is None:
+        return f"needs the coreai extra: {COREAI_EXTRA}"
+    try:
+        from coreai.runtime import SpecializationOptions
+    except Exception as error:  # the native runtime failed to load
+        return f"coreai is installed but its runtime does not import: {error}"
+    if not SpecializationOptions.is_supported():
+        return (
+            "coreai runs its bundled CPU runtime here, not macOS's Core AI framework "
+            "(USE_LOCAL_COREAI is set, or coreai-core was not installed from a wheel)"
+        )
+    return None
+
+
 def direct_reason(**_: Any) -> str | None:
     """Why the private ANE framework cannot run here (:mod:`anekit.backends.direct`'s
     check, which knows the framework), or None."""
@@ -134,6 +192,16 @@ def direct_reason(**_: Any) -> str | None:
 RUNTIMES: dict[str, Runtime] = {
     runtime.name: runtime
     for runtime in (
+        Runtime(
+            "coreai",
+            "ANE (Core AI)",
+            "Core AI on the Neural Engine where it places ops (macOS 27; unverified on hardware)",
+            check="anekit.runtimes:coreai_ane_reason",
+            backend="anekit.backends.coreai_os:CoreAIBackend",
+            encoder=None,  # no embedding encoder on it yet (docs/coreai.md)
+            variants=("fp32",),
+            fallback="coreml",
+        ),
         Runtime(
             "coreml",
             "ANE (Core ML)",
@@ -178,8 +246,8 @@ RUNTIMES: dict[str, Runtime] = {
             "Apple's Core AI runtime on the CPU: the program as an .aimodel (docs/coreai.md)",
             check="anekit.runtimes:coreai_reason",
             backend="anekit.backends.coreai:CoreAICpuBackend",
-            encoder=None,
-            variants=("fp32",),
+            encoder="anekit.models.encoders:open_coreai_cpu",
+            variants=("fp16", "int8"),
             by_name_only=True,
         ),
         Runtime(
@@ -215,13 +283,16 @@ def default_runtime() -> str:
 
 __all__ = [
     "COREAI_EXTRA",
+    "COREAI_MACOS",
     "RUNTIMES",
     "Runtime",
     "attribute",
     "core_ml_reason",
+    "coreai_ane_reason",
     "coreai_reason",
     "default_runtime",
     "direct_reason",
+    "macos_major",
     "onnx_runtime_reason",
     "program_runtimes",
     "runtime",

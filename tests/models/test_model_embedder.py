@@ -143,7 +143,8 @@ def test_encode_refuses_what_sentence_transformers_would_not_take(embedder: Embe
 def test_embedder_options_are_checked() -> None:
     with pytest.raises(
         errors.ModelError,
-        match=r"runtime must be one of coreml, sim, onnx, direct, coreai-cpu, numpy, got 'gpu'",
+        match=r"runtime must be one of coreai, coreml, sim, onnx, direct, coreai-cpu, numpy, "
+        r"got 'gpu'",
     ):
         Embedder(runtime="gpu")
     with pytest.raises(errors.ModelError, match="give runtime, not backend too"):

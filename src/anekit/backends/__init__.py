@@ -1,10 +1,13 @@
 """Backends run compiled programs: one protocol, imported lazily by name from the
 runtime record (:mod:`anekit.runtimes`), which also says whether each can run here.
 
-``coreml`` (macOS: Core ML, on the ANE where it places ops) is preferred where it
-exists; ``sim`` (the ANE simulator) runs everywhere; ``onnx`` (ONNX Runtime, CPU or
-CUDA) runs everywhere too, when asked for by name. ``direct`` (the private ANE
-framework without Core ML; experimental, macOS) runs only when asked for by name.
+``coreai`` (macOS 27: Core AI, on the Neural Engine where it places ops; unverified
+on hardware) is preferred where the OS has Core AI, handing a program it cannot take
+(an op without a Core AI lowering) to ``coreml``; ``coreml`` (macOS: Core ML, on the
+ANE where it places ops) is preferred where it exists; ``sim`` (the ANE simulator)
+runs everywhere; ``onnx`` (ONNX Runtime, CPU or CUDA) runs everywhere too, when asked
+for by name. ``direct`` (the private ANE framework without Core ML; experimental,
+macOS) runs only when asked for by name.
 """
 
 from __future__ import annotations
@@ -17,12 +20,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from anekit.backends.request import LoadRequest
-from anekit.errors import BackendUnavailableError
+from anekit.errors import BackendUnavailableError, ProgramError
 from anekit.runtimes import Runtime, attribute, program_runtimes
 
 __all__ = [
     "Backend",
+    "FallingBack",
     "LoadRequest",
+    "ProgramRefused",
     "RunReport",
     "Session",
     "available_backends",
@@ -106,6 +111,29 @@ class Backend(Protocol):
         ...
 
 
+class ProgramRefused(ProgramError):
+    """A backend cannot take this program at all (an op it has no lowering for, weights
+    it cannot store), raised by its ``load`` before anything runs: a default pick hands
+    the program to its runtime's :attr:`~anekit.runtimes.Runtime.fallback`; a backend
+    named by the caller reports it as the :class:`~anekit.errors.ProgramError` it is."""
+
+
+class FallingBack:
+    """The default pick of a runtime with a fallback: its backend loads each program,
+    unless it refuses it (:class:`ProgramRefused`); then the fallback's does (its
+    run reports name what ran)."""
+
+    def __init__(self, first: Backend, fallback: Backend) -> None:
+        self.name = first.name
+        self.first, self.fallback = first, fallback
+
+    def load(self, request: LoadRequest, mode: str | None = None) -> Session:
+        try:
+            return self.first.load(request, mode)
+        except ProgramRefused:
+            return self.fallback.load(request, mode)
+
+
 def _instantiate(runtime: Runtime) -> Backend:
     assert runtime.backend is not None  # only program runtimes are asked
     backend: Backend = attribute(runtime.backend)()
@@ -119,7 +147,9 @@ def available_backends() -> list[str]:
 
 def select_backend(name: str | None = None) -> Backend:
     """The backend called ``name``, or the best available one (never a runtime that
-    is only run by name, :attr:`~anekit.runtimes.Runtime.by_name_only`)."""
+    is only run by name, :attr:`~anekit.runtimes.Runtime.by_name_only`; with its
+    :attr:`~anekit.runtimes.Runtime.fallback` for the programs it refuses, where that
+    one runs here too)."""
     known = {runtime.name: runtime for runtime in program_runtimes()}
     if name is not None:
         if name not in known:
@@ -130,6 +160,9 @@ def select_backend(name: str | None = None) -> Backend:
     reasons = []
     for runtime in (item for item in known.values() if not item.by_name_only):
         if (reason := runtime.unavailable_reason()) is None:
+            fallback = known.get(runtime.fallback or "")
+            if fallback is not None and fallback.available():
+                return FallingBack(_instantiate(runtime), _instantiate(fallback))
             return _instantiate(runtime)
         reasons.append(f"{runtime.name}: {reason}")
     raise BackendUnavailableError(

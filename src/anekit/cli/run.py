@@ -25,7 +25,8 @@ from anekit.runtimes import program_runtimes
     "--backend",
     type=click.Choice([runtime.name for runtime in program_runtimes()]),
     default=None,
-    help="Default: Core ML on a Mac, else the simulator. direct: the experimental private "
+    help="Default: Core AI on macOS 27 (Core ML for a program it cannot take), Core ML on "
+    "other Macs, else the simulator. direct: the experimental private "
     "ANE path (macOS), which falls back to Core ML with a warning when it cannot load. "
     "coreai-cpu: Apple's Core AI runtime on the CPU (the coreai extra; never an ANE figure).",
 )
