@@ -24,7 +24,7 @@ from anekit.cli._common import (
     with_json,
 )
 from anekit.cli._inputs import check_package
-from anekit.errors import AnekitError, PlacementError, ProbeError, TraceError
+from anekit.errors import AnekitError, PlacementError, ProbeError, ProgramError, TraceError
 
 if TYPE_CHECKING:  # imported where used: anekit.analysis imports coremltools
     from anekit.analysis import OpTable, PlacementReport
@@ -162,6 +162,69 @@ def _merge_compute_plan(report: PlacementReport, package: Path | None, program: 
         "compute units CPU_AND_NE"
     )
     return family
+
+
+def _coreai_plan(
+    report: PlacementReport,
+    package: Path | None,
+    program: Any,
+    function: str | None,
+    required: bool,
+) -> dict[str, Any] | None:
+    """Core AI's compute plan per function (macOS 27 with coreai-torch), each function's
+    count per device added to the report's notes; None where it cannot be read here
+    (a :class:`PlacementError` naming why when ``required``; a note where the OS has
+    Core AI but the plan still cannot be read)."""
+    from anekit.backends import coreai_plan
+    from anekit.runtimes import RUNTIMES
+
+    def skipped(reason: str) -> None:
+        if required:
+            raise PlacementError(f"--coreai-plan: {reason}")
+        if RUNTIMES["coreai"].available():  # the OS has Core AI: say what is missing
+            report.notes.append(f"Core AI compute plan not read: {reason}")
+
+    if (reason := coreai_plan.unavailable_reason()) is not None:
+        skipped(f"Core AI's compute plan is unavailable here: {reason}")
+        return None
+    try:
+        if program is not None:
+            mil = program.program
+        else:
+            from anekit._mlpackage import read_function, read_program
+
+            assert package is not None
+            mil = read_function(package, function)[0] if function else read_program(package)[0]
+        plans = coreai_plan.actual_devices(mil)
+    except (PlacementError, ProgramError) as error:
+        skipped(str(error))
+        return None
+    from anekit.analysis import compute_plan
+
+    where = f"{compute_plan.chip()} (macOS {platform.mac_ver()[0]})"
+    for name, ops in plans.items():
+        report.notes.append(
+            f"Core AI compute plan on {where}, Neural Engine preferred, function {name}: "
+            f"{coreai_plan.summary(ops)} (per Core AI op)"
+        )
+    return plans
+
+
+def _render_coreai_plan(plans: dict[str, Any], show_all: bool) -> None:
+    """Core AI's compute plan, one table per function: every Core AI op (``--all``) or
+    those off the Neural Engine, with the Neural Engine's reason where it gives one."""
+    for name, ops in plans.items():
+        shown = [op for op in ops if show_all or op.device != "ane"]
+        if not shown:
+            continue
+        what = "Ops" if show_all else "Ops off the Neural Engine (--all lists every op)"
+        table = titled_table(
+            f"Core AI compute plan, function {name}: {what}",
+            ("id", "Core AI op", "device", "why (Core AI's validation)"),
+        )
+        for op in shown:
+            table.add_row(str(op.id), esc(op.op), _device(op.device), esc("; ".join(op.validation)))
+        stdout.print(table)
 
 
 def _disagreements(report: PlacementReport, family: str | None) -> list[dict[str, Any]]:
@@ -338,6 +401,13 @@ def _exit_status(report: PlacementReport, strict: bool) -> int:
     help="On macOS, also load Core ML's compute plan and show the actual device per op.",
 )
 @click.option(
+    "--coreai-plan/--no-coreai-plan",
+    "coreai_plan",
+    default=None,
+    help="Core AI's compute plan per Core AI op (macOS 27 with anekit[coreai-plan]): "
+    "shown with --plan where it can be read; --coreai-plan requires it (exit 2 saying why not).",
+)
+@click.option(
     "--report-disagreements",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -355,6 +425,7 @@ def doctor(
     markdown: bool,
     strict: bool,
     use_plan: bool,
+    coreai_plan: bool | None,
     report_disagreements: Path | None,
     as_json: bool,
 ) -> None:
@@ -363,7 +434,8 @@ def doctor(
     TARGET is an .mlpackage, an mlprogram .mlmodel, or a NumPy function as
     module:function or path/to/file.py:function with --shape for each input.
     The prediction works on any OS (op table + rules); on macOS the actual
-    device from Core ML's compute plan is shown next to it.
+    device from Core ML's compute plan is shown next to it, and on macOS 27
+    Core AI's compute plan per Core AI op (with anekit[coreai-plan]).
 
     Exit status: 0 when every compute op is expected on the ANE, 1 when some
     fall back (or, with --strict, when any risk is found), 2 on errors.
@@ -387,6 +459,9 @@ def doctor(
             report_disagreements.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
     elif report_disagreements is not None:
         raise _no_plan()
+    plans = None
+    if coreai_plan or (coreai_plan is None and use_plan):
+        plans = _coreai_plan(report, package, program, function, required=bool(coreai_plan))
     if as_json:
         click.echo(report.dumps(), nl=False)
     elif markdown:
@@ -396,10 +471,13 @@ def doctor(
         stdout.print(
             "[dim]A prediction from anekit's op table and rules"
             + (", with the actual devices from Core ML's compute plan" if family else "")
+            + (" and Core AI's compute plan per Core AI op" if plans else "")
             + "; see docs/placement.md.[/]"
         )
         for item in report.functions:
             _render_function(report, item, show_all, family)
+        if plans:
+            _render_coreai_plan(plans, show_all)
         for note in report.notes:
             stdout.print(f"[dim]{esc(note)}[/]")
         if found:
