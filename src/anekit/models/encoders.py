@@ -3,7 +3,8 @@
 Every way anekit embeds is an :class:`Encoder`: the NumPy fp32 reference
 (:class:`ReferenceEncoder`), the fp16 package in the simulator (:class:`SimEncoder`) or on
 Core ML (:class:`~anekit.models.coreml_encoder.CoreMLEncoder`), ONNX Runtime
-(:class:`OnnxRuntimeEncoder`) and a pool of lane workers (:class:`anekit.lanes.Pool`).
+(:class:`OnnxRuntimeEncoder`), Core AI (:class:`CoreAIEncoder`) and a pool of lane
+workers (:class:`anekit.lanes.Pool`).
 :class:`anekit.Embedder` is a tokenizer, batching and one encoder; a lane worker runs one
 encoder (:func:`open_encoder`). The encoders here run the model in this process: the word
 lookup on the host (gather does not run on the ANE), then one program call per batch of
@@ -292,6 +293,36 @@ class DirectEncoder(SimEncoder):
         return np.asarray(program.results_of(outputs))
 
 
+class CoreAIEncoder(SimEncoder):
+    """The bucketed package as one Core AI asset (every bucket a function, written once
+    beside the package: :func:`~anekit.models.package.ensure_asset`), loaded once on Core
+    AI's runtime. Off macOS that is Apple's CPU reference runtime: a second, independent
+    executor of the same fp16 program, never an ANE figure."""
+
+    label = RUNTIMES["coreai-cpu"].device
+    #: Core AI's ``SpecializationOptions`` to load with (None: the runtime's default).
+    specialization: Any = None
+
+    @functools.cached_property
+    def asset(self) -> Any:
+        """The asset, loaded (and compiled) once for all buckets."""
+        from anekit.models.package import ensure_asset
+        from anekit.package.coreai import LoadedAsset
+
+        return LoadedAsset(ensure_asset(self.package), self.specialization)
+
+    def run(self, batch: Batch) -> np.ndarray:
+        hidden = embed(self.weights, self.config, batch.ids)
+        program = self._program(batch.bucket)  # the function's I/O contract
+        names = [str(spec.name) for spec in program.input_specs]
+        feeds = program.package_feeds(dict(zip(names, (hidden, batch.keep), strict=True)))
+        return np.asarray(program.results_of(self.asset(function_name(batch.bucket), feeds)))
+
+    def close(self) -> None:
+        if "asset" in self.__dict__:
+            self.asset.close()
+
+
 class OnnxRuntimeEncoder(ModelEncoder):
     """The row-layout encoder on ONNX Runtime (int8 weights per channel, or fp32): groups
     of rows padded to their longest, as :func:`rows_per_run` says (int8: each row alone at
@@ -392,6 +423,12 @@ def open_sim(model: LoadedModel, options: EncoderOptions) -> SimEncoder:
     return SimEncoder(model, lambda: package_of(model, options))
 
 
+def open_coreai_cpu(model: LoadedModel, options: EncoderOptions) -> CoreAIEncoder:
+    """The ``coreai-cpu`` runtime's encoder; its package (and asset) found or built on
+    first use."""
+    return CoreAIEncoder(model, lambda: package_of(model, options))
+
+
 def open_direct(model: LoadedModel, options: EncoderOptions) -> DirectEncoder:
     """The ``direct`` runtime's encoder; its package is found (or built) on first use."""
     return DirectEncoder(model, lambda: package_of(model, options))
@@ -399,6 +436,7 @@ def open_direct(model: LoadedModel, options: EncoderOptions) -> DirectEncoder:
 
 __all__ = [
     "KINDS",
+    "CoreAIEncoder",
     "DirectEncoder",
     "Encoder",
     "EncoderOptions",
@@ -408,6 +446,7 @@ __all__ = [
     "ReferenceEncoder",
     "SimEncoder",
     "load_model",
+    "open_coreai_cpu",
     "open_direct",
     "open_encoder",
     "open_onnx",

@@ -1,4 +1,5 @@
-"""Bucketed packages: one multifunction ``.mlpackage`` per model and weight variant.
+"""Bucketed packages: one multifunction ``.mlpackage`` per model and weight variant (and
+its Core AI ``.aimodel``, every bucket a function, written from it: :func:`build_asset`).
 
 Each bucket (batch 4 x sequence 128 ... 512) is the encoder traced at that shape,
 run through the ANE passes and saved as one function (``seq128`` ...); coremltools'
@@ -226,6 +227,51 @@ def read_package(path: Path) -> PackageInfo:
         )
     except (KeyError, ValueError) as error:
         raise ModelError(f"{path}: not an anekit model package (metadata {error})") from error
+
+
+def asset_path(package: Path) -> Path:
+    """Where the Core AI asset of ``package`` goes: beside it, ``.aimodel``."""
+    return package.with_suffix(".aimodel")
+
+
+def build_asset(package: Path, target: Path | None = None) -> Path:
+    """The Core AI asset of the bucketed ``package`` (:func:`asset_path` by default):
+    every bucket one ``@graph`` function of the package's MIL program, as Core ML gets
+    it (fp16, compressed weights as saved); the package kept inside the asset."""
+    from anekit.package.coreai import save_package_asset
+
+    return save_package_asset(package, target or asset_path(package))
+
+
+def asset_matches(asset: Path, info: PackageInfo) -> bool:
+    """Whether ``asset`` is a sound Core AI asset of the package ``info`` describes: its
+    bytecode matches its hash, and the package inside it is of the same weights and
+    variant and has every bucket."""
+    from anekit._aimodel import asset_source
+
+    if not asset.exists():
+        return False
+    try:
+        inside = read_package(asset_source(asset))
+    except (ModelError, ProgramError):
+        return False
+    return (
+        inside.weights_sha256 == info.weights_sha256
+        and inside.variant == info.variant
+        and set(info.buckets) <= set(inside.buckets)
+    )
+
+
+def ensure_asset(info: PackageInfo, progress: Callable[[str], None] | None = None) -> Path:
+    """The Core AI asset of the package ``info``, written beside it once (under a lock,
+    as packages are) and written again when it no longer matches the package."""
+    target = asset_path(info.path)
+    if not asset_matches(target, info):
+        with exclusive_lock(target.with_name(target.name + ".lock")):
+            if not asset_matches(target, info):
+                (progress or _log.info)(f"writing {target.name} (Core AI) once")
+                build_asset(info.path, target)
+    return target
 
 
 def ensure_package(
