@@ -17,43 +17,13 @@ from anekit.analysis import analyze
 from anekit.errors import ModelError
 from anekit.models import whisper
 from anekit.ops.limits import ATTENTION_SCORE_LIMIT
+from tinywhisper import tiny_whisper, whisper_reference
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    torch = pytest.importorskip("torch")
-    from transformers import WhisperConfig, WhisperModel
-
-    torch.manual_seed(0)
-    settings: dict[str, Any] = {"attn_implementation": "eager"}
-    config = WhisperConfig(
-        **settings,
-        d_model=64,
-        encoder_layers=2,
-        encoder_attention_heads=4,
-        encoder_ffn_dim=128,
-        decoder_layers=1,
-        decoder_attention_heads=4,
-        decoder_ffn_dim=64,
-        num_mel_bins=80,
-        max_source_positions=1500,
-        max_target_positions=32,
-        vocab_size=100,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=2,
-        decoder_start_token_id=1,
-    )
-    model: Any = WhisperModel(config)
-    model.eval()
-    with torch.no_grad():  # away from the tiny init; the sinusoidal positions kept
-        for name, parameter in model.named_parameters():
-            if "embed_positions" not in name:
-                noise = torch.randn_like(parameter)
-                parameter.copy_(1 + 0.1 * noise if "norm" in name else 0.1 * noise)
-    path = tmp_path_factory.mktemp("whisper") / "tiny-whisper"
-    model.save_pretrained(path)
-    return Path(path)
+    pytest.importorskip("torch")
+    return tiny_whisper(tmp_path_factory.mktemp("whisper") / "tiny-whisper")
 
 
 @pytest.fixture(scope="module")
@@ -64,14 +34,7 @@ def features() -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def reference(folder: Path, features: np.ndarray) -> np.ndarray:
-    import torch
-    from transformers import WhisperModel
-
-    model: Any = WhisperModel.from_pretrained(folder, attn_implementation="eager")
-    model.eval()
-    with torch.no_grad():
-        states = model.encoder(torch.from_numpy(features)).last_hidden_state.numpy()
-    return np.asarray(states, np.float64)  # (1, 1500, 64)
+    return np.asarray(whisper_reference(folder, features))  # (1, 1500, 64)
 
 
 def _rows(states: Any) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""``anekit convert``: a saved PyTorch model to an ANE-ready ``.mlpackage``."""
+"""``anekit convert``: a saved PyTorch model to an ANE-ready ``.mlpackage`` (and/or a Core
+AI ``.aimodel`` of the same program)."""
 
 from __future__ import annotations
 
@@ -61,15 +62,19 @@ def _example_inputs(specs: tuple[str, ...], parsed: list[Any], model: Any) -> li
     return tensors
 
 
-def _destination(out: Path | None, model: Path) -> Path:
-    """Where the package goes, checked before any work: an ``.mlpackage`` path that is
-    not an existing file, below a directory that exists (or can be made) and is writable."""
-    target = out if out is not None else Path.cwd() / f"{model.stem}.mlpackage"
+#: ``--to``: what is written, and the suffix ``--out`` takes for it.
+TARGETS = {"coreml": ".mlpackage", "coreai": ".aimodel", "both": ".mlpackage"}
+
+
+def _destination(out: Path | None, model: Path, suffix: str = ".mlpackage") -> Path:
+    """Where the package goes, checked before any work: a ``suffix`` path that is not an
+    existing file, below a directory that exists (or can be made) and is writable."""
+    target = out if out is not None else Path.cwd() / f"{model.stem}{suffix}"
     what = f"--out {target}" if out is not None else f"{target} (the default for --out)"
-    if target.suffix != ".mlpackage":
-        inside = target / f"{model.stem}.mlpackage"
-        example = inside if target.is_dir() else target.with_suffix(".mlpackage")
-        raise ConversionError(f"{what}: a package path must end in .mlpackage, e.g. {example}")
+    if target.suffix != suffix:
+        inside = target / f"{model.stem}{suffix}"
+        example = inside if target.is_dir() else target.with_suffix(suffix)
+        raise ConversionError(f"{what}: a package path must end in {suffix}, e.g. {example}")
     if target.exists() and not target.is_dir():
         raise ConversionError(f"{what}: exists and is a file, not a package directory")
     ancestor = target.absolute().parent
@@ -111,7 +116,17 @@ def _pass_options(texts: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Where to write the .mlpackage (default: MODEL's name in the current directory).",
+    help="Where to write the .mlpackage, or the .aimodel with --to coreai (default: MODEL's "
+    "name in the current directory).",
+)
+@click.option(
+    "--to",
+    "to",
+    type=click.Choice(list(TARGETS)),
+    default="coreml",
+    show_default=True,
+    help="coreml: an .mlpackage; coreai: a Core AI .aimodel of the same program (macOS 27; "
+    "the extra anekit[coreai]); both: the .mlpackage and the .aimodel beside it.",
 )
 @click.option(
     "--method",
@@ -142,6 +157,7 @@ def convert(
     model: Path,
     inputs: tuple[str, ...],
     out: Path | None,
+    to: str,
     method: str,
     no_passes: bool,
     skip: tuple[str, ...],
@@ -151,7 +167,8 @@ def convert(
     as_json: bool,
 ) -> None:
     """Convert a saved PyTorch MODEL (TorchScript .pt, or an ExportedProgram .pt2) at
-    fixed shapes, run the ANE passes and save an .mlpackage.
+    fixed shapes, run the ANE passes and save an .mlpackage (--to coreai: a Core AI
+    .aimodel of the same program; --to both: the two).
 
     MODEL is told by its contents: TorchScript from torch.jit.trace(...).save or
     torch.jit.script(...).save, an ExportedProgram from torch.export.save. A file
@@ -163,7 +180,11 @@ def convert(
     """
     from anekit.frontends.saved_torch import saved_format
 
-    target = _destination(out, model)
+    target = _destination(out, model, TARGETS[to])
+    if to != "coreml":
+        from anekit.package.coreai import authoring
+
+        authoring()  # the missing extra named before torch loads
     options = _pass_options(pass_options)
     names, specs = _input_specs(inputs)
     saved_format(model)  # no such file, or a torch.save file: said before torch loads
@@ -187,14 +208,20 @@ def convert(
         pass_options=options,
         float_io=float_io,
     )
-    package = program.save(target)
-    size = sum(item.stat().st_size for item in package.rglob("*") if item.is_file())
+    package = program.save(target)  # an .aimodel with --to coreai
+    asset = None
+    if to == "both":
+        from anekit.package.coreai import save_package_asset
+
+        asset = save_package_asset(package, target.with_suffix(".aimodel"))
+    size = _bytes(package)
     report = analyze(program)
     seconds = time.perf_counter() - started
     if as_json:
         emit_json(
             {
                 "package": {"path": str(package), "bytes": size},
+                "coreai": None if asset is None else {"path": str(asset), "bytes": _bytes(asset)},
                 "inputs": [spec.to_json() for spec in program.input_specs],
                 "outputs": [spec.to_json() for spec in program.output_specs],
                 "passes": program.pass_report.to_json() if program.pass_report else None,
@@ -224,7 +251,14 @@ def convert(
     for function in report.functions:
         for family in report.families:
             stdout.print(f"placement: {esc(function.summary(family))}")
+    saved = f"[bold]{esc_path(package)}[/] ({format_bytes(size)})"
+    if asset is not None:
+        saved += f" and [bold]{esc_path(asset)}[/] ({format_bytes(_bytes(asset))})"
     stdout.print(
-        f"\nSaved [bold]{esc_path(package)}[/] ({format_bytes(size)}) in {seconds:.1f} s; "
+        f"\nSaved {saved} in {seconds:.1f} s; "
         f"`anekit doctor {esc_path(package)}` shows every op's expected device."
     )
+
+
+def _bytes(path: Path) -> int:
+    return sum(item.stat().st_size for item in path.rglob("*") if item.is_file())

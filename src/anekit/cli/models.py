@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -128,6 +129,10 @@ def info(model: str | None, max_length: int | None, as_json: bool) -> None:
         stdout.print(f"{key:18} {esc(value)}")
 
 
+#: What ``build-model --format`` writes: Core ML's package, Core AI's asset, or both.
+FORMATS = {"coreml": ("coreml",), "coreai": ("coreai",), "both": ("coreml", "coreai")}
+
+
 @click.command("build-model")
 @click.argument("model", required=False)
 @click.option(
@@ -139,24 +144,44 @@ def info(model: str | None, max_length: int | None, as_json: bool) -> None:
     "output channels), any such spec, or both (fp16 and int8).",
 )
 @click.option(
+    "--format",
+    "format_name",
+    type=click.Choice(list(FORMATS)),
+    default="coreml",
+    show_default=True,
+    help="coreml: the .mlpackage; coreai: a Core AI .aimodel of the same program (macOS 27; "
+    "the extra anekit[coreai]); both.",
+)
+@click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
     help="Directory for the packages (default: $ANEKIT_HOME/packages).",
 )
 @with_json
-def build_model(model: str | None, variant: str, out: Path | None, as_json: bool) -> None:
+def build_model(
+    model: str | None, variant: str, format_name: str, out: Path | None, as_json: bool
+) -> None:
     """Build MODEL's bucketed .mlpackage: one function per bucket (batch 4 x sequence
     128, 192, 256, 320, 384 and 512), weights shared, with its placement summary.
+    With --format coreai (or both) the same program is also written as a Core AI
+    .aimodel, every bucket one function (the package kept inside it, for anekit.load).
 
     MODEL is all-MiniLM-L6-v2 (default), a cached model name or a Hugging Face folder:
     a BERT-family or ModernBERT embedding model, or a Whisper model (its encoder, as
     one fixed-shape function for a 30 s window).
     """
+    import tempfile
+
     from anekit.models.registry import resolve
 
+    formats = FORMATS[format_name]
     family = _model_type(model)
     model_id = Path(str(model)).name if family == "whisper" else resolve(model)[0]
+    if "coreai" in formats:
+        from anekit.package.coreai import authoring
+
+        authoring()  # the missing extra named before any work
     from anekit.analysis import analyze  # coremltools: only once the model is found
     from anekit.models import build_package
 
@@ -166,45 +191,110 @@ def build_model(model: str | None, variant: str, out: Path | None, as_json: bool
     for name in variants:
         Compression.parse(name)  # a clear error before any work
     results = []
+    report = (lambda message: None) if as_json else (lambda message: stderr.print(esc(message)))
     for name in variants:
-        target = None if out is None else out / f"{model_id}-{name}.mlpackage"
-        report = (lambda message: None) if as_json else (lambda message: stderr.print(esc(message)))
-        if family == "whisper":
-            path = _build_whisper(Path(str(model)), name, target, report)
-            (function,) = analyze(path).functions
-            results.append(
-                {
+        with tempfile.TemporaryDirectory(prefix="anekit-build-") as scratch:
+            target = None if out is None else out / f"{model_id}-{name}.mlpackage"
+            if "coreml" not in formats:  # the package only as the asset's source
+                target = Path(scratch) / f"{model_id}-{name}.mlpackage"
+            if family == "whisper":
+                path = _build_whisper(Path(str(model)), name, target, report)
+                (function,) = analyze(path).functions
+                result = {
                     "path": str(path),
                     "model": model_id,
                     "variant": name,
                     "compute_ops": len(function.compute_ops()),
                     "ane": function.on_ane("a14"),
                 }
-            )
+                heading = f"[bold]{esc_path(path)}[/] ({name})"
+                lines = [f"{heading}: {esc(function.summary('a14'))}"]
+            else:
+                built = build_package(model, variant=name, out=target, progress=report)
+                path = built.path
+                placement = analyze(path)
+                summary = {
+                    function.name: {
+                        family: {
+                            "compute_ops": len(function.compute_ops()),
+                            "ane": function.on_ane(family),
+                        }
+                        for family in placement.families
+                    }
+                    for function in placement.functions
+                }
+                result = {**built.to_json(), "bytes": _bytes(path), "placement": summary}
+                heading = f"[bold]{esc_path(path)}[/] ({format_bytes(_bytes(path))}, {name})"
+                lines = [heading]
+                for function in placement.functions:
+                    counts = ", ".join(
+                        f"{family} {function.on_ane(family)}/{len(function.compute_ops())}"
+                        for family in placement.families
+                    )
+                    lines.append(
+                        f"  {esc(function.name)}: compute ops expected on the ANE: {counts}"
+                    )
+            result["format"] = format_name
+            if "coreai" in formats:
+                where = (out or _default_folder(path, scratch)) / path.with_suffix(".aimodel").name
+                asset = _write_asset(path, where, report)
+                result["coreai"] = asset
+                line = _asset_line(asset)
+                if "coreml" in formats:
+                    lines.append(line)
+                else:  # the package went with the scratch folder: the asset is the result
+                    result["path"], result["bytes"] = asset["path"], asset["bytes"]
+                    lines = [line, *lines[1:]] if family != "whisper" else [line]
+            results.append(result)
             if not as_json:
-                stdout.print(f"[bold]{esc_path(path)}[/] ({name}): {esc(function.summary('a14'))}")
-            continue
-        built = build_package(model, variant=name, out=target, progress=report)
-        placement = analyze(built.path)
-        size = sum(item.stat().st_size for item in built.path.rglob("*") if item.is_file())
-        summary = {
-            function.name: {
-                family: {"compute_ops": len(function.compute_ops()), "ane": function.on_ane(family)}
-                for family in placement.families
-            }
-            for function in placement.functions
-        }
-        results.append({**built.to_json(), "bytes": size, "placement": summary})
-        if not as_json:
-            stdout.print(f"[bold]{esc_path(built.path)}[/] ({format_bytes(size)}, {name})")
-            for function in placement.functions:
-                counts = ", ".join(
-                    f"{family} {function.on_ane(family)}/{len(function.compute_ops())}"
-                    for family in placement.families
-                )
-                stdout.print(f"  {esc(function.name)}: compute ops expected on the ANE: {counts}")
+                for line in lines:
+                    stdout.print(line)
     if as_json:
         emit_json(results)
+
+
+def _bytes(path: Path) -> int:
+    return sum(item.stat().st_size for item in path.rglob("*") if item.is_file())
+
+
+def _default_folder(package: Path, scratch: str) -> Path:
+    """Where an asset goes without --out: beside its package, or in the packages folder
+    when the package was only written to the scratch folder."""
+    from anekit.models.package import packages_dir
+
+    return packages_dir() if package.parent == Path(scratch) else package.parent
+
+
+def _write_asset(package: Path, target: Path, report: Callable[[str], None]) -> dict[str, Any]:
+    """The Core AI asset of ``package`` at ``target``, timed, and its sizes."""
+    import time
+
+    from anekit._aimodel import BYTECODE, SOURCE_FOLDER, SOURCE_PACKAGE
+    from anekit.models.package import build_asset
+
+    report(f"{target.name}: writing the Core AI asset")
+    started = time.perf_counter()
+    path = build_asset(package, target)
+    seconds = time.perf_counter() - started
+    from anekit._mlpackage import read_spec
+
+    spec, _ = read_spec(path / SOURCE_FOLDER / SOURCE_PACKAGE)
+    return {
+        "path": str(path),
+        "functions": sorted(spec.mlProgram.functions),
+        "bytes": _bytes(path),
+        "bytecode_bytes": (path / BYTECODE).stat().st_size,
+        "source_bytes": _bytes(path / SOURCE_FOLDER),
+        "emit_seconds": round(seconds, 3),
+    }
+
+
+def _asset_line(asset: dict[str, Any]) -> str:
+    return (
+        f"[bold]{esc_path(Path(asset['path']))}[/] (Core AI: {format_bytes(asset['bytes'])}, "
+        f"of which bytecode {format_bytes(asset['bytecode_bytes'])}; "
+        f"{len(asset['functions'])} functions, written in {asset['emit_seconds']} s)"
+    )
 
 
 def _model_type(model: str | None) -> str | None:
