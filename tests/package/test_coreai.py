@@ -527,3 +527,20 @@ def test_simulate_and_doctor_read_an_asset_and_refuse_a_corrupt_one(
             f"error (ProgramError): {path}: main.mlirb does not match main.hash "
             "(a corrupt or changed asset); write it again"
         ]
+
+
+def test_a_compressed_program_runs_on_core_ai_with_its_weights_compressed(
+    tmp_path: Path,
+) -> None:
+    """compress='int8': the asset holds the program as it goes into the package (fp16,
+    int8 weights as Core AI's dequantize), and agrees with the simulator's run of it."""
+    from anekit.backends.coreai import write_asset
+
+    program = anekit.compile(_ffn, RNG.standard_normal((8, 64)).astype(F32), compress="int8")
+    path, function = write_asset(program.load_request(), tmp_path)
+    assert function == "main"
+    assert "coreai.dequantize" in str(coreai.AIModelAsset.load(path).program)
+    x = RNG.standard_normal((8, 64)).astype(F32)
+    got = np.asarray(program(x, backend="coreai-cpu"), F32)
+    want = np.asarray(program(x, backend="sim"), F32)  # the same compressed fp16 program
+    assert np.max(np.abs(got - want)) < 2e-3

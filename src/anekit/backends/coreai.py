@@ -24,22 +24,28 @@ from anekit.runtimes import RUNTIMES
 NAME = "coreai-cpu"
 
 
+def write_asset(request: LoadRequest, folder: Path) -> tuple[Path, str]:
+    """The program of ``request`` written as the asset ``folder/program.aimodel``, and the
+    function to run: the program as it is, or, with compressed weights, as it goes into
+    a package (:meth:`~anekit.program.CompiledProgram.lowered`: fp16, the weights
+    compressed, its function ``main``), so that Core AI holds the compressed weights."""
+    from anekit.package.coreai import save_coreai
+
+    target = folder / "program.aimodel"
+    if request.compression is not None and not request.converted:
+        return save_coreai(request.lowered(), target, ["main"]), "main"
+    return save_coreai(request.program, target, [request.function]), request.function
+
+
 class CoreAISession:
     """A program written as a Core AI asset and loaded on Core AI's runtime."""
 
     def __init__(self, request: LoadRequest) -> None:
-        from anekit.package.coreai import LoadedFunction, save_coreai
+        from anekit.package.coreai import LoadedFunction
 
-        if request.compression is not None:
-            raise ProgramError(
-                f"{request.source}: compressed weights ({request.compression}) are not "
-                "written to Core AI assets yet; run the uncompressed program"
-            )
         self._folder = tempfile.TemporaryDirectory(suffix=".coreai")  # removed with the session
-        path = save_coreai(
-            request.program, Path(self._folder.name) / "program.aimodel", [request.function]
-        )
-        self._function = LoadedFunction(path, request.function)
+        path, function = write_asset(request, Path(self._folder.name))
+        self._function = LoadedFunction(path, function)
         self.last_run: RunReport | None = None
 
     def predict(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -20,7 +20,7 @@ stand-ins refuse what the real API refuses):
 
 The preferred kind is a preference: Core AI may still place ops elsewhere (its compute
 plan says where, :mod:`anekit.backends.coreai_plan`). A program Core AI cannot take
-(an op without a lowering, compressed weights, a dynamic shape) is refused with
+(an op without a lowering, a dynamic shape) is refused with
 :class:`~anekit.backends.ProgramRefused` before anything loads; picked by default, the
 runtime record hands it to Core ML (:attr:`anekit.runtimes.Runtime.fallback`).
 """
@@ -70,24 +70,18 @@ class CoreAISession:
     one compute unit kind."""
 
     def __init__(self, request: LoadRequest, kind: str = "neural_engine") -> None:
-        from anekit.package.coreai import LoadedFunction, save_coreai
+        from anekit.backends.coreai import write_asset
+        from anekit.package.coreai import LoadedFunction
 
         options = specialization(kind)  # first: a machine without Core AI writes nothing
-        if request.compression is not None:
-            raise ProgramRefused(
-                f"{request.source}: compressed weights ({request.compression}) are not "
-                "written to Core AI assets yet"
-            )
         self.kind = kind
         self._folder = tempfile.TemporaryDirectory(suffix=".coreai")  # removed with the session
         try:
-            path = save_coreai(
-                request.program, Path(self._folder.name) / "program.aimodel", [request.function]
-            )
+            path, function = write_asset(request, Path(self._folder.name))
         except ProgramError as why:  # no lowering, a dynamic shape: nothing was written
             raise ProgramRefused(f"{request.source}: {why}") from why
         # the OS path loads the asset from where it lies: the folder lives as long as this
-        self._function = LoadedFunction(path, request.function, specialization=options)
+        self._function = LoadedFunction(path, function, specialization=options)
         self.last_run: RunReport | None = None
 
     def predict(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
