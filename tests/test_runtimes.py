@@ -48,7 +48,10 @@ def test_the_backends_are_the_program_runtimes_in_their_order() -> None:
 def test_off_a_mac_each_check_says_why_and_everyone_reads_it() -> None:
     assert RUNTIMES["coreml"].unavailable_reason() == "Core ML exists only on macOS"
     assert RUNTIMES["direct"].unavailable_reason() == "the direct ANE path needs macOS"
-    assert unavailable_reason("ane") == "Core ML exists only on macOS"
+    assert unavailable_reason("ane") == (
+        "coreai: Core AI on the Neural Engine needs macOS 27 (this is Linux); "
+        "coreml: Core ML exists only on macOS"
+    )
     with pytest.raises(BackendUnavailableError, match="Core ML exists only on macOS"):
         select_backend("coreml")
     with pytest.raises(BackendUnavailableError, match="coreml runtime cannot run here: Core ML"):

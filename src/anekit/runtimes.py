@@ -198,8 +198,8 @@ RUNTIMES: dict[str, Runtime] = {
             "Core AI on the Neural Engine where it places ops (macOS 27; unverified on hardware)",
             check="anekit.runtimes:coreai_ane_reason",
             backend="anekit.backends.coreai_os:CoreAIBackend",
-            encoder=None,  # no embedding encoder on it yet (docs/coreai.md)
-            variants=("fp32",),
+            encoder="anekit.models.encoders:open_coreai",
+            variants=("fp16", "int8"),
             fallback="coreml",
         ),
         Runtime(
@@ -277,8 +277,12 @@ def program_runtimes() -> list[Runtime]:
 
 
 def default_runtime() -> str:
-    """The runtime an :class:`~anekit.Embedder` picks: Core ML on a Mac, else NumPy."""
-    return "coreml" if RUNTIMES["coreml"].available() else "numpy"
+    """The runtime an :class:`~anekit.Embedder` picks: Core AI on macOS 27, Core ML on an
+    older Mac, else NumPy."""
+    for name in ("coreai", "coreml"):
+        if RUNTIMES[name].available():
+            return name
+    return "numpy"
 
 
 __all__ = [

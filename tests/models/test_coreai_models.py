@@ -5,6 +5,7 @@ and compared with anekit's fp32 reference; and the commands that write the asset
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -197,3 +198,65 @@ def test_convert_writes_an_asset_of_the_same_program(tmp_path: Path) -> None:
     )  # fmt: skip
     assert wrong.exit_code == 2
     assert "a package path must end in .aimodel" in wrong.output
+
+
+# -- macOS 27 (stand-ins: tests/standins_coreai.py) ---------------------------------------
+
+
+@pytest.fixture
+def mac27(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """macOS 27 with the OS's Core AI; loads run on Core AI's real CPU runtime."""
+    from standins_coreai import CoreAIOnMac
+
+    return CoreAIOnMac().install(monkeypatch)
+
+
+def test_on_macos_27_the_embedder_loads_the_asset_with_the_neural_engine_preferred(
+    fp16: Any, mac27: Any
+) -> None:
+    """The default runtime there is Core AI; its encoder loads the bucket asset once, at
+    open, preferring the Neural Engine, and says so."""
+    from anekit.runtimes import default_runtime
+
+    assert default_runtime() == "coreai"
+    embedder = Embedder(max_length=512)
+    assert embedder.runtime == "coreai"
+    assert embedder.encoder.device == "ANE (Core AI)"
+    assert mac27.preferred == ["neural_engine"]  # loaded at open, not at the first request
+    assert mac27.loads[0][0] == asset_path(fp16.package().path)
+
+
+def test_the_ane_lane_runs_core_ai_first_and_core_ml_when_core_ai_refuses_the_model(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A lane's runtimes are tried in order: Core AI (which hands Core ML what it
+    cannot take), then Core ML; a refusal of a runtime without a fallback is the lane's."""
+    from anekit.errors import ProgramError
+    from anekit.lanes import engines
+    from anekit.models import encoders
+    from anekit.runtimes import RUNTIMES
+
+    assert [name for name, _ in engines.LANES["ane"].runs] == ["coreai", "coreml"]
+    for name in ("coreai", "coreml"):  # both can run on this pretend Mac
+        monkeypatch.setitem(RUNTIMES, name, dataclasses.replace(RUNTIMES[name], check=None))
+    opened: list[str] = []
+
+    def open_encoder(kind: str, *args: Any, **kwargs: Any) -> str:
+        opened.append(kind)
+        if kind == "coreai" and refuse:
+            raise ProgramError("no Core AI lowering for these ops: topk (1)")
+        return f"{kind} encoder"
+
+    monkeypatch.setattr(encoders, "open_encoder", open_encoder)
+    monkeypatch.setattr(engines, "EncoderEngine", lambda encoder: encoder)
+    refuse = False
+    assert engines.make_engine("ane", None, 512, None) == "coreai encoder"
+    assert opened == ["coreai"]
+    refuse, opened[:] = True, []
+    with caplog.at_level("WARNING"):
+        assert engines.make_engine("ane", None, 512, None) == "coreml encoder"
+    assert opened == ["coreai", "coreml"]
+    assert "coreai refused the model (no Core AI lowering for these ops: topk (1))" in caplog.text
+    monkeypatch.setitem(RUNTIMES, "coreai", dataclasses.replace(RUNTIMES["coreai"], fallback=None))
+    with pytest.raises(ProgramError, match="topk"):
+        engines.make_engine("ane", None, 512, None)

@@ -14,6 +14,7 @@ run on the CPU: ...") instead of serving CPU speed under a GPU label.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +22,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from anekit.errors import LaneError
+from anekit.errors import LaneError, ProgramError
 from anekit.runtimes import RUNTIMES, Runtime, attribute
+
+_log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from anekit.models.encoders import LoadedModel
@@ -65,8 +68,9 @@ LANES: dict[str, LaneKind] = {
     for kind in (
         _lane(
             "ane",
-            "Core ML on the Neural Engine (fp16 package)",
+            "the Neural Engine: Core AI (macOS 27) or Core ML (fp16 package)",
             0.999,
+            ("coreai", {"variant": "fp16"}),
             ("coreml", {"compute_units": "CPU_AND_NE", "variant": "fp16"}),
         ),
         _lane(
@@ -271,4 +275,20 @@ def make_engine(
     from anekit.models.encoders import open_encoder
 
     settings: dict[str, Any] = dict(options)
-    return EncoderEngine(open_encoder(runtime.name, model, max_length=max_length, **settings))
+    try:
+        return EncoderEngine(open_encoder(runtime.name, model, max_length=max_length, **settings))
+    except ProgramError as refused:
+        # A runtime with a fallback (Core AI: Core ML) that refuses the model at open (an
+        # op it has no lowering for) leaves the lane to the next runtime that runs here.
+        later = LANES[lane].runs[[name for name, _ in LANES[lane].runs].index(runtime.name) + 1 :]
+        if runtime.fallback is None or not later:
+            raise
+        name, fallback_options = later[0]
+        _log.warning(
+            "lane %s: %s refused the model (%s); trying %s", lane, runtime.name, refused, name
+        )
+        if (why := RUNTIMES[name].unavailable_reason(**fallback_options)) is not None:
+            message = f"lane {lane}: {runtime.name} refused the model ({refused}); {name}: {why}"
+            raise LaneError(message) from refused
+        fallback_settings: dict[str, Any] = dict(fallback_options)
+        return EncoderEngine(open_encoder(name, model, max_length=max_length, **fallback_settings))

@@ -323,6 +323,22 @@ class CoreAIEncoder(SimEncoder):
             self.asset.close()
 
 
+class CoreAINeuralEngineEncoder(CoreAIEncoder):
+    """The same asset loaded by macOS's Core AI with the Neural Engine preferred (macOS
+    27; unverified on hardware). Opened eagerly: an asset Core AI cannot take (an op
+    without a lowering) is refused at open (:class:`~anekit.errors.ProgramError`), so
+    that a lane can run Core ML instead, before it serves."""
+
+    label = RUNTIMES["coreai"].device
+
+    def __init__(self, model: LoadedModel, package: Callable[[], PackageInfo]) -> None:
+        super().__init__(model, package)
+        from anekit.backends.coreai_os import specialization
+
+        self.specialization = specialization("neural_engine")
+        _ = self.asset  # built and loaded now: refused here, not mid-request
+
+
 class OnnxRuntimeEncoder(ModelEncoder):
     """The row-layout encoder on ONNX Runtime (int8 weights per channel, or fp32): groups
     of rows padded to their longest, as :func:`rows_per_run` says (int8: each row alone at
@@ -429,6 +445,12 @@ def open_coreai_cpu(model: LoadedModel, options: EncoderOptions) -> CoreAIEncode
     return CoreAIEncoder(model, lambda: package_of(model, options))
 
 
+def open_coreai(model: LoadedModel, options: EncoderOptions) -> CoreAINeuralEngineEncoder:
+    """The ``coreai`` runtime's encoder (macOS 27): its package and asset found or built,
+    and loaded, now."""
+    return CoreAINeuralEngineEncoder(model, lambda: package_of(model, options))
+
+
 def open_direct(model: LoadedModel, options: EncoderOptions) -> DirectEncoder:
     """The ``direct`` runtime's encoder; its package is found (or built) on first use."""
     return DirectEncoder(model, lambda: package_of(model, options))
@@ -437,6 +459,7 @@ def open_direct(model: LoadedModel, options: EncoderOptions) -> DirectEncoder:
 __all__ = [
     "KINDS",
     "CoreAIEncoder",
+    "CoreAINeuralEngineEncoder",
     "DirectEncoder",
     "Encoder",
     "EncoderOptions",
@@ -446,6 +469,7 @@ __all__ = [
     "ReferenceEncoder",
     "SimEncoder",
     "load_model",
+    "open_coreai",
     "open_coreai_cpu",
     "open_direct",
     "open_encoder",
