@@ -188,27 +188,20 @@ def test_a_saved_fp16_package_runs_on_core_ai_in_fp16(
     assert np.max(np.abs(got - exact)) > 0  # computed in fp16, not in fp32
 
 
-def test_the_coreai_cpu_runtime_runs_no_embedding_model_yet() -> None:
-    from anekit.errors import ModelError
-    from anekit.models.encoders import open_encoder
-
-    with pytest.raises(ModelError, match="the coreai-cpu runtime runs no embedding model yet"):
-        open_encoder("coreai-cpu")
-
-
 #: One-op programs: op -> its non-constant inputs and its attributes.
 _BINARY = ("add", "sub", "mul", "real_div", "maximum", "minimum")
 _UNARY: tuple[str, ...] = ("abs", "exp", "tanh", "sin", "cos", "sinh", "cosh", "erf")
 _UNARY += ("identity", "relu", "sigmoid", "silu")
-_REDUCTIONS = ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod")
+_REDUCTIONS: tuple[str, ...] = ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min")
+_REDUCTIONS += ("reduce_prod",)
 _REDUCTIONS += ("reduce_sum_square", "reduce_l1_norm", "reduce_l2_norm")
 
 
-def _cases() -> list[tuple[str, tuple[np.ndarray, ...], dict[str, Any]]]:
+def _cases() -> list[tuple[str, tuple[Any, ...], dict[str, Any]]]:
     x = RNG.standard_normal((2, 3, 8)).astype(F32)
     y = RNG.uniform(0.5, 2.0, (2, 3, 8)).astype(F32)
     row = RNG.uniform(0.5, 2.0, (8,)).astype(F32)
-    cases: list[tuple[str, tuple[np.ndarray, ...], dict[str, Any]]] = []
+    cases: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
     cases += [(op, (x, y), {}) for op in _BINARY]
     cases += [("add (broadcast)", (x, row), {})]
     cases += [(op, (x,), {}) for op in _UNARY]
@@ -544,3 +537,24 @@ def test_a_compressed_program_runs_on_core_ai_with_its_weights_compressed(
     got = np.asarray(program(x, backend="coreai-cpu"), F32)
     want = np.asarray(program(x, backend="sim"), F32)  # the same compressed fp16 program
     assert np.max(np.abs(got - want)) < 2e-3
+
+
+def test_what_core_ai_itself_refuses_is_a_program_error_naming_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A lowering that builds what Core AI's verifier refuses (here a transpose whose
+    permutation is int32: Core AI takes uint16/uint32) ends as a one-line ProgramError
+    quoting the verifier, and nothing is written."""
+    record = OPS["transpose"]
+
+    def signed_perm(ai: Any, op: Any) -> Any:
+        return ai.ai.transpose(ai.value(op.x), np.asarray([1, 0], np.int32))
+
+    monkeypatch.setitem(record.lowerings, "coreai", signed_perm)
+    program, _ = single_op_program(
+        "transpose", RNG.standard_normal((2, 3)).astype(F32), perm=np.array([1, 0], np.int32)
+    )
+    with pytest.raises(ProgramError, match=r"^Core AI refused the program: .*transpose") as error:
+        save_coreai(program, tmp_path / "t.aimodel")
+    assert "\n" not in str(error.value)
+    assert list(tmp_path.iterdir()) == []
