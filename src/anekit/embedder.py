@@ -154,16 +154,31 @@ class Embedder:
                 self.variant = lane_variant(lead_lane(lanes))
         else:
             _ = self.model.weights  # read now, so that a broken folder fails here
-            self.encoder = open_encoder(
-                chosen,
-                self.model,
-                variant=self.variant,
-                package=package,
-                progress=progress,
-                threads=threads,
-                device=device or "auto",
-                isolated_build=isolated_build,
-            )
+            from anekit.backends import ProgramRefused
+
+            def opened(name: str) -> Encoder:
+                return open_encoder(
+                    name,
+                    self.model,
+                    variant=self.variant,
+                    package=package,
+                    progress=progress,
+                    threads=threads,
+                    device=device or "auto",
+                    isolated_build=isolated_build,
+                )
+
+            try:
+                self.encoder = opened(chosen)
+            except ProgramRefused as refused:
+                # The default runtime refusing the model (Core AI: an op without a
+                # lowering) hands it to its fallback (Core ML); a runtime named refuses.
+                fallback = RUNTIMES[chosen].fallback
+                if runtime is not None or fallback is None:
+                    raise
+                warnings.warn(f"{refused}; embedding on {fallback}", RuntimeWarning, stacklevel=2)
+                self.runtime = fallback
+                self.encoder = opened(fallback)
         #: Rows per program call: 4 for the packages, 8 for ONNX Runtime.
         self.batch = self.encoder.batch
 

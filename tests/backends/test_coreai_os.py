@@ -123,8 +123,10 @@ def test_off_macos_a_program_on_coreai_is_refused_in_one_line(ffn: anekit.Compil
 @ON_LINUX
 def test_the_loaded_function_hands_the_options_to_the_real_executable(asset: Path) -> None:
     """LoadedFunction passes ``specialization`` to ``executable``: the real one refuses
-    options off macOS (so they do reach it), and runs without them."""
-    with pytest.raises(RuntimeError, match="specialization_options is only available on macOS"):
+    options off macOS (so they do reach it; its refusal named as anekit's one-line error),
+    and runs without them."""
+    refused = "Core AI could not load it: specialization_options is only available on macOS"
+    with pytest.raises(ProgramError, match=refused):
         LoadedFunction(asset, "main", specialization=object())
     loaded = LoadedFunction(asset, "main")
     loaded.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ BUCKETS = ("seq128", "seq192", "seq256", "seq320", "seq384", "seq512")
 
 def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
+    return np.asarray((a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1))
 
 
 def _bytecode(asset: Path) -> str:
@@ -84,15 +85,21 @@ def test_minilm_buckets_run_on_core_ai_as_the_fp32_reference(
 def test_an_asset_from_other_weights_is_written_again(fp16: Any, tmp_path: Path) -> None:
     """The cached asset is trusted only while the package inside it is the package
     beside it (same weights, variant and buckets)."""
-    from anekit.models.package import asset_matches, read_package
+    from anekit.models.package import asset_matches, ensure_asset, read_package
 
     info = read_package(fp16.package().path)
-    asset = asset_path(info.path)
-    assert asset.exists() and asset_matches(asset, info)
+    asset = ensure_asset(info)  # written now, or the one the first test wrote
+    assert asset == asset_path(info.path) and asset_matches(asset, info)
+    stamp = (asset / "main.mlirb").stat().st_mtime_ns
+    assert ensure_asset(info) == asset and (asset / "main.mlirb").stat().st_mtime_ns == stamp
     other = read_package(info.path)
     assert not asset_matches(asset, type(other)(**{**vars(other), "weights_sha256": "0" * 64}))
     assert not asset_matches(asset, type(other)(**{**vars(other), "buckets": (128, 1024)}))
     assert not asset_matches(tmp_path / "missing.aimodel", info)
+    copy = tmp_path / asset.name
+    shutil.copytree(asset, copy)
+    (copy / "metadata.json").write_text("{ not json")  # Core AI would refuse to load it
+    assert not asset_matches(copy, info)
 
 
 def test_modernbert_runs_on_core_ai_as_the_fp32_reference(tmp_path: Path) -> None:
@@ -231,6 +238,7 @@ def test_the_ane_lane_runs_core_ai_first_and_core_ml_when_core_ai_refuses_the_mo
 ) -> None:
     """A lane's runtimes are tried in order: Core AI (which hands Core ML what it
     cannot take), then Core ML; a refusal of a runtime without a fallback is the lane's."""
+    from anekit.backends import ProgramRefused
     from anekit.errors import ProgramError
     from anekit.lanes import engines
     from anekit.models import encoders
@@ -244,19 +252,50 @@ def test_the_ane_lane_runs_core_ai_first_and_core_ml_when_core_ai_refuses_the_mo
     def open_encoder(kind: str, *args: Any, **kwargs: Any) -> str:
         opened.append(kind)
         if kind == "coreai" and refuse:
-            raise ProgramError("no Core AI lowering for these ops: topk (1)")
+            raise refuse("no Core AI lowering for these ops: topk (1)")
         return f"{kind} encoder"
 
     monkeypatch.setattr(encoders, "open_encoder", open_encoder)
     monkeypatch.setattr(engines, "EncoderEngine", lambda encoder: encoder)
-    refuse = False
-    assert engines.make_engine("ane", None, 512, None) == "coreai encoder"
+    refuse: Any = None
+    assert str(engines.make_engine("ane", None, 512, None)) == "coreai encoder"
     assert opened == ["coreai"]
-    refuse, opened[:] = True, []
+    refuse, opened[:] = ProgramRefused, []
     with caplog.at_level("WARNING"):
-        assert engines.make_engine("ane", None, 512, None) == "coreml encoder"
+        assert str(engines.make_engine("ane", None, 512, None)) == "coreml encoder"
     assert opened == ["coreai", "coreml"]
     assert "coreai refused the model (no Core AI lowering for these ops: topk (1))" in caplog.text
-    monkeypatch.setitem(RUNTIMES, "coreai", dataclasses.replace(RUNTIMES["coreai"], fallback=None))
+    refuse, opened[:] = ProgramError, []  # not a refusal (a package that failed to build)
     with pytest.raises(ProgramError, match="topk"):
         engines.make_engine("ane", None, 512, None)
+    assert opened == ["coreai"]
+    refuse = ProgramRefused
+    monkeypatch.setitem(RUNTIMES, "coreai", dataclasses.replace(RUNTIMES["coreai"], fallback=None))
+    with pytest.raises(ProgramRefused, match="topk"):
+        engines.make_engine("ane", None, 512, None)
+
+
+def test_the_default_embedder_hands_core_ml_a_model_core_ai_refuses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Embedder() on macOS 27 picks Core AI; a model Core AI refuses at open goes to Core
+    ML (here a stand-in: the simulator's encoder), with a warning; named, Core AI refuses."""
+    from anekit.backends import ProgramRefused
+    from anekit.models import encoders
+    from anekit.runtimes import RUNTIMES
+
+    monkeypatch.setitem(RUNTIMES, "coreai", dataclasses.replace(RUNTIMES["coreai"], check=None))
+    stand_in = dataclasses.replace(
+        RUNTIMES["coreml"], check=None, encoder="anekit.models.encoders:open_sim"
+    )
+    monkeypatch.setitem(RUNTIMES, "coreml", stand_in)
+
+    def refused(*args: Any) -> Any:
+        raise ProgramRefused("Core AI cannot run all-MiniLM-L6-v2: no Core AI lowering for topk")
+
+    monkeypatch.setattr(encoders, "open_coreai", refused)
+    with pytest.warns(RuntimeWarning, match="no Core AI lowering for topk; embedding on coreml"):
+        embedder = Embedder(max_length=128)
+    assert embedder.runtime == "coreml"
+    with pytest.raises(ProgramRefused, match="topk"):
+        Embedder(runtime="coreai", max_length=128)

@@ -248,6 +248,15 @@ def _cases() -> list[tuple[str, tuple[Any, ...], dict[str, Any]]]:
             },
         ),
         (
+            "conv (custom, uneven pads)",
+            (RNG.standard_normal((1, 2, 5, 6)).astype(F32),),
+            {
+                "weight": RNG.standard_normal((3, 2, 3, 2)).astype(F32),
+                "pad_type": "custom",
+                "pad": np.array([2, 0, 0, 1], np.int32),
+            },
+        ),
+        (
             "conv (custom: Whisper's front end)",
             (RNG.standard_normal((1, 4, 1, 12)).astype(F32),),
             {
@@ -359,6 +368,19 @@ def _compressed_weights() -> dict[str, Any]:
         "int4 in blocks of 8": (
             None,
             lambda: mb.constexpr_blockwise_shift_scale(data=int4, scale=blocks),
+        ),
+        "int8 with a fractional offset": (
+            None,  # Core AI's offset is of the data's type: stored dense, not truncated
+            lambda: mb.constexpr_blockwise_shift_scale(
+                data=data, scale=per_row, offset=(offsets + 0.5).astype(np.float16)
+            ),
+        ),
+        "a full 256-entry palette": (
+            "lut_to_dense",
+            lambda: mb.constexpr_lut_to_dense(
+                indices=RNG.integers(0, 256, (8, 16)).astype(np.uint8),
+                lut=RNG.standard_normal((1, 1, 256, 1)).astype(np.float16),
+            ),
         ),
     }
 
@@ -558,3 +580,16 @@ def test_what_core_ai_itself_refuses_is_a_program_error_naming_it(
         save_coreai(program, tmp_path / "t.aimodel")
     assert "\n" not in str(error.value)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_asset_core_ai_cannot_load_is_a_one_line_program_error(tmp_path: Path) -> None:
+    """A malformed metadata.json (the hash does not cover it): Core AI's own refusal,
+    named with the asset, in one line."""
+    from anekit.package.coreai import LoadedAsset
+
+    program, _ = single_op_program("relu", RNG.standard_normal((4,)).astype(F32))
+    path = save_coreai(program, tmp_path / "m.aimodel")
+    (path / "metadata.json").write_text("{ not json")
+    with pytest.raises(ProgramError, match=r"m\.aimodel: Core AI could not load it: ") as error:
+        LoadedAsset(path)
+    assert "\n" not in str(error.value)

@@ -24,6 +24,16 @@ from anekit.runtimes import RUNTIMES
 NAME = "coreai-cpu"
 
 
+def cpu_only() -> Any:
+    """What keeps a ``coreai-cpu`` load on the CPU: ``SpecializationOptions.cpu_only()``
+    where macOS's Core AI framework loads assets (macOS 27: its default placement may use
+    the GPU or the Neural Engine, which this runtime's figures must not), None where
+    coreai-core's bundled CPU runtime does (Linux; it takes no options there)."""
+    from coreai.runtime import SpecializationOptions
+
+    return SpecializationOptions.cpu_only() if SpecializationOptions.is_supported() else None
+
+
 def write_asset(request: LoadRequest, folder: Path) -> tuple[Path, str]:
     """The program of ``request`` written as the asset ``folder/program.aimodel``, and the
     function to run: the program as it is, or, with compressed weights, as it goes into
@@ -45,7 +55,7 @@ class CoreAISession:
 
         self._folder = tempfile.TemporaryDirectory(suffix=".coreai")  # removed with the session
         path, function = write_asset(request, Path(self._folder.name))
-        self._function = LoadedFunction(path, function)
+        self._function = LoadedFunction(path, function, specialization=cpu_only())
         self.last_run: RunReport | None = None
 
     def predict(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

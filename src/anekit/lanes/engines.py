@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from anekit.errors import LaneError, ProgramError
+from anekit.errors import LaneError
 from anekit.runtimes import RUNTIMES, Runtime, attribute
 
 _log = logging.getLogger(__name__)
@@ -272,23 +272,25 @@ def make_engine(
     if runtime.lane_engine is not None:
         engine: Engine = attribute(runtime.lane_engine)(lane, model, max_length, threads, **options)
         return engine
+    from anekit.backends import ProgramRefused
     from anekit.models.encoders import open_encoder
 
     settings: dict[str, Any] = dict(options)
     try:
         return EncoderEngine(open_encoder(runtime.name, model, max_length=max_length, **settings))
-    except ProgramError as refused:
-        # A runtime with a fallback (Core AI: Core ML) that refuses the model at open (an
-        # op it has no lowering for) leaves the lane to the next runtime that runs here.
-        later = LANES[lane].runs[[name for name, _ in LANES[lane].runs].index(runtime.name) + 1 :]
-        if runtime.fallback is None or not later:
+    except ProgramRefused as refused:
+        # A runtime that refuses the model at open (Core AI: an op it has no lowering
+        # for, an asset it will not load) hands the lane to its fallback (Core ML) when
+        # the lane runs that too.
+        fallback = dict(LANES[lane].runs).get(runtime.fallback or "")
+        if fallback is None or runtime.fallback is None:
             raise
-        name, fallback_options = later[0]
+        name = runtime.fallback
         _log.warning(
             "lane %s: %s refused the model (%s); trying %s", lane, runtime.name, refused, name
         )
-        if (why := RUNTIMES[name].unavailable_reason(**fallback_options)) is not None:
+        if (why := RUNTIMES[name].unavailable_reason(**fallback)) is not None:
             message = f"lane {lane}: {runtime.name} refused the model ({refused}); {name}: {why}"
             raise LaneError(message) from refused
-        fallback_settings: dict[str, Any] = dict(fallback_options)
+        fallback_settings: dict[str, Any] = dict(fallback)
         return EncoderEngine(open_encoder(name, model, max_length=max_length, **fallback_settings))

@@ -300,8 +300,13 @@ class CoreAIEncoder(SimEncoder):
     executor of the same fp16 program, never an ANE figure."""
 
     label = RUNTIMES["coreai-cpu"].device
-    #: Core AI's ``SpecializationOptions`` to load with (None: the runtime's default).
-    specialization: Any = None
+
+    def specialization(self) -> Any:
+        """Core AI's ``SpecializationOptions`` to load with: the CPU only (None where the
+        bundled CPU runtime runs it, which takes none)."""
+        from anekit.backends.coreai import cpu_only
+
+        return cpu_only()
 
     @functools.cached_property
     def asset(self) -> Any:
@@ -309,7 +314,7 @@ class CoreAIEncoder(SimEncoder):
         from anekit.models.package import ensure_asset
         from anekit.package.coreai import LoadedAsset
 
-        return LoadedAsset(ensure_asset(self.package), self.specialization)
+        return LoadedAsset(ensure_asset(self.package), self.specialization())
 
     def run(self, batch: Batch) -> np.ndarray:
         hidden = embed(self.weights, self.config, batch.ids)
@@ -333,10 +338,20 @@ class CoreAINeuralEngineEncoder(CoreAIEncoder):
 
     def __init__(self, model: LoadedModel, package: Callable[[], PackageInfo]) -> None:
         super().__init__(model, package)
+        from anekit.backends import ProgramRefused
+        from anekit.errors import ProgramError
+
+        _ = self.package  # found or built: its errors are its own
+        try:
+            _ = self.asset  # written and loaded now: refused here, not mid-request
+        except ProgramError as why:  # an op without a lowering, a load Core AI refuses
+            raise ProgramRefused(f"Core AI cannot run {self.model_id}: {why}") from why
+
+    def specialization(self) -> Any:
+        """The Neural Engine preferred (``SpecializationOptions``; macOS 27 only)."""
         from anekit.backends.coreai_os import specialization
 
-        self.specialization = specialization("neural_engine")
-        _ = self.asset  # built and loaded now: refused here, not mid-request
+        return specialization("neural_engine")
 
 
 class OnnxRuntimeEncoder(ModelEncoder):

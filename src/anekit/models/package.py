@@ -245,15 +245,16 @@ def build_asset(package: Path, target: Path | None = None) -> Path:
 
 def asset_matches(asset: Path, info: PackageInfo) -> bool:
     """Whether ``asset`` is a sound Core AI asset of the package ``info`` describes: its
-    bytecode matches its hash, and the package inside it is of the same weights and
-    variant and has every bucket."""
+    bytecode matches its hash, its metadata reads, and the package inside it is of the
+    same weights and variant and has every bucket."""
     from anekit._aimodel import asset_source
 
     if not asset.exists():
         return False
     try:
+        json.loads((asset / "metadata.json").read_text("utf-8"))  # Core AI reads it at load
         inside = read_package(asset_source(asset))
-    except (ModelError, ProgramError):
+    except (ModelError, ProgramError, OSError, ValueError):  # OSError: a rewrite under way
         return False
     return (
         inside.weights_sha256 == info.weights_sha256

@@ -189,10 +189,17 @@ def to_coreai(program: Any, functions: Iterable[str] | None = None) -> Any:
             for name, function in zip(names, chosen, strict=True):
                 _graph(ai, name, function)
         module.verify()
-    except RuntimeError as error:  # the builder's verifier: a lowering's bug, named
-        first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
-        raise ProgramError(f"Core AI refused the program: {first}") from error
+    except ProgramError:
+        raise
+    except Exception as error:  # the builder's checks and verifier (RuntimeError, ValueError,
+        # MLIRError): what a lowering built that Core AI refuses, named in one line
+        raise ProgramError(f"Core AI refused the program: {_first_line(error)}") from error
     return ai.AIProgram(module)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else repr(error)
 
 
 def save_coreai(
@@ -250,9 +257,14 @@ class LoadedAsset:
         self.path = check_asset(path)
         self._loop = asyncio.new_event_loop()
         self._functions: dict[str, Any] = {}
-        self._executable = ai.AIModelAsset.load(self.path).executable(specialization)
         try:
+            self._executable = ai.AIModelAsset.load(self.path).executable(specialization)
             self._model = self._loop.run_until_complete(self._executable.__aenter__())
+        except Exception as error:  # a malformed metadata.json, a runtime that refuses it
+            self.close()
+            raise ProgramError(
+                f"{self.path}: Core AI could not load it: {_first_line(error)}"
+            ) from error
         except BaseException:
             self.close()
             raise
@@ -282,9 +294,10 @@ class LoadedAsset:
             return
         self._functions.clear()
         try:
-            self._loop.run_until_complete(self._executable.__aexit__(None, None, None))
-        except (RuntimeError, AttributeError):
-            pass  # never entered
+            if hasattr(self, "_model"):  # entered
+                self._loop.run_until_complete(self._executable.__aexit__(None, None, None))
+        except RuntimeError:
+            pass
         finally:
             self._loop.close()
 

@@ -58,8 +58,9 @@ def _constant_input(var: Any) -> Any:
 
 # -- Core AI lowerings of compressed weights (anekit.package.coreai) ----------------------
 
-#: Integer weights Core AI's ``dequantize`` takes as stored (its 4-bit constants read
-#: back wrong in coreai-core 1.0.0b3: issue 36; those are stored decompressed).
+#: Integer weights Core AI's ``dequantize`` takes as stored. coremltools holds 4-bit
+#: data in int8/uint8 arrays, so per-channel int4 goes in as 8 bits (Core AI's 4-bit
+#: constants read back wrong in coreai-core 1.0.0b3: issue 36).
 _COREAI_QUANTIZED = frozenset({"int8", "uint8"})
 #: Core AI's ``lut_to_dense`` wants a palette of 2^bits entries for its indices'
 #: integer type; indices of fewer bits are widened to uint8 and the palette padded.
@@ -70,8 +71,8 @@ _COREAI_PALETTE = 256
 def _constexpr_coreai(ai: Any, op: Any) -> Any:
     """A compressed weight: 8-bit per-channel (or per-tensor) quantization as Core AI's
     ``dequantize``, a palette of up to 256 entries per group as ``lut_to_dense`` (its
-    indices as uint8), anything else (4-bit and blockwise quantization, sparse or joint
-    compression, vector palettes) as the dense weight coremltools decompresses."""
+    indices as uint8), anything else (blockwise quantization, a float offset, sparse or
+    joint compression, vector palettes) as the dense weight coremltools decompresses."""
     compact = _dequantized(ai, op) if op.op_type in _AFFINE else None
     if compact is None and op.op_type == "constexpr_lut_to_dense" and "shape" not in op.inputs:
         compact = _palettized(ai, op)  # iOS18's form (iOS16's packs its indices)
@@ -105,6 +106,8 @@ def _dequantized(ai: Any, op: Any) -> Any:
     data, scale, offset = found
     if data.dtype.name not in _COREAI_QUANTIZED:
         return None
+    if offset is not None and offset.dtype.kind == "f":
+        return None  # iOS18 allows a float offset; Core AI's offset1 is of the data's type
     if axis_name is not None:  # iOS16: a scalar or a vector along ``axis``
         axis = int(op.inputs[axis_name].val) % data.ndim
     else:  # iOS18: blocks; one block per channel along at most one axis
