@@ -386,7 +386,7 @@ def _child_reindex(spec: dict[str, Any]) -> dict[str, Any]:
     index = Index(spec["root"], store=spec["store"], lanes=LANES)
     summary = index.update()
     done = time.perf_counter()
-    lane_started = index._embedder is not None
+    lane_started = index._pool is not None
     index.close()
     return {
         "imports_s": imported - start,
@@ -666,7 +666,7 @@ class Trees:
             start = time.perf_counter()
             summary = index.update()
             seconds = time.perf_counter() - start
-            if summary.embedded or index._embedder is not None or summary.failed:
+            if summary.embedded or index._pool is not None or summary.failed:
                 raise SystemExit(f"{root}: the build embedded chunks: {summary.as_dict()}")
         return {"seconds": seconds, "files": summary.files, "chunks": summary.chunks}
 
