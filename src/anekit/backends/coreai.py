@@ -48,24 +48,37 @@ def write_asset(request: LoadRequest, folder: Path) -> tuple[Path, str]:
 
 
 class CoreAISession:
-    """A program written as a Core AI asset and loaded on Core AI's runtime."""
+    """A program written as a Core AI asset into a temporary folder (which lives as long
+    as the session: macOS's loader reads the asset where it lies) and loaded on Core
+    AI's runtime with ``specialization``; its runs reported as ``backend`` on ``device``
+    (``requested``: the compute unit asked for, where one was)."""
 
-    def __init__(self, request: LoadRequest) -> None:
+    def __init__(
+        self,
+        request: LoadRequest,
+        *,
+        specialization: Any = None,
+        backend: str = NAME,
+        device: str = RUNTIMES[NAME].device,
+        requested: str | None = None,
+    ) -> None:
         from anekit.package.coreai import LoadedFunction
 
+        self.backend, self.device, self.requested = backend, device, requested
         self._folder = tempfile.TemporaryDirectory(suffix=".coreai")  # removed with the session
         path, function = write_asset(request, Path(self._folder.name))
-        self._function = LoadedFunction(path, function, specialization=cpu_only())
+        self._function = LoadedFunction(path, function, specialization=specialization)
         self.last_run: RunReport | None = None
 
     def predict(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         start = time.perf_counter()
         outputs = self._function(feeds)
         self.last_run = RunReport(
-            backend=NAME,
-            device=RUNTIMES[NAME].device,
+            backend=self.backend,
+            device=self.device,
             simulated=False,
             seconds=time.perf_counter() - start,
+            requested=self.requested,
         )
         return outputs
 
@@ -83,4 +96,4 @@ class CoreAICpuBackend:
     def load(self, request: LoadRequest, mode: str | None = None) -> CoreAISession:
         if mode is not None:
             raise ProgramError(f"the {NAME} backend takes no mode, got {mode!r}")
-        return CoreAISession(request)
+        return CoreAISession(request, specialization=cpu_only())

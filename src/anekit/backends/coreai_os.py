@@ -27,15 +27,10 @@ runtime record hands it to Core ML (:attr:`anekit.runtimes.Runtime.fallback`).
 
 from __future__ import annotations
 
-import tempfile
-import time
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from anekit.backends import ProgramRefused, RunReport
+from anekit.backends import ProgramRefused
+from anekit.backends.coreai import CoreAISession
 from anekit.backends.request import LoadRequest
 from anekit.errors import ProgramError
 from anekit.runtimes import RUNTIMES
@@ -65,41 +60,21 @@ def device_label(kind: str) -> str:
     return f"Core AI ({kind} preferred)"
 
 
-class CoreAISession:
-    """A program written as a Core AI asset and loaded by macOS's Core AI, preferring
-    one compute unit kind."""
-
-    def __init__(self, request: LoadRequest, kind: str = "neural_engine") -> None:
-        from anekit.backends.coreai import write_asset
-        from anekit.package.coreai import LoadedFunction
-
-        options = specialization(kind)  # first: a machine without Core AI writes nothing
-        self.kind = kind
-        self._folder = tempfile.TemporaryDirectory(suffix=".coreai")  # removed with the session
-        try:
-            path, function = write_asset(request, Path(self._folder.name))
-        except ProgramError as why:  # no lowering, a dynamic shape: nothing was written
-            raise ProgramRefused(f"{request.source}: {why}") from why
-        # the OS path loads the asset from where it lies: the folder lives as long as this
-        self._function = LoadedFunction(path, function, specialization=options)
-        self.last_run: RunReport | None = None
-
-    def predict(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        start = time.perf_counter()
-        outputs = self._function(feeds)
-        self.last_run = RunReport(
+def open_session(request: LoadRequest, kind: str = "neural_engine") -> CoreAISession:
+    """The program written as an asset and loaded by macOS's Core AI preferring ``kind``
+    (:class:`~anekit.backends.coreai.CoreAISession`); what Core AI cannot take (no
+    lowering, a dynamic shape, an asset its loader refuses) is a :class:`ProgramRefused`."""
+    options = specialization(kind)  # first: a machine without Core AI writes nothing
+    try:
+        return CoreAISession(
+            request,
+            specialization=options,
             backend=NAME,
-            device=device_label(self.kind),
-            simulated=False,
-            seconds=time.perf_counter() - start,
-            requested=self.kind,
+            device=device_label(kind),
+            requested=kind,
         )
-        return outputs
-
-    def __del__(self) -> None:
-        function: Any = getattr(self, "_function", None)
-        if function is not None:
-            function.close()
+    except ProgramError as why:
+        raise ProgramRefused(f"{request.source}: {why}") from why
 
 
 class CoreAIBackend:
@@ -119,7 +94,7 @@ class CoreAIBackend:
                 f"the {NAME} backend's mode is the compute unit Core AI prefers, one of "
                 f"{', '.join(KINDS)}; got {kind!r}"
             )
-        return CoreAISession(request, kind)
+        return open_session(request, kind)
 
 
-__all__ = ["KINDS", "NAME", "CoreAIBackend", "CoreAISession", "device_label", "specialization"]
+__all__ = ["KINDS", "NAME", "CoreAIBackend", "device_label", "open_session", "specialization"]

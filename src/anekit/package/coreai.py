@@ -297,7 +297,7 @@ class LoadedAsset:
             if hasattr(self, "_model"):  # entered
                 self._loop.run_until_complete(self._executable.__aexit__(None, None, None))
         except RuntimeError:
-            pass
+            pass  # Core AI's exit failing leaves nothing of ours to free; the loop still closes
         finally:
             self._loop.close()
 
