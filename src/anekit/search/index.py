@@ -46,6 +46,7 @@ from anekit.search.store import Store, store_dir
 if TYPE_CHECKING:
     from anekit.lanes.pool import Pool
     from anekit.models.encoders import LoadedModel
+    from anekit.search.shared_lanes import SharedLanes
 
 __all__ = [
     "Index",
@@ -67,7 +68,9 @@ class Index(Indexer, Searcher):
     ``ray``: embed on the Ray cluster at this address instead (``"local"``: an instance of
     this machine's own; :func:`anekit.lanes.open_pool`), one lane (``lanes``' first, or
     ``auto``); ``shared``: what readers of this store in other threads share (a server's
-    reader pool).
+    reader pool); ``shared_lanes``: a lane pool shared with other roots' indexes
+    (:class:`~anekit.search.shared_lanes.SharedLanes`, of the same ``lanes``), which this
+    index borrows and never closes.
     """
 
     def __init__(
@@ -81,6 +84,7 @@ class Index(Indexer, Searcher):
         wait: float | None = 0.0,
         ray: str | None = None,
         shared: SharedReading | None = None,
+        shared_lanes: SharedLanes | None = None,
     ) -> None:
         self.root = Path(root).resolve()
         if not self.root.is_dir():
@@ -99,6 +103,8 @@ class Index(Indexer, Searcher):
         self._store: Store | None = None
         #: Whether the store was checked for damage (once, before the first write).
         self._checked = False
+        self._registered = False
+        self.shared_lanes = shared_lanes
         #: The embedding lanes and their tokenizer, started by the first update that
         #: embeds (:meth:`_lanes`).
         self._pool: Pool | None = None

@@ -29,7 +29,7 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -67,8 +67,9 @@ __all__ = [
 log = logging.getLogger("anekit.search.index")  # the index's log, whichever part writes it
 
 if TYPE_CHECKING:
-    from anekit.lanes.pool import Pool
+    from anekit.lanes.pool import Pool, Row
     from anekit.models.encoders import LoadedModel
+    from anekit.search.shared_lanes import SharedLanes
 
 #: Finished files are written to the store at least this often while embedding.
 CHECKPOINT_SECONDS = 30.0
@@ -175,6 +176,10 @@ class Indexer(IndexedRoot):
     cache: VectorCache | None
     wait: float | None
     _checked: bool
+    #: Whether this Index recorded its root in the registry (:mod:`anekit.search.roots`).
+    _registered: bool
+    #: The lane pool shared with other roots' indexes (a daemon's), or None: its own.
+    shared_lanes: SharedLanes | None
     _pool: Pool | None
     _tokenizer: Any
     _model: LoadedModel | None
@@ -235,7 +240,13 @@ class Indexer(IndexedRoot):
         (:class:`StoreBusy` past :attr:`wait`)."""
         with WriterLock(self.directory) as lock:
             lock.acquire(self.wait)
-            return self._update(paths, progress)
+            summary = self._update(paths, progress)
+        if not self._registered:  # once per Index: anekit search --all finds it
+            from anekit.search.roots import record
+
+            record(self.root, self.directory)
+            self._registered = True
+        return summary
 
     def _update(
         self,
@@ -461,36 +472,37 @@ class Indexer(IndexedRoot):
             part = hashes[start : start + ROUND_CHUNKS]
             token_ids = self._tokenize([texts[text_hash] for text_hash in part])
             fresh: list[tuple[bytes, np.ndarray]] = []
-            for position, vector, why, made_by in pool.stream(token_ids):
-                text_hash = part[position]
-                done += 1
-                if why is not None or vector is None:
-                    relpath, line = where[text_hash]
-                    summary.failed.setdefault(relpath, f"the chunk at line {line}: {why}")
-                    continue
-                vector16 = np.asarray(vector, np.float16)
-                if made_by not in variants:
-                    variants[made_by] = lane_variant(made_by)
-                variant = variants[made_by]
-                if variant != identity.variant:
-                    summary.stand_ins += 1
-                if variant not in namespaces:  # cached as what it is, not as the store's
-                    namespaces[variant] = replace(identity, variant=variant).key()
-                fresh.append((cache_key(namespaces[variant], text_hash), vector16))
-                if len(fresh) >= CACHE_BATCH:
-                    self._cache_put(fresh)  # before the vector can reach a checkpoint
-                    fresh = []
-                summary.embedded += 1
-                for relpath in files_of[text_hash]:
-                    left[relpath] -= 1
-                    files_done += left[relpath] == 0
-                if writer.add(text_hash, vector16, variant):
-                    self._cache_put(fresh)
-                    fresh = []
-                    writer.flush()
-                if progress is not None:
-                    lane = lane or in_use(pool)
-                    progress(Progress(files_done, files_total, done, len(hashes), lane))
+            with _rows(pool, token_ids) as rows:
+                for position, vector, why, made_by in rows:
+                    text_hash = part[position]
+                    done += 1
+                    if why is not None or vector is None:
+                        relpath, line = where[text_hash]
+                        summary.failed.setdefault(relpath, f"the chunk at line {line}: {why}")
+                        continue
+                    vector16 = np.asarray(vector, np.float16)
+                    if made_by not in variants:
+                        variants[made_by] = lane_variant(made_by)
+                    variant = variants[made_by]
+                    if variant != identity.variant:
+                        summary.stand_ins += 1
+                    if variant not in namespaces:  # cached as what it is, not as the store's
+                        namespaces[variant] = replace(identity, variant=variant).key()
+                    fresh.append((cache_key(namespaces[variant], text_hash), vector16))
+                    if len(fresh) >= CACHE_BATCH:
+                        self._cache_put(fresh)  # before the vector can reach a checkpoint
+                        fresh = []
+                    summary.embedded += 1
+                    for relpath in files_of[text_hash]:
+                        left[relpath] -= 1
+                        files_done += left[relpath] == 0
+                    if writer.add(text_hash, vector16, variant):
+                        self._cache_put(fresh)
+                        fresh = []
+                        writer.flush()
+                    if progress is not None:
+                        lane = lane or in_use(pool)
+                        progress(Progress(files_done, files_total, done, len(hashes), lane))
             self._cache_put(fresh)
         writer.flush()
         summary.lane = in_use(pool)
@@ -501,15 +513,18 @@ class Indexer(IndexedRoot):
             self.cache.put(items)
 
     def _lanes(self) -> Pool:
-        """The embedding lanes (this machine's default ones unless :attr:`lanes` says),
-        started on first use, with the model's tokenizer."""
+        """The embedding lanes (this machine's default ones unless :attr:`lanes` says, or
+        the :attr:`shared_lanes`), started on first use, with the model's tokenizer."""
         if self._pool is None:
             from anekit.lanes.pool import open_pool
             from anekit.models.batching import load_tokenizer
 
             model = self._loaded_model()
             self._tokenizer = load_tokenizer(model.folder, model.config.max_length)
-            self._pool = open_pool(self.lanes or [], model=model, ray=self.ray)
+            if self.shared_lanes is not None:
+                self._pool = self.shared_lanes.borrow(model)
+            else:
+                self._pool = open_pool(self.lanes or [], model=model, ray=self.ray)
         return self._pool
 
     def _loaded_model(self) -> LoadedModel:
@@ -549,6 +564,19 @@ class _Writer:
             self.pending = []
         self.last = time.monotonic()
         self.interval = min(2 * self.interval, CHECKPOINT_SECONDS)
+
+
+@contextlib.contextmanager
+def _rows(pool: Pool, token_ids: list[list[int]]) -> Iterator[Iterator[Row]]:
+    """The pool's stream, closed on the way out, whatever ends the loop (a shared pool's
+    turn ends with it, :mod:`anekit.search.shared_lanes`)."""
+    rows = pool.stream(token_ids)
+    try:
+        yield rows
+    finally:
+        close = getattr(rows, "close", None)
+        if close is not None:
+            close()
 
 
 def _relative_prefixes(root: Path, scope: list[Path] | None) -> list[str] | None:
