@@ -66,10 +66,10 @@ def serve(
     """Serve code search for ROOTS (default: the index holding the current folder) to
     agents and scripts: MCP over streamable HTTP at http://127.0.0.1:PORT/mcp, behind
     the bearer token in ANEKIT_HOME/serve/token (GET /health is open), and each root
-    watched and kept current. Ctrl-C stops it. See docs/agents.md.
+    watched and kept current, every root's embedding done by one lane pool (a root whose
+    folder goes away is reported and no longer watched). Ctrl-C stops it. See
+    docs/agents.md.
     """
-    import threading
-
     import uvicorn
 
     from anekit.cli.watch import round_line
@@ -77,7 +77,8 @@ def serve(
     from anekit.search.index import Index
     from anekit.search.priority import Priority, tune_heap
     from anekit.search.server import SearchService, mcp_server
-    from anekit.search.watch import Round, Watcher
+    from anekit.search.watch import Round
+    from anekit.search.watch_roots import RootWatchers
 
     if rotate_token or show_token:
         token = http.rotate_token() if rotate_token else http.read_token()
@@ -92,31 +93,18 @@ def serve(
     priority = Priority()
     service = SearchService(chosen, lanes=names, model=model, priority=priority)
     priority.on_idle.append(service.release_memory)
-    watchers: list[tuple[Watcher, threading.Thread]] = []
 
     def report(root: Path, done: Round) -> None:
         stderr.print(f"watch {esc_path(root)}: {esc(round_line(done))}")
 
-    def watch_root(root: Path) -> tuple[Watcher, threading.Thread]:
-        index = Index(root, lanes=names, model=model, wait=None)
-        watcher = Watcher(index, on_round=lambda done: report(root, done), priority=priority)
-
-        def run() -> None:
-            try:
-                watcher.run()
-            finally:
-                index.close()
-
-        thread = threading.Thread(target=run, name=f"anekit-watch-{root.name}", daemon=True)
-        thread.start()
-        return watcher, thread
-
+    # Every root's watcher embeds through one lane pool, closed once by stop().
+    watchers = RootWatchers(chosen, lanes=names, model=model, priority=priority, on_round=report)
     for root in chosen:  # a lane or model that does not exist: an error now, not in a thread
         with Index(root, lanes=names, model=model, cache=False) as probe:
             probe.identity()
     try:
         if watch:
-            watchers = [watch_root(root) for root in chosen]
+            watchers.start()
         app = http.http_app(mcp_server(service), token)
         priority.background()  # out of it for each watcher round and tool call
         stderr.print(
@@ -134,9 +122,6 @@ def serve(
             )
         ).run()
     finally:
-        for watcher, _ in watchers:
-            watcher.stop()
-        for _, thread in watchers:
-            thread.join(30)
+        watchers.stop()
         service.close()
         priority.restore()

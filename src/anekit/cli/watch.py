@@ -70,10 +70,14 @@ def watch(
             watcher.run()
         finally:
             priority.restore()
+    if watcher.gone:
+        raise SystemExit(1)
 
 
 def round_line(done: Any) -> str:
     """One line saying what a watcher round did (or why it failed)."""
+    if done.gone:
+        return f"error: {done.error}"
     if done.error is not None:
         return f"error: {done.error} (tried again with the next change)"
     summary = done.summary

@@ -14,7 +14,9 @@ the whole root. Events in the store and in hidden or default-ignored folders are
 before they wake anything. A failed update (another writer, a lane error) is reported and
 its paths are tried again with the next round, never dropped. What the walk sets aside (a
 symbolic link out of the root, a minified file; :mod:`anekit.search.walk`) is no error:
-each path is reported once, in :attr:`Round.set_aside`, and the watch goes on.
+each path is reported once, in :attr:`Round.set_aside`, and the watch goes on. A root
+whose folder is gone (deleted, moved, swapped for a link) ends the watch with a last round
+that says so (:attr:`Round.gone`), not a round failing for ever.
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ class Round:
     first_event: float | None = None
     #: Paths the walk set aside that no earlier round of this watcher reported.
     set_aside: list[Skipped] = field(default_factory=list)
+    #: The root's folder is gone: the watch ended with this round (its error says so).
+    gone: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -67,6 +71,7 @@ class Round:
             "whole": self.whole,
             "seconds": round(self.seconds, 3),
             "error": self.error,
+            "gone": self.gone,
             "set_aside": [
                 {"path": item.relpath, "reason": item.reason, "detail": item.detail}
                 for item in self.set_aside
@@ -100,6 +105,8 @@ class Watcher:
         #: Held busy for each round (a daemon is in the background between rounds).
         self.priority = priority
         self.stop_event = threading.Event()
+        #: The root's folder went away: the watch ended (:meth:`_gone`).
+        self.gone = False
         self._store = index.directory.resolve()
         self._reported: set[Skipped] = set()
 
@@ -143,6 +150,8 @@ class Watcher:
                         grown = grown or (os.path.isdir(path) and not os.path.islink(path))
                     pending.add(relpath)
                 if not pending and not whole:  # a timeout with nothing to do
+                    if self._gone(started=None):
+                        continue  # stopped: the loop ends at its next step
                     if self.index.has_lanes:
                         # In a busy block: the daemon then gives the memory back.
                         with busy(self.priority):
@@ -171,9 +180,25 @@ class Watcher:
             folders.append(str(exclude))
         return folders or [str(self.root)]
 
+    def _gone(self, started: float | None, paths: Sequence[str] = ()) -> bool:
+        """Whether the root's folder is gone (deleted, moved, now a link); if so, a last
+        round says so and the watch stops."""
+        if os.path.isdir(self.root) and not os.path.islink(self.root):
+            return False
+        done = Round(sorted(paths), False, gone=True)
+        done.error = f"{self.root}: the folder is gone (moved or deleted): no longer watched"
+        done.seconds = 0.0 if started is None else time.monotonic() - started
+        self.gone = True
+        self.stop_event.set()
+        if self.on_round is not None:
+            self.on_round(done)
+        return True
+
     def _index(self, relpaths: set[str], *, whole: bool, first_event: float | None) -> bool:
         """Index one round; whether it succeeded (else its paths wait for the next)."""
         started = time.monotonic()
+        if self._gone(started, sorted(relpaths)):
+            return False
         done = Round(sorted(relpaths), whole, first_event=first_event)
         try:
             scope = None if whole else [self.root / relpath for relpath in done.paths]
