@@ -247,6 +247,19 @@ def _summary_line(root: Path, summary: Any, listed: bool = False) -> str:
 @click.option("--path", "paths", multiple=True, help="Only paths matching GLOB; !GLOB excludes.")
 @click.option("--ext", "exts", multiple=True, help="Only this extension (py, .ts); !EXT excludes.")
 @click.option("--lang", "langs", multiple=True, help="Only this language (python); !LANG excludes.")
+@click.option(
+    "--all",
+    "every_root",
+    is_flag=True,
+    help="Search every root indexed on this machine (anekit status --all lists them).",
+)
+@click.option(
+    "--root",
+    "named_roots",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Search the index of this root too (repeatable); hits of several merged by score.",
+)
 @store_option
 @with_json
 def search(
@@ -256,14 +269,25 @@ def search(
     paths: tuple[str, ...],
     exts: tuple[str, ...],
     langs: tuple[str, ...],
+    every_root: bool,
+    named_roots: tuple[Path, ...],
     store: Path | None,
     as_json: bool,
 ) -> None:
     """Search the index that holds the current folder for QUERY: a question in words
-    or an identifier (getUserName, Client.send)."""
+    or an identifier (getUserName, Client.send). With --all or --root, several roots'
+    indexes, each hit naming its root; a root that cannot be searched is reported."""
     from anekit.search.limits import check_query
 
     check_query(query)  # before the store is opened (Index.search checks it too)
+    if every_root or named_roots:
+        from anekit.cli.search_all import chosen_roots, search_roots
+
+        if store is not None:
+            raise click.UsageError("--store names one index: give it or --all/--root")
+        chosen = chosen_roots(every_root, named_roots)
+        search_roots(query, k, mode, (paths, exts, langs), chosen, as_json)
+        return
     with _open(store) as opened:
         started = time.monotonic()
         hits = opened.search(query, k=k, mode=mode, paths=paths, exts=exts, langs=langs)
@@ -289,28 +313,51 @@ def search(
     if not hits:
         stderr.print("no hits")
         return
+    for hit in hits:
+        echo_hit(hit)
+
+
+def echo_hit(hit: Any, prefix: str = "") -> None:
+    """A hit as text: ``prefix`` (its root, for several), path, lines, symbol, kind,
+    score, and the snippet's first lines."""
     # click's styles, not rich's markup: a one-shot search need not import rich (about 45
     # ms); click leaves the colours out when stdout is not a terminal, and so does NO_COLOR.
     color = False if os.environ.get("NO_COLOR") else None
-    for hit in hits:
-        head = click.style(printable(shown(hit.path)), fg="cyan")
-        head += f":{hit.start_line}-{hit.end_line}"
-        if hit.symbol:
-            head += "  " + click.style(printable(hit.symbol), bold=True)
-        head += "  " + click.style(f"{printable(hit.kind)} {hit.score:.4f}", dim=True)
-        click.echo(head, color=color)
-        lines = [line for line in hit.snippet.splitlines() if line.strip()][:3]
-        for line in lines:
-            click.echo("    " + click.style(printable(line[:120]), dim=True), color=color)
+    head = click.style(printable(prefix), fg="magenta") if prefix else ""
+    head += click.style(printable(shown(hit.path)), fg="cyan")
+    head += f":{hit.start_line}-{hit.end_line}"
+    if hit.symbol:
+        head += "  " + click.style(printable(hit.symbol), bold=True)
+    head += "  " + click.style(f"{printable(hit.kind)} {hit.score:.4f}", dim=True)
+    click.echo(head, color=color)
+    lines = [line for line in hit.snippet.splitlines() if line.strip()][:3]
+    for line in lines:
+        click.echo("    " + click.style(printable(line[:120]), dim=True), color=color)
 
 
 @click.command()
+@click.option(
+    "--all", "every_root", is_flag=True, help="Every root indexed on this machine, a row each."
+)
+@click.option(
+    "--prune", is_flag=True, help="With --all: forget roots whose folder or index is gone."
+)
 @store_option
 @with_json
-def status(store: Path | None, as_json: bool) -> None:
-    """The index that holds the current folder: files, chunks, model, size, last update."""
+def status(every_root: bool, prune: bool, store: Path | None, as_json: bool) -> None:
+    """The index that holds the current folder: files, chunks, model, size, last update.
+    With --all, every root indexed on this machine (a gone one reported as missing)."""
     from anekit.errors import DamagedStoreError
 
+    if prune and not every_root:
+        raise click.UsageError("--prune goes with --all")
+    if every_root:
+        from anekit.cli.search_all import status_roots
+
+        if store is not None:
+            raise click.UsageError("--store names one index: give it or --all")
+        status_roots(prune, as_json)
+        return
     with _open(store) as opened:
         try:
             health = opened.store.check()

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from anekit.errors import AnekitError, SearchError
+from anekit.errors import AnekitError, DamagedStoreError, SearchError
 from anekit.search.index import Index, IndexSummary, Progress, SharedReading, visible
 from anekit.search.limits import check_query
 from anekit.search.priority import Priority, busy
@@ -90,6 +90,7 @@ class SearchService:
         self._shared = {root: SharedReading() for root in self.roots}
         self._runs: dict[Path, _Run] = {}
         self._lock = threading.Lock()
+        self._query_model: str | None = None
 
     async def call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``function`` on a reader thread (from the event loop)."""
@@ -144,6 +145,8 @@ class SearchService:
     def _indexed(self, root: Path) -> Index:
         """The reader of a root that has been indexed; a SearchError saying what to do
         otherwise (an agent cannot run ``anekit index``, but it can call the tool)."""
+        if not root.is_dir():
+            raise SearchError(f"{root}: the folder is gone (moved or deleted)")
         index = self._reader_for(root)
         if not (index.directory / "store.db").exists() or index.store.identity is None:
             raise SearchError(
@@ -160,12 +163,18 @@ class SearchService:
         ext: Sequence[str] = (),
         lang: Sequence[str] = (),
         root: str | None = None,
+        roots: Sequence[str] | None = None,
     ) -> dict[str, Any]:
         """The search tool: refuses what the CLI refuses (``k`` outside 1..SEARCH_MAX_K, a
-        query over MAX_QUERY_CHARS, a bad filter), never clamps."""
+        query over MAX_QUERY_CHARS, a bad filter), never clamps. ``roots`` (served roots'
+        paths or names, or ``["all"]``) searches each and merges the hits by score."""
         check_query(query)  # before anything is opened (Index.search checks it too)
         if not 1 <= k <= SEARCH_MAX_K:
             raise SearchError(f"k must be between 1 and {SEARCH_MAX_K}, got {k}")
+        if roots is not None:
+            if root is not None:
+                raise SearchError("give root or roots, not both")
+            return self._search_roots(query, k, mode, path, ext, lang, roots)
         where = self._root(root)
         started = time.perf_counter()
         hits = self._indexed(where).search(query, k=k, mode=mode, paths=path, exts=ext, langs=lang)
@@ -176,6 +185,54 @@ class SearchService:
             "milliseconds": round((time.perf_counter() - started) * 1000, 1),
             "hits": [hit.as_dict() for hit in hits],
         }
+
+    def _search_roots(
+        self,
+        query: str,
+        k: int,
+        mode: str,
+        path: Sequence[str],
+        ext: Sequence[str],
+        lang: Sequence[str],
+        roots: Sequence[str],
+    ) -> dict[str, Any]:
+        """``roots`` searched in turn and merged (:func:`~anekit.search.fanout.fan_out`): a
+        root that cannot be searched is in ``skipped`` with why, never an error unless
+        none could be."""
+        from anekit.search.fanout import fan_out
+
+        if not roots:
+            raise SearchError('roots is empty: name served roots, or ["all"]')
+        chosen = list(self.roots) if list(roots) == ["all"] else [self._root(r) for r in roots]
+        chosen = list(dict.fromkeys(chosen))  # each once, in the order named
+        started = time.perf_counter()
+        found = fan_out(
+            chosen,
+            self._reader_for,
+            query,
+            k=k,
+            mode=mode,
+            paths=path,
+            exts=ext,
+            langs=lang,
+            model_id=None if mode == "keyword" else self._model_id(),
+        )
+        return {
+            "roots": [str(root) for root in found.searched],
+            "skipped": found.skipped_dicts(),
+            "query": query,
+            "mode": mode,
+            "milliseconds": round((time.perf_counter() - started) * 1000, 1),
+            "hits": [hit.as_dict() for hit in found.hits],
+        }
+
+    def _model_id(self) -> str:
+        """The model that queries are embedded with (resolved once)."""
+        if self._query_model is None:
+            from anekit.models.encoders import load_model
+
+            self._query_model = load_model(self.model).model_id
+        return self._query_model
 
     def read(self, path: str, start_line: int = 1, end_line: int | None = None) -> dict[str, Any]:
         """Lines ``start_line..end_line`` (1-based, inclusive; at most READ_MAX_LINES) of a
@@ -253,13 +310,24 @@ class SearchService:
     def status(self) -> dict[str, Any]:
         roots = []
         for root in self.roots:
-            index = self._reader_for(root)
-            stats = index.store.stats() if (index.directory / "store.db").exists() else {}
             with self._lock:
                 run = self._runs.get(root)
-            roots.append({"root": str(root), **stats, "indexing": _run_state(run)})
+            roots.append({"root": str(root), **self._stats(root), "indexing": _run_state(run)})
         daemon = {"priority": self.priority.describe()} if self.priority else {}
         return {"roots": roots, **daemon}
+
+    def _stats(self, root: Path) -> dict[str, Any]:
+        """A root's store figures; ``missing`` (its folder gone) or ``damaged`` (what is
+        wrong) instead when they cannot be read: reported, never the tool's failure."""
+        if not root.is_dir():
+            return {"missing": "the folder is gone (moved or deleted)"}
+        index = self._reader_for(root)
+        if not (index.directory / "store.db").exists():
+            return {}
+        try:
+            return index.store.stats()
+        except DamagedStoreError as error:
+            return {"damaged": str(error.__cause__ or error)}
 
     def index(self, budget_seconds: float = 10.0, root: str | None = None) -> dict[str, Any]:
         """Bring a root's index up to date, waiting at most ``budget_seconds``: a run not
@@ -358,10 +426,13 @@ def mcp_server(service: SearchService) -> Any:
         ext: list[str] | None = None,
         lang: list[str] | None = None,
         root: str | None = None,
+        roots: list[str] | None = None,
     ) -> dict[str, Any]:
         """Find code by meaning or name. path: gitignore-style globs; ext, lang: filters;
-        a leading ! excludes. Hits: path, lines, symbol, kind, score, snippet."""
-        return await run(service.search, query, k, mode, path or (), ext or (), lang or (), root)
+        a leading ! excludes. roots: several roots (or ["all"]), merged by score. Hits:
+        path, lines, symbol, kind, score, snippet."""
+        filters = (path or (), ext or (), lang or ())
+        return await run(service.search, query, k, mode, *filters, root, roots)
 
     @server.tool()
     async def read(path: str, start_line: int = 1, end_line: int | None = None) -> dict[str, Any]:
