@@ -473,3 +473,45 @@ def test_serve_watches_every_root_with_one_pool_and_outlives_a_root_going(
         watchers.stop()
     assert not watchers.lanes.open
     assert sorted(entry.root for entry in registry.registered()) == [alpha, beta]  # recorded
+
+
+def test_the_index_tool_embeds_through_the_services_one_pool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each root's index run borrows the service's SharedLanes (serve's, shared with the
+    watchers), never a pool of its own; the service closes only a pool it made."""
+    from anekit.search import server
+    from anekit.search.index import IndexSummary
+
+    given: list[Any] = []
+
+    class Recorder:
+        def __init__(self, root: Path, **options: Any) -> None:
+            given.append(options.get("shared_lanes"))
+
+        def __enter__(self) -> Recorder:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def update(self, progress: Any = None) -> IndexSummary:
+            return IndexSummary()
+
+    monkeypatch.setattr(server, "Index", Recorder)
+    folders = [tmp_path / "a", tmp_path / "b"]
+    for folder in folders:
+        folder.mkdir()
+    share = SharedLanes(["cpu"])
+    closed: list[bool] = []
+    monkeypatch.setattr(share, "close", lambda: closed.append(True))
+    service = server.SearchService(folders, shared_lanes=share)
+    for name in ("a", "b"):
+        assert service.index(budget_seconds=10, root=name)["state"] == "done"
+    service.close()
+    assert given == [share, share] and closed == []  # the caller's pool: not the service's
+    own = server.SearchService(folders)
+    assert isinstance(own.shared_lanes, SharedLanes)
+    own.index(budget_seconds=10, root="a")
+    assert given[-1] is own.shared_lanes
+    own.close()

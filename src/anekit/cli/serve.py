@@ -77,6 +77,7 @@ def serve(
     from anekit.search.index import Index
     from anekit.search.priority import Priority, tune_heap
     from anekit.search.server import SearchService, mcp_server
+    from anekit.search.shared_lanes import SharedLanes
     from anekit.search.watch import Round
     from anekit.search.watch_roots import RootWatchers
 
@@ -91,14 +92,19 @@ def serve(
     http.check_port(port)
     token = http.read_token()
     priority = Priority()
-    service = SearchService(chosen, lanes=names, model=model, priority=priority)
+    # Every root's watcher and index tool run embed through one lane pool, closed once.
+    shared = SharedLanes(names)
+    service = SearchService(
+        chosen, lanes=names, model=model, priority=priority, shared_lanes=shared
+    )
     priority.on_idle.append(service.release_memory)
 
     def report(root: Path, done: Round) -> None:
         stderr.print(f"watch {esc_path(root)}: {esc(round_line(done))}")
 
-    # Every root's watcher embeds through one lane pool, closed once by stop().
-    watchers = RootWatchers(chosen, lanes=names, model=model, priority=priority, on_round=report)
+    watchers = RootWatchers(
+        chosen, lanes=names, model=model, priority=priority, on_round=report, shared_lanes=shared
+    )
     for root in chosen:  # a lane or model that does not exist: an error now, not in a thread
         with Index(root, lanes=names, model=model, cache=False) as probe:
             probe.identity()
@@ -124,4 +130,5 @@ def serve(
     finally:
         watchers.stop()
         service.close()
+        shared.close()
         priority.restore()

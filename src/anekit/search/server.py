@@ -6,9 +6,10 @@
 vector index and one query model (:class:`~anekit.search.index.SharedReading`), so
 concurrent searches do not queue behind each other; an update runs on a writer thread
 with its own :class:`Index`, under the store's writer lock, so searches never wait for it
-and see each file before or after its update, never half. :func:`mcp_server` puts the
-service behind the official MCP SDK (``mcp.server.mcpserver.MCPServer``); ``anekit mcp``
-serves it over stdio.
+and see each file before or after its update, never half; every root's updates embed
+through one lane pool (:class:`~anekit.search.shared_lanes.SharedLanes`). :func:`mcp_server`
+puts the service behind the official MCP SDK (``mcp.server.mcpserver.MCPServer``);
+``anekit mcp`` serves it over stdio.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from anekit.errors import AnekitError, DamagedStoreError, SearchError
 from anekit.search.index import Index, IndexSummary, Progress, SharedReading, visible
 from anekit.search.limits import check_query
 from anekit.search.priority import Priority, busy
+from anekit.search.shared_lanes import SharedLanes
 from anekit.search.walk import FileEntry, Skipped, check, read_file, relpath_in
 
 __all__ = ["READERS", "READ_MAX_LINES", "SEARCH_MAX_K", "SearchService", "mcp_server"]
@@ -73,6 +75,7 @@ class SearchService:
         lanes: Sequence[str] | None = None,
         model: str | None = None,
         priority: Priority | None = None,
+        shared_lanes: SharedLanes | None = None,
     ) -> None:
         if not roots:
             raise SearchError("no root to serve: name at least one indexed folder")
@@ -84,6 +87,10 @@ class SearchService:
         self.model = model
         #: Held busy for each tool call and index run (None: the priority is left alone).
         self.priority = priority
+        #: The lane pool every root's index runs embed through (the caller's, closed by
+        #: the caller, or one of the service's own, closed by :meth:`close`).
+        self.shared_lanes = shared_lanes or SharedLanes(lanes)
+        self._owns_lanes = shared_lanes is None
         self._pool = ThreadPoolExecutor(READERS, thread_name_prefix="anekit-search")
         self._local = threading.local()  # each reader thread's Index per root
         self._readers: list[Index] = []  # every reader made, for release_memory and close
@@ -109,6 +116,8 @@ class SearchService:
             index.close()
         for run in list(self._runs.values()):
             run.thread.join()
+        if self._owns_lanes:
+            self.shared_lanes.close()
 
     def release_memory(self) -> None:
         """Give back what the readers hold and can get again (between requests; from any
@@ -352,7 +361,13 @@ class SearchService:
             try:
                 with (
                     busy(self.priority),
-                    Index(root, lanes=self.lanes, model=self.model, wait=None) as writer,
+                    Index(
+                        root,
+                        lanes=self.lanes,
+                        model=self.model,
+                        wait=None,
+                        shared_lanes=self.shared_lanes,
+                    ) as writer,
                 ):
                     run.summary = writer.update(
                         progress=lambda step: setattr(run, "progress", step)

@@ -24,7 +24,8 @@ __all__ = ["RootWatchers"]
 
 class RootWatchers:
     """Watch ``roots`` with ``lanes`` and ``model`` until :meth:`stop`; each round goes
-    to ``on_round(root, round)`` (from the root's thread)."""
+    to ``on_round(root, round)`` (from the root's thread); ``shared_lanes``: the pool to
+    embed through (default: one of its own)."""
 
     def __init__(
         self,
@@ -35,9 +36,13 @@ class RootWatchers:
         priority: Priority | None = None,
         on_round: Callable[[Path, Round], None] | None = None,
         quiet_ms: int = 500,
+        shared_lanes: SharedLanes | None = None,
     ) -> None:
         self.roots = [Path(root) for root in roots]
-        self.lanes = SharedLanes(lanes)
+        #: The one pool of every root's rounds: the caller's (closed by the caller), or
+        #: one of its own, closed by :meth:`stop`.
+        self.lanes = shared_lanes or SharedLanes(lanes)
+        self._owns_lanes = shared_lanes is None
         self._names = list(lanes) if lanes else None
         self._model = model
         self._priority = priority
@@ -66,12 +71,13 @@ class RootWatchers:
             thread.start()
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop every watcher (after its round in progress), then the shared lanes."""
+        """Stop every watcher (after its round in progress), then the lanes if its own."""
         for watcher in self.watchers.values():
             watcher.stop()
         for thread in self._threads:
             thread.join(timeout)
-        self.lanes.close()
+        if self._owns_lanes:
+            self.lanes.close()
 
     def _report(self, root: Path, done: Round) -> None:
         if self._on_round is not None:
