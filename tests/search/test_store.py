@@ -543,7 +543,8 @@ def test_a_schema_1_store_gains_the_variant_column(tmp_path: Path) -> None:
         "CREATE TABLE old AS SELECT chunk_id, vector FROM vectors; DROP TABLE vectors;"
         "CREATE TABLE vectors (chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) "
         "ON DELETE CASCADE, vector BLOB NOT NULL);"
-        "INSERT INTO vectors SELECT * FROM old; DROP TABLE old; PRAGMA user_version = 1;"
+        "INSERT INTO vectors SELECT * FROM old; DROP TABLE old; DROP TABLE vector_log;"
+        "PRAGMA user_version = 1;"
     )
     conn.close()
     with Store(directory) as s:
@@ -551,7 +552,11 @@ def test_a_schema_1_store_gains_the_variant_column(tmp_path: Path) -> None:
         assert sorted(s.known_vectors([chunk("one").text_hash, chunk("two").text_hash]))
         assert s.chunk_count() == 2
     conn = sqlite3.connect(directory / DB_FILE)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    triggers = {
+        row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+    }
+    assert triggers == {"vectors_log_insert", "vectors_log_update", "vectors_log_delete"}
     columns = [row[1] for row in conn.execute("PRAGMA table_info(vectors)")]
     assert columns == ["chunk_id", "vector", "variant"]
     indexes = {row[1] for row in conn.execute("PRAGMA index_list(vectors)")}

@@ -291,22 +291,21 @@ class Searcher(IndexedRoot):
         if not query.strip():
             return []
         query_vector = self._query_vector(query)
-        return [chunk_id for chunk_id, _ in self._vectors().search(query_vector, k, allowed)]
+        found = self._vectors().search(query_vector, k, allowed, store=self.store)
+        return [chunk_id for chunk_id, _ in found]
 
     def _vectors(self) -> Any:
-        """The vector index, rebuilt from the store when its generation moved on (shared
+        """The vector index (:func:`anekit.search.ann.open_vectors`: the store's graph, or
+        exact search), caught up or rebuilt when the store's generation moved on (shared
         with the other threads' readers of this store, :class:`SharedReading`)."""
-        from anekit.search.vectors import VectorIndex
+        from anekit.search.ann import open_vectors
 
         shared = self._shared
         current = shared.vectors
         if current is not None and current.is_current(self.store):
             return current  # the common case, without the lock
         with shared.lock:  # one reader builds it; the others wait for that one
-            current = shared.vectors
-            shared.vectors = (
-                VectorIndex.open(self.store) if current is None else current.refresh(self.store)
-            )
+            shared.vectors = open_vectors(self.store, shared.vectors)
             return shared.vectors
 
     def _query_vector(self, query: str) -> np.ndarray:

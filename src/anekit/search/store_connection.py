@@ -23,6 +23,7 @@ from anekit.search.store_schema import (
     SCHEMA,
     SCHEMA_VERSION,
     STAND_IN_INDEX,
+    VECTOR_LOG,
     fts_values,
 )
 from anekit.search.terms import TERMS_VERSION
@@ -31,6 +32,20 @@ __all__ = ["BUSY_TIMEOUT_S", "StoreConnection"]
 
 BUSY_TIMEOUT_S = 5.0
 """How long a write waits for another writer before :class:`SearchError` says it is locked."""
+
+
+def _statements(script: str) -> list[str]:
+    """The SQL statements of ``script``, one by one (a trigger's body holds semicolons;
+    ``executescript`` would commit the transaction it runs in)."""
+    found: list[str] = []
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                found.append(pending.strip())
+            pending = ""
+    return found
 
 
 def _write_new(path: Path, text: str) -> None:
@@ -163,9 +178,13 @@ class StoreConnection:
                 now = conn.execute("PRAGMA user_version").fetchone()[0]
                 if now == version == 0:  # not made meanwhile
                     self._create_schema()
-                elif now == version == 1:  # not migrated meanwhile
-                    conn.execute("ALTER TABLE vectors ADD COLUMN variant TEXT")
-                    conn.execute(STAND_IN_INDEX)
+                elif now == version:  # not migrated meanwhile
+                    if version < 2:
+                        conn.execute("ALTER TABLE vectors ADD COLUMN variant TEXT")
+                        conn.execute(STAND_IN_INDEX)
+                    if version < 3:
+                        for statement in _statements(VECTOR_LOG):
+                            conn.execute(statement)
                     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         if self._meta("terms_version") != TERMS_VERSION:
             with self.write():
@@ -173,9 +192,8 @@ class StoreConnection:
                     self._rebuild_fts()
 
     def _create_schema(self) -> None:
-        for statement in SCHEMA.split(";"):
-            if statement.strip():
-                self._conn.execute(statement)
+        for statement in _statements(SCHEMA):
+            self._conn.execute(statement)
         self._set_meta("store_id", uuid.uuid4().hex)
         self._set_meta("generation", 0)
         self._set_meta("terms_version", TERMS_VERSION)
@@ -219,6 +237,13 @@ class StoreConnection:
     def generation(self) -> int:
         """Bumped by every committed write that changed chunks or vectors."""
         return int(self._meta("generation"))
+
+    @property
+    def ann_seq(self) -> int:
+        """The vector log seq the approximate index was last built or caught up to by a
+        writer (the log holds nothing at or before it); 0: never."""
+        raw = self._meta("ann_seq")
+        return 0 if raw is None else int(raw)
 
     @property
     def identity(self) -> StoreIdentity | None:

@@ -30,7 +30,11 @@ def is_damage(error: sqlite3.Error) -> bool:
     """Whether SQLite reported ``error`` for a corrupt file (not a lock, an I/O error or a
     mistake in a statement)."""
     code = getattr(error, "sqlite_errorcode", None)
-    return code is not None and code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+    if code is not None and code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+        return True
+    # Python's sqlite3 raises this for a text value that is not UTF-8, with no SQLite error
+    # code: anekit writes text as str, so only a garbled page holds one.
+    return "Could not decode to UTF-8" in str(error)
 
 
 def damaged(path: Path, error: sqlite3.Error) -> DamagedStoreError:

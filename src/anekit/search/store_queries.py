@@ -160,6 +160,82 @@ class StoreQueries(StoreConnection):
         vectors = np.frombuffer(data, dtype="<f2").astype(np.float16).reshape(len(rows), dimension)
         return ids, vectors
 
+    def _dimension(self) -> int:
+        identity = self.identity
+        return 0 if identity is None else identity.dimension
+
+    @staticmethod
+    def _rows_of(ids: list[int], blobs: list[bytes], dimension: int) -> tuple[Any, Any]:
+        data = b"".join(blobs)
+        if len(data) != len(blobs) * dimension * 2:
+            raise SearchError(f"stored vectors do not match dimension {dimension}")
+        vectors = np.frombuffer(data, dtype="<f2").astype(np.float16)
+        return np.asarray(ids, dtype=np.int64), vectors.reshape(len(blobs), dimension)
+
+    @damage_checked
+    def vectors_of(self, chunk_ids: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
+        """The vectors of those of ``chunk_ids`` that have one: ``(ids, vectors)``, ids
+        ascending, vectors fp16."""
+        wanted = sorted({int(i) for i in chunk_ids})
+        with self.read():
+            dimension = self._dimension()
+            rows = list(
+                self._select_in(
+                    "SELECT chunk_id, vector FROM vectors WHERE chunk_id IN ({marks}) "
+                    "ORDER BY chunk_id",
+                    wanted,
+                )
+            )
+        rows.sort()
+        return self._rows_of([r[0] for r in rows], [r[1] for r in rows], dimension)
+
+    @damage_checked
+    def vector_batches(self, size: int = 50_000) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Every vector, ``size`` at a time in chunk id order, as :meth:`vectors_of` gives
+        them (one read transaction: one state; iterate inside :meth:`read` to pair it with
+        :meth:`vector_log_end`)."""
+        with self.read():
+            dimension = self._dimension()
+            after = -1
+            while True:
+                rows = self._conn.execute(
+                    "SELECT chunk_id, vector FROM vectors WHERE chunk_id > ? "
+                    "ORDER BY chunk_id LIMIT ?",
+                    (after, size),
+                ).fetchall()
+                if not rows:
+                    return
+                after = rows[-1][0]
+                yield self._rows_of([r[0] for r in rows], [r[1] for r in rows], dimension)
+
+    @damage_checked
+    def vector_log_end(self) -> int:
+        """The seq of the last vector change logged (0: none since the log was made)."""
+        row = self._conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'vector_log'")
+        found = row.fetchone()
+        return 0 if found is None else int(found[0])
+
+    @damage_checked
+    def vector_log_since(self, seq: int, limit: int | None = None) -> tuple[int, list[int]]:
+        """The chunks whose vector changed (added, replaced, removed) after ``seq``: (the last
+        seq read, their ids without repeats); at most ``limit`` log rows when given."""
+        rows = self._conn.execute(
+            "SELECT seq, chunk_id FROM vector_log WHERE seq > ? ORDER BY seq LIMIT ?",
+            (seq, -1 if limit is None else limit),
+        ).fetchall()
+        if not rows:
+            return seq, []
+        return int(rows[-1][0]), list(dict.fromkeys(int(r[1]) for r in rows))
+
+    @damage_checked
+    def vector_log_count(self, seq: int) -> int:
+        """How many vector changes were logged after ``seq``."""
+        return int(
+            self._conn.execute("SELECT count(*) FROM vector_log WHERE seq > ?", (seq,)).fetchone()[
+                0
+            ]
+        )
+
     def definition_run(self, relpath: str, start_line: int, symbol: str) -> list[StoredChunk]:
         """The chunks of ``relpath`` from the one starting at ``start_line`` back through the
         unbroken run of chunks whose symbol is ``symbol`` or nested in it (``symbol > ...``),

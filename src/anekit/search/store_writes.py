@@ -206,3 +206,13 @@ class StoreWrites(StoreConnection):
         self._conn.execute("DELETE FROM files WHERE id = ?", (row[0],))
         self._changed = True
         return True
+
+    @damage_checked
+    def trim_vector_log(self, seq: int) -> None:
+        """Forget the vector changes logged up to ``seq`` (folded into the approximate index,
+        or of no use to it), and record ``seq`` as the approximate index's (meta
+        ``ann_seq``), in the current :meth:`write` transaction; neither moves the
+        generation."""
+        self._require_write("trim_vector_log")
+        self._conn.execute("DELETE FROM vector_log WHERE seq <= ?", (seq,))
+        self._set_meta("ann_seq", seq)

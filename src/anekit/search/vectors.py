@@ -183,10 +183,15 @@ class VectorIndex:
             return None  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
 
     def search(
-        self, query: np.ndarray, k: int, allowed: AbstractSet[int] | None = None
+        self,
+        query: np.ndarray,
+        k: int,
+        allowed: AbstractSet[int] | None = None,
+        store: Store | None = None,
     ) -> list[tuple[int, float]]:
         """The ``k`` ids whose vectors are closest to ``query`` by cosine, best first, as
-        ``(id, cosine)``, among the ``allowed`` ids if given."""
+        ``(id, cosine)``, among the ``allowed`` ids if given (``store``: unused, as
+        :meth:`anekit.search.ann.AnnIndex.search` takes it)."""
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         if q.shape[0] != self.dimension:
             raise ValueError(f"query of dimension {q.shape[0]}, the index has {self.dimension}")

@@ -1,0 +1,525 @@
+"""The approximate vector index of a large store (:class:`AnnIndex`): an HNSW graph over the
+store's unit vectors (usearch, int8 components), memory-mapped by readers, caught up from
+the store's vector log, its candidates re-scored exactly.
+
+Why: :class:`~anekit.search.vectors.VectorIndex` reads every vector into each reader and
+scans them all per query; at a million chunks that is 768 MB per reader and tens of
+milliseconds a query. Here a reader maps the graph file (``usearch`` ``view``: pages are
+read on demand and shared with the page cache) and holds only the vectors changed since the
+graph was built.
+
+* **Files.** ``vectors-<seq>-<tag>.usearch`` (usearch's format) and :data:`ANN_STAMP`, a JSON
+  stamp naming it: the store id and identity it was built from, the vector log seq it
+  holds every change up to, its count, size and CRC-32. A reader uses the graph only when
+  the stamp matches the store, the file has that size and CRC (checked once per file per
+  process) and usearch opens it; anything else is reported and the reader falls back to
+  exact search (:func:`open_vectors`); the next index run rebuilds it (:func:`maintain`).
+* **Changes.** Every vector insert, update and delete appends its chunk id to the store's
+  ``vector_log`` (SQLite triggers, ``store_schema.VECTOR_LOG``). A reader masks the graph's
+  answers for every chunk logged after the graph's seq and scores those chunks' current
+  vectors exactly, so a save is searchable as soon as it is committed, with no re-read of
+  the graph. The writer folds the log into the graph when :data:`MERGE_CHANGES` changes
+  have gathered (a copy of the graph loaded, changed ids removed and added, written to a
+  new file, the stamp replaced, the log trimmed): readers move to the new file at their
+  next refresh; the old one is unlinked (open maps stay valid).
+* **Search.** The graph gives :data:`CANDIDATES` times ``k`` (at least
+  :data:`MIN_CANDIDATES`) candidates, whose fp16 vectors are read from SQLite and re-scored
+  in float32, as are the changed chunks'. A filter (``allowed``) of at most
+  :data:`EXACT_ALLOWED` chunks is searched exactly from SQLite; a larger one asks the graph
+  for proportionally more candidates.
+* **Size.** Stores under :data:`MIN_ROWS` vectors stay exact (``VectorIndex``): at 100k its
+  int8 scan takes about 2 ms and needs no build; the graph's build costs minutes at 1M.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+import zlib
+from collections.abc import Set as AbstractSet
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from anekit.search.store import Store
+
+__all__ = [
+    "ANN_STAMP",
+    "MERGE_CHANGES",
+    "MIN_ROWS",
+    "AnnIndex",
+    "AnnStamp",
+    "AnnUnusable",
+    "maintain",
+    "open_vectors",
+]
+
+log = logging.getLogger(__name__)
+
+ANN_STAMP = "vectors.ann.json"
+_FILE_GLOB = "vectors-*.usearch"
+#: Stores of at least this many chunks search through the graph; smaller ones exactly.
+MIN_ROWS = 200_000
+#: The writer folds the vector log into the graph once this many changes have gathered.
+MERGE_CHANGES = 20_000
+#: A graph whose removed nodes exceed this share of its count is built anew, not merged.
+MAX_REMOVED_SHARE = 0.25
+# HNSW settings: links per node ("M"), search depth while adding ("efConstruction"), and the
+# components' type (int8 of the unit vector times 127: a quarter of float32's bytes).
+CONNECTIVITY = 16
+EXPANSION_ADD = 128
+DTYPE = "i8"
+#: The graph's search depth ("ef"); a search asks for at least this many candidates.
+EXPANSION_SEARCH = 128
+#: Candidates re-scored exactly: this many times k, and at least MIN_CANDIDATES.
+CANDIDATES = 4
+MIN_CANDIDATES = 64
+#: A filter of at most this many chunks is searched exactly (their vectors from SQLite).
+EXACT_ALLOWED = 20_000
+# The most candidates a filtered search asks the graph for before it searches exactly.
+_MAX_GRAPH_COUNT = 20_000
+_BUILD_BATCH = 50_000
+_STALE_TEMP_S = 600.0
+
+
+class AnnUnusable(Exception):
+    """The store's approximate index cannot be used (the message says why)."""
+
+
+@dataclass(frozen=True)
+class AnnStamp:
+    """What a graph file was built from, and how to know it whole."""
+
+    store_id: str
+    identity: str
+    log_seq: int
+    count: int
+    removed: int
+    dimension: int
+    file: str
+    size: int
+    crc32: int
+    dtype: str = DTYPE
+    connectivity: int = CONNECTIVITY
+
+    @classmethod
+    def read(cls, directory: Path) -> AnnStamp | None:
+        """The stamp in ``directory``; None if there is none; AnnUnusable if unreadable."""
+        try:
+            raw = (directory / ANN_STAMP).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            raise AnnUnusable(f"{ANN_STAMP} unreadable: {error}") from error
+        try:
+            return cls(**json.loads(raw))
+        except (ValueError, TypeError) as error:
+            raise AnnUnusable(f"{ANN_STAMP} malformed: {error}") from error
+
+    def write(self, directory: Path) -> None:
+        _atomic_write(directory / ANN_STAMP, json.dumps(asdict(self), sort_keys=True).encode())
+
+
+# Files whose CRC-32 was checked, by (path, inode, size, mtime): each is read whole once.
+_checked: dict[tuple[str, int, int, int], int] = {}
+_checked_lock = threading.Lock()
+
+
+def _file_crc(path: Path) -> tuple[int, int]:
+    """(size, CRC-32) of ``path``, read in blocks (no map: its pages do not count as ours)."""
+    stat = path.stat()
+    key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    with _checked_lock:
+        if key in _checked:
+            return stat.st_size, _checked[key]
+    crc = 0
+    with open(path, "rb") as handle:
+        while block := handle.read(8 << 20):
+            crc = zlib.crc32(block, crc)
+    with _checked_lock:
+        _checked[key] = crc
+    return stat.st_size, crc
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    rows = np.asarray(vectors, dtype=np.float32)
+    out: np.ndarray = rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+    return out
+
+
+def _identity_key(store: Store) -> str:
+    identity = store.identity
+    return "" if identity is None else identity.key()
+
+
+class AnnIndex:
+    """A reader's view of the store's graph plus the chunks changed since it was built."""
+
+    def __init__(self, graph: Any, stamp: AnnStamp) -> None:
+        self.graph = graph
+        self.stamp = stamp
+        #: The store generation this index has caught up with (-1: not yet).
+        self.generation = -1
+        self._seen = stamp.log_seq
+        self._delta: dict[int, np.ndarray] = {}  # changed chunks' current unit vectors
+        # (chunks changed since the graph, their ids with a vector now, those vectors):
+        # replaced whole, so that a search on another thread sees one state or the other
+        self._state: tuple[frozenset[int], np.ndarray, np.ndarray] = (
+            frozenset(),
+            np.zeros(0, np.int64),
+            np.zeros((0, stamp.dimension), np.float32),
+        )
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        """How many chunks have a vector: the graph's, less the changed ones it holds, plus
+        the changed ones that have a vector now."""
+        changed, delta_ids, _ = self._state
+        keys = np.fromiter(changed, dtype=np.uint64, count=len(changed))
+        held = int(np.count_nonzero(self.graph.contains(keys))) if len(keys) else 0
+        return int(self.stamp.count) - held + len(delta_ids)
+
+    @property
+    def changed(self) -> int:
+        """How many chunks changed since the graph was built (scored exactly)."""
+        return len(self._state[0])
+
+    @classmethod
+    def open(cls, store: Store) -> AnnIndex:
+        """The store's graph, mapped and caught up; AnnUnusable saying why it cannot be."""
+        directory = store.directory
+        with store.read():
+            stamp = AnnStamp.read(directory)
+            if stamp is None:
+                raise AnnUnusable("no approximate index")
+            if stamp.store_id != store.store_id:
+                raise AnnUnusable("it was built from another store")
+            if stamp.identity != _identity_key(store):
+                raise AnnUnusable("it was built from another model's vectors")
+            if stamp.log_seq < store.ann_seq:
+                raise AnnUnusable("it is older than the store's vector log")
+            index = cls(_map(directory / stamp.file, stamp), stamp)
+            index._catch_up(store)
+        return index
+
+    def is_current(self, store: Store) -> bool:
+        return store.generation == self.generation
+
+    def refresh(self, store: Store) -> AnnIndex | None:
+        """This index caught up with the store's changes, or None when a writer has
+        replaced the graph (open the new one)."""
+        with store.read():
+            if store.ann_seq > self.stamp.log_seq:
+                return None
+            if self.stamp.store_id != store.store_id or self.stamp.identity != _identity_key(store):
+                return None
+            with self._lock:
+                self._catch_up(store)
+        return self
+
+    def _catch_up(self, store: Store) -> None:
+        """Read the vector log since the last catch-up: the chunks it names are masked in
+        the graph and scored from their current vectors (in a read of ``store``)."""
+        generation = store.generation
+        seen, ids = store.vector_log_since(self._seen)
+        if ids:
+            found_ids, found = store.vectors_of(ids)
+            for chunk_id in ids:
+                self._delta.pop(chunk_id, None)
+            for chunk_id, row in zip(found_ids.tolist(), _unit(found), strict=True):
+                self._delta[chunk_id] = row
+            delta_ids = np.fromiter(self._delta, dtype=np.int64, count=len(self._delta))
+            rows = (
+                np.stack([self._delta[i] for i in delta_ids.tolist()])
+                if len(delta_ids)
+                else np.zeros((0, self.stamp.dimension), np.float32)
+            )
+            self._state = (self._state[0] | frozenset(ids), delta_ids, rows)
+        self._seen = seen
+        self.generation = generation
+
+    def search(
+        self,
+        query: np.ndarray,
+        k: int,
+        allowed: AbstractSet[int] | None = None,
+        store: Store | None = None,
+    ) -> list[tuple[int, float]]:
+        """The ``k`` chunks closest to ``query`` by cosine, best first, as ``(id, cosine)``,
+        among ``allowed`` if given; the candidates' vectors are read from ``store``."""
+        if store is None:
+            raise ValueError("the approximate index re-scores from the store: pass store=")
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        if q.shape[0] != self.stamp.dimension:
+            raise ValueError(
+                f"query of dimension {q.shape[0]}, the index has {self.stamp.dimension}"
+            )
+        if not np.isfinite(q).all() or not q.any():
+            raise ValueError("query vector is zero or not finite")
+        if k <= 0:
+            return []
+        q = q / np.linalg.norm(q)
+        changed, delta_ids, delta_rows = self._state
+        if allowed is not None and len(allowed) <= EXACT_ALLOWED:
+            ids, vectors = store.vectors_of(allowed)
+            return _best(ids, _unit(vectors) @ q, k)
+        want = max(MIN_CANDIDATES, CANDIDATES * k)
+        count = want + min(len(changed), want)
+        if allowed is not None:
+            share = len(allowed) / max(self.stamp.count, 1)
+            count = int(count / max(share, 1e-9)) + 1
+            if count > _MAX_GRAPH_COUNT:
+                ids, vectors = store.vectors_of(allowed)
+                return _best(ids, _unit(vectors) @ q, k)
+        count = max(count, EXPANSION_SEARCH)
+        matches = self.graph.search(q, min(count, self.stamp.count))
+        found = [
+            int(key)
+            for key in np.asarray(matches.keys, dtype=np.int64).tolist()
+            if key not in changed and (allowed is None or key in allowed)
+        ][:want]
+        ids, vectors = store.vectors_of(found)
+        scores = _unit(vectors) @ q
+        if len(delta_ids):
+            keep = (
+                np.ones(len(delta_ids), bool)
+                if allowed is None
+                else np.fromiter((i in allowed for i in delta_ids.tolist()), bool, len(delta_ids))
+            )
+            ids = np.concatenate([ids, delta_ids[keep]])
+            scores = np.concatenate([scores, delta_rows[keep] @ q])
+        return _best(ids, scores, k)
+
+    def close(self) -> None:
+        self.graph = None
+
+
+def _best(ids: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """The ``k`` best ``(id, score)``, ties by id."""
+    order = np.lexsort((ids, -scores))[:k]
+    return [(int(ids[i]), float(scores[i])) for i in order]
+
+
+def _map(path: Path, stamp: AnnStamp) -> Any:
+    """The graph file mapped read-only, once its size and CRC-32 match ``stamp``."""
+    from usearch.index import Index
+
+    try:
+        size, crc = _file_crc(path)
+    except OSError as error:
+        raise AnnUnusable(f"{path.name} unreadable: {error}") from error
+    if size != stamp.size:
+        raise AnnUnusable(f"{path.name} is {size} bytes, its stamp says {stamp.size}")
+    if crc != stamp.crc32:
+        raise AnnUnusable(f"{path.name} fails its CRC-32 check")
+    try:
+        graph = Index.restore(str(path), view=True)
+    except (RuntimeError, ValueError, OSError) as error:
+        raise AnnUnusable(f"{path.name}: usearch cannot open it: {error}") from error
+    if graph is None or len(graph) != stamp.count or graph.ndim != stamp.dimension:
+        raise AnnUnusable(f"{path.name} does not hold its stamp's {stamp.count} vectors")
+    # usearch defines the setter apart from the getter, which mypy reads as read-only
+    graph.expansion_search = EXPANSION_SEARCH  # type: ignore[misc]
+    return graph
+
+
+def open_vectors(store: Store, current: Any = None) -> Any:
+    """The vector index a reader searches: the store's graph (:class:`AnnIndex`, caught up
+    from ``current`` when that is one) when it has a usable one, else exact search
+    (:class:`~anekit.search.vectors.VectorIndex`); a graph that is there but unusable is
+    reported, and the exact index is then not saved (a large store's ``vectors.f16``)."""
+    from anekit.search.vectors import VectorIndex
+
+    if isinstance(current, AnnIndex):
+        refreshed = current.refresh(store)
+        if refreshed is not None:
+            return refreshed
+    stamped = (store.directory / ANN_STAMP).exists()
+    if stamped:
+        try:
+            return AnnIndex.open(store)
+        except AnnUnusable as why:
+            log.warning(
+                "%s: the approximate vector index is unusable (%s): searching exactly "
+                "until `anekit index` rebuilds it",
+                store.directory,
+                why,
+            )
+    if isinstance(current, VectorIndex):
+        return current.refresh(store)
+    return VectorIndex.open(store, save=not stamped)
+
+
+# --- the writer's side ----------------------------------------------------------------------
+
+
+def maintain(store: Store, chunks: int) -> str | None:
+    """Bring the store's graph up to date after a write (the caller holds the writer lock):
+    none below :data:`MIN_ROWS` chunks (files removed, the log trimmed), else build it when
+    missing or unusable, fold the log in when :data:`MERGE_CHANGES` changes gathered, or
+    leave it (readers score the changes exactly). What was done, for the log, or None. A
+    build that fails (a full disk) leaves the store and the old graph as they were."""
+    directory = store.directory
+    try:
+        if chunks < MIN_ROWS:
+            return _drop(store)
+        try:
+            stamp = _usable_stamp(store)
+        except AnnUnusable as why:
+            return _publish(store, None, f"built ({why})")
+        with store.read():
+            pending = store.vector_log_count(stamp.log_seq)
+        if pending < MERGE_CHANGES:
+            return None
+        if stamp.removed + pending > MAX_REMOVED_SHARE * stamp.count:
+            return _publish(store, None, f"rebuilt ({pending:,} changes)")
+        return _publish(store, stamp, f"caught up ({pending:,} changes)")
+    except (OSError, RuntimeError, MemoryError) as error:
+        log.warning(
+            "%s: the approximate vector index could not be written (%s): the store is whole; "
+            "the next index run finishes it",
+            directory,
+            error,
+        )
+        return None
+
+
+def _usable_stamp(store: Store) -> AnnStamp:
+    with store.read():
+        stamp = AnnStamp.read(store.directory)
+        if stamp is None:
+            raise AnnUnusable("none yet")
+        if stamp.store_id != store.store_id or stamp.identity != _identity_key(store):
+            raise AnnUnusable("another store or model")
+        if stamp.log_seq < store.ann_seq:
+            raise AnnUnusable("older than the store's vector log")
+    path = store.directory / stamp.file
+    try:
+        size, crc = _file_crc(path)
+    except OSError as error:
+        raise AnnUnusable(f"{stamp.file} unreadable: {error}") from error
+    if (size, crc) != (stamp.size, stamp.crc32):
+        raise AnnUnusable(f"{stamp.file} is damaged or truncated")
+    return stamp
+
+
+def _drop(store: Store) -> str | None:
+    """A small store: no graph files, and no log kept for one."""
+    directory = store.directory
+    had = (directory / ANN_STAMP).exists()
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(directory / ANN_STAMP)
+    _remove_graphs(directory, keep=None)
+    with store.read():
+        end = store.vector_log_end()
+        pending = store.vector_log_count(store.ann_seq)
+    if pending:
+        with store.write():
+            store.trim_vector_log(end)
+    return "removed (the store is small: exact search)" if had else None
+
+
+def _publish(store: Store, stamp: AnnStamp | None, what: str) -> str:
+    """Build the graph anew (``stamp`` None) or fold the log into ``stamp``'s graph, write
+    it to a new file, replace the stamp, trim the log."""
+    from usearch.index import Index
+
+    directory = store.directory
+    started = time.monotonic()
+    identity = store.identity
+    if identity is None:
+        raise AnnUnusable("the store has no identity")
+    threads = os.cpu_count() or 1
+    with store.read():
+        end = store.vector_log_end()
+        store_id, key = store.store_id, _identity_key(store)
+        if stamp is None:
+            graph = Index(
+                ndim=identity.dimension,
+                metric="cos",
+                dtype=DTYPE,
+                connectivity=CONNECTIVITY,
+                expansion_add=EXPANSION_ADD,
+                expansion_search=EXPANSION_SEARCH,
+            )
+            removed = 0
+            for ids, vectors in store.vector_batches(_BUILD_BATCH):
+                graph.add(ids.astype(np.uint64), _unit(vectors), threads=threads)
+        else:
+            loaded = Index.restore(str(directory / stamp.file))
+            if loaded is None:
+                raise AnnUnusable(f"{stamp.file}: usearch cannot load it")
+            graph = loaded
+            end, changed = store.vector_log_since(stamp.log_seq)
+            keys = np.asarray(changed, dtype=np.uint64)
+            there = keys[np.atleast_1d(graph.contains(keys))] if len(keys) else keys
+            if len(there):
+                graph.remove(there)
+            found_ids, found = store.vectors_of(changed)
+            if len(found_ids):
+                graph.add(found_ids.astype(np.uint64), _unit(found), threads=threads)
+            removed = stamp.removed + len(there)
+    name = f"vectors-{end}-{uuid.uuid4().hex[:8]}.usearch"
+    path = directory / name
+    temp = directory / f".{name}.tmp"
+    _remove_stale_temps(directory)
+    try:
+        graph.save(str(temp))
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    count = len(graph)
+    del graph
+    size, crc = _file_crc(path)
+    new = AnnStamp(store_id, key, end, count, removed, identity.dimension, name, size, crc)
+    try:
+        new.write(directory)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    with store.write():
+        store.trim_vector_log(end)
+    _remove_graphs(directory, keep=name)
+    return f"{what}: {count:,} vectors in {time.monotonic() - started:.1f} s"
+
+
+def _remove_graphs(directory: Path, keep: str | None) -> None:
+    """Unlink graph files other than ``keep`` (readers' open maps stay valid)."""
+    for path in directory.glob(_FILE_GLOB):
+        if path.name != keep:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+def _remove_stale_temps(directory: Path) -> None:
+    now = time.time()
+    for temp in directory.glob(f".{_FILE_GLOB}.tmp"):
+        with contextlib.suppress(OSError):
+            if now - temp.stat().st_mtime > _STALE_TEMP_S:
+                temp.unlink()
+    for temp in directory.glob(f".{ANN_STAMP}-*.tmp"):
+        with contextlib.suppress(OSError):
+            if now - temp.stat().st_mtime > _STALE_TEMP_S:
+                temp.unlink()
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    temp = path.with_name(f".{path.name}-{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(temp, "wb") as out:
+            out.write(data)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
