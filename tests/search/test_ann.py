@@ -347,3 +347,16 @@ def test_the_stamp_names_what_it_was_built_from(store: Store) -> None:
     raw = json.loads((store.directory / ANN_STAMP).read_text())
     assert set(raw) >= {"store_id", "identity", "log_seq", "count", "file", "size", "crc32"}
     assert raw["size"] == (store.directory / raw["file"]).stat().st_size
+
+
+def test_a_store_that_grows_past_the_size_loses_its_exact_matrix(
+    tmp_path: Path, small_threshold: None
+) -> None:
+    with Store(store_dir(tmp_path)) as s:
+        s.ensure_identity(IDENTITY)
+        put(s, "a.py", unit(50, 1))
+        assert isinstance(open_vectors(s), VectorIndex)
+        assert (s.directory / "vectors.f16").exists()  # a small store's matrix, saved
+        put(s, "b.py", unit(60, 2))
+        assert maintain(s, s.chunk_count()).startswith("built")
+        assert not (s.directory / "vectors.f16").exists()

@@ -640,3 +640,37 @@ def test_a_file_with_a_few_bytes_that_are_not_utf8_is_indexed_with_a_note(
     with Index(root, store=tmp_path / "s", cache=False) as index:
         (hit,) = index.search("open_ledger", k=1, mode="keyword")
     assert hit.path == "legacy.py" and hit.snippet.startswith("# Caf\ufffd ledger")
+
+
+def test_a_store_over_the_size_searches_through_the_graph_and_a_save_is_found_at_once(
+    indexed: tuple[Index, object],
+    cache: VectorCache,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from anekit.search import ann
+
+    monkeypatch.setattr(ann, "MIN_ROWS", 5)  # this small repository counts as large
+    copy = _copy(indexed[0], tmp_path / "repo", cache)
+    summary = copy.update()
+    assert summary.vector_index.startswith("built (none yet)")
+    assert summary.as_dict()["vector_index"] == summary.vector_index
+    reader = Index(copy.root, cache=False)
+    (hit,) = reader.search("retry a request session", k=1, mode="vector")
+    assert isinstance(reader._shared.vectors, ann.AnnIndex)
+    assert hit.path == "app/session.py"
+    stamp = ann.AnnStamp.read(copy.directory)
+    (copy.root / "app" / "zipping.py").write_text(
+        "def unzip_archive(path):\n    '''Extract every member of a zip archive.'''\n"
+        "    import zipfile\n    zipfile.ZipFile(path).extractall()\n"
+    )
+    assert copy.update().vector_index == ""  # a few changes: no new graph
+    assert ann.AnnStamp.read(copy.directory) == stamp
+    hits = reader.search("extract a zip archive", k=3, mode="vector")
+    assert hits[0].path == "app/zipping.py"  # the change, scored exactly
+    assert isinstance(reader._shared.vectors, ann.AnnIndex) and reader._shared.vectors.changed
+    assert copy.forget(copy.root / "app" / "zipping.py") == ["app/zipping.py"]
+    hits = reader.search("extract a zip archive", k=3, mode="vector")
+    assert "app/zipping.py" not in [hit.path for hit in hits]
+    reader.close()
+    copy.close()

@@ -231,6 +231,8 @@ def _summary_line(root: Path, summary: Any, listed: bool = False) -> str:
         )
     if summary.reset:
         parts.append("the index was made by another model or chunker: embedded afresh")
+    if summary.vector_index:
+        parts.append(f"approximate vector index {summary.vector_index}")
     return "; ".join(parts) + f"; {summary.seconds:.1f} s"
 
 

@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from anekit.search.store import Store
+from anekit.search.vectors import VECTORS_FILE, VectorIndex
 
 __all__ = [
     "ANN_STAMP",
@@ -335,8 +336,6 @@ def open_vectors(store: Store, current: Any = None) -> Any:
     from ``current`` when that is one) when it has a usable one, else exact search
     (:class:`~anekit.search.vectors.VectorIndex`); a graph that is there but unusable is
     reported, and the exact index is then not saved (a large store's ``vectors.f16``)."""
-    from anekit.search.vectors import VectorIndex
-
     if isinstance(current, AnnIndex):
         refreshed = current.refresh(store)
         if refreshed is not None:
@@ -433,6 +432,7 @@ def _publish(store: Store, stamp: AnnStamp | None, what: str) -> str:
 
     directory = store.directory
     started = time.monotonic()
+    log.info("%s: approximate vector index: %s...", directory, what)
     identity = store.identity
     if identity is None:
         raise AnnUnusable("the store has no identity")
@@ -490,6 +490,8 @@ def _publish(store: Store, stamp: AnnStamp | None, what: str) -> str:
     with store.write():
         store.trim_vector_log(end)
     _remove_graphs(directory, keep=name)
+    with contextlib.suppress(OSError):  # the exact index's matrix: no reader needs it now
+        os.remove(directory / VECTORS_FILE)
     return f"{what}: {count:,} vectors in {time.monotonic() - started:.1f} s"
 
 

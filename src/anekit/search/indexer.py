@@ -126,6 +126,9 @@ class IndexSummary:
     rebuilt: str | None = None
     #: On a Ray cluster: each node's lane, chunks and rate in this run.
     nodes: list[dict[str, Any]] = field(default_factory=list)
+    #: What the run did to the store's approximate vector index (anekit.search.ann):
+    #: built, caught up, removed, or "" (nothing).
+    vector_index: str = ""
 
     def skipped_by_reason(self) -> dict[str, int]:
         return dict(Counter(item.reason for item in self.skipped))
@@ -152,6 +155,7 @@ class IndexSummary:
             "reset": self.reset,
             "rebuilt": self.rebuilt,
             "nodes": self.nodes,
+            "vector_index": self.vector_index,
         }
 
 
@@ -228,7 +232,18 @@ class Indexer(IndexedRoot):
             with store.write():
                 for relpath in gone:
                     store.remove_file(relpath)
+            self._maintain_vectors(store.chunk_count())
         return gone
+
+    def _maintain_vectors(self, chunks: int) -> str:
+        """The store's approximate vector index brought up to date after a write (built at
+        :data:`anekit.search.ann.MIN_ROWS` chunks and up; the writer lock held)."""
+        from anekit.search.ann import maintain
+
+        done = maintain(self.store, chunks) or ""
+        if done:
+            log.info("%s: approximate vector index %s", self.directory, done)
+        return done
 
     def update(
         self,
@@ -241,6 +256,7 @@ class Indexer(IndexedRoot):
         with WriterLock(self.directory) as lock:
             lock.acquire(self.wait)
             summary = self._update(paths, progress)
+            summary.vector_index = self._maintain_vectors(summary.chunks)
         if not self._registered:  # once per Index: anekit search --all finds it
             from anekit.search.roots import record
 
