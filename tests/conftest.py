@@ -87,6 +87,20 @@ def _shared_packages(tmp_path_factory: pytest.TempPathFactory) -> None:
         os.environ["ANEKIT_PACKAGES"] = str(tmp_path_factory.mktemp("anekit-packages"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_home(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A home for what module-scoped fixtures write before each test's own home is set
+    (an index run records its root in the home's registry of indexed roots): never the
+    user's."""
+    saved = os.environ.get("ANEKIT_HOME")
+    os.environ["ANEKIT_HOME"] = str(tmp_path_factory.mktemp("anekit-session-home"))
+    yield
+    if saved is None:
+        os.environ.pop("ANEKIT_HOME", None)
+    else:
+        os.environ["ANEKIT_HOME"] = saved
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
