@@ -317,6 +317,9 @@ def test_mcp_search_fans_out_over_served_roots_and_survives_one_going(
             (str(beta), "lib/net.py"),
             (str(alpha), "app/parse.py"),
         ]
+        # both roots were searched by meaning with one query model, loaded once
+        shared = [service._shared[root].models for root in (alpha, beta)]
+        assert shared[0] is shared[1] and len(shared[0].loaded()) == 1
         named = service.search("parse_duration", k=1, roots=["alpha", str(beta)])
         assert [hit["root"] for hit in named["hits"]] == [str(alpha)]
         one = service.search("parse_duration", k=1, root="alpha")  # as before

@@ -53,7 +53,9 @@ def search_roots(
     from anekit.cli.search import echo_hit
     from anekit.search.fanout import fan_out
     from anekit.search.index import Index
+    from anekit.search.searcher import QueryModels, SharedReading
 
+    models = QueryModels()  # one query model for every root (those of another are skipped)
     model_id = None
     if mode != "keyword":
         from anekit.models.encoders import load_model
@@ -62,7 +64,7 @@ def search_roots(
     opened: list[Index] = []
 
     def open_index(root: Path) -> Index:
-        opened.append(Index(root, chosen[root], cache=False))
+        opened.append(Index(root, chosen[root], cache=False, shared=SharedReading(models)))
         return opened[-1]
 
     paths, exts, langs = filters

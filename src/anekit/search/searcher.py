@@ -99,18 +99,44 @@ def visible(root: Path, relpath: str, links: dict[str, bool] | None = None) -> b
     return True
 
 
+class QueryModel:
+    """One query model (an :class:`~anekit.embedder.Embedder`), loaded at its first query."""
+
+    def __init__(self) -> None:
+        self.encoding = threading.Lock()
+        self.embedder: Any = None
+        #: Whether the model has embedded once (its session is loaded).
+        self.warm = False
+
+
+class QueryModels:
+    """The query models of a process's readers, one per model and numerics: a server over
+    many roots made with one model loads it once, not once a root."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._models: dict[tuple[str, str], QueryModel] = {}
+
+    def get(self, model: str | Path | None, variant: str) -> QueryModel:
+        with self._lock:
+            return self._models.setdefault((str(model), variant), QueryModel())
+
+    def loaded(self) -> list[Any]:
+        """The embedders loaded so far."""
+        with self._lock:
+            return [held.embedder for held in self._models.values() if held.embedder is not None]
+
+
 class SharedReading:
     """What the readers of one store in several threads share, built once: the vector index
     (read-only once built; a new one replaces it when the store moves on) and the query
-    model. Each :class:`~anekit.search.index.Index` keeps its own SQLite connections."""
+    model (from ``models``, which readers of other stores may share too). Each
+    :class:`~anekit.search.index.Index` keeps its own SQLite connections."""
 
-    def __init__(self) -> None:
+    def __init__(self, models: QueryModels | None = None) -> None:
         self.lock = threading.Lock()
-        self.encoding = threading.Lock()
         self.vectors: Any = None
-        self.embedder: Any = None
-        #: Whether the query model has embedded once (its session is loaded).
-        self.warm = False
+        self.models = models or QueryModels()
 
 
 class Searcher(IndexedRoot):
@@ -123,8 +149,7 @@ class Searcher(IndexedRoot):
     def release_memory(self) -> None:
         """Give back what searching holds and can get again (the query model's mapped
         word-table pages); for a long-lived server between requests, from any thread."""
-        embedder = self._shared.embedder
-        if embedder is not None:
+        for embedder in self._shared.models.loaded():
             embedder.release_memory()
 
     def search(
@@ -311,27 +336,27 @@ class Searcher(IndexedRoot):
     def _query_vector(self, query: str) -> np.ndarray:
         """The query embedded in this process, in the numerics closest to the store's
         (ONNX Runtime int8 for an int8 store, fp32 for fp16 and fp32 stores)."""
-        shared = self._shared
-        with shared.lock:
-            if shared.embedder is None:
+        identity = self.store.identity
+        variant = "int8" if identity is not None and identity.variant == "int8" else "fp32"
+        held = self._shared.models.get(self.model, variant)
+        with held.encoding:
+            if held.embedder is None:
                 from anekit.embedder import Embedder
 
-                identity = self.store.identity
-                int8 = identity is not None and identity.variant == "int8"
-                shared.embedder = Embedder(
+                held.embedder = Embedder(
                     self.model,
                     runtime="onnx",
-                    variant="int8" if int8 else "fp32",
+                    variant=variant,
                     threads=QUERY_THREADS,
                     isolated_build=True,
                 )
-            embedder = shared.embedder
-        if shared.warm:  # ONNX Runtime's run and the tokenizer are thread-safe
-            return np.asarray(embedder.encode([query])[0], np.float32)
-        with shared.encoding:  # the first query loads the model's session, once
-            vector = np.asarray(embedder.encode([query])[0], np.float32)
-            shared.warm = True
-            return vector
+            if not held.warm:  # the first query loads the model's session, once
+                vector = np.asarray(held.embedder.encode([query])[0], np.float32)
+                held.warm = True
+                return vector
+            embedder = held.embedder
+        # ONNX Runtime's run and the tokenizer are thread-safe
+        return np.asarray(embedder.encode([query])[0], np.float32)
 
 
 def _named_file_chunks(store: Store, query: str, allowed: AbstractSet[int] | None) -> list[int]:

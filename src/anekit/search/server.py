@@ -29,6 +29,7 @@ from anekit.errors import AnekitError, DamagedStoreError, SearchError
 from anekit.search.index import Index, IndexSummary, Progress, SharedReading, visible
 from anekit.search.limits import check_query
 from anekit.search.priority import Priority, busy
+from anekit.search.searcher import QueryModels
 from anekit.search.shared_lanes import SharedLanes
 from anekit.search.walk import FileEntry, Skipped, check, read_file, relpath_in
 
@@ -94,7 +95,8 @@ class SearchService:
         self._pool = ThreadPoolExecutor(READERS, thread_name_prefix="anekit-search")
         self._local = threading.local()  # each reader thread's Index per root
         self._readers: list[Index] = []  # every reader made, for release_memory and close
-        self._shared = {root: SharedReading() for root in self.roots}
+        models = QueryModels()  # roots made with one model share its query model
+        self._shared = {root: SharedReading(models) for root in self.roots}
         self._runs: dict[Path, _Run] = {}
         self._lock = threading.Lock()
         self._query_model: str | None = None
