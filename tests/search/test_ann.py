@@ -17,7 +17,15 @@ import numpy as np
 import pytest
 
 from anekit.search import ann
-from anekit.search.ann import ANN_STAMP, AnnIndex, AnnStamp, AnnUnusable, maintain, open_vectors
+from anekit.search.ann import (
+    ANN_STAMP,
+    AnnIndex,
+    AnnStamp,
+    AnnUnusable,
+    ExactFallback,
+    maintain,
+    open_vectors,
+)
 from anekit.search.store import ChunkRecord, FileRecord, Store, StoreIdentity, store_dir
 from anekit.search.vectors import VectorIndex
 
@@ -75,8 +83,8 @@ class _ExactGraph:
     def __init__(self, graph: object) -> None:
         self._graph = graph
 
-    def search(self, query: np.ndarray, count: int) -> object:
-        return self._graph.search(query, count, exact=True)  # type: ignore[attr-defined]
+    def search(self, query: np.ndarray, count: int, threads: int = 0) -> object:
+        return self._graph.search(query, count, threads=threads, exact=True)  # type: ignore[attr-defined]
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._graph, name)
@@ -169,12 +177,10 @@ def test_filters_are_exact_small_or_large(store: Store, monkeypatch: pytest.Monk
     assert [i for i, _ in small] == exact(store, query, 10, allowed)
     monkeypatch.setattr(ann, "EXACT_ALLOWED", 0)  # through the graph, filtered
     calls: list[int] = []
-    real = index.graph.search
     monkeypatch.setattr(index, "graph", _Spy(index.graph, calls))
     large = index.search(query, 10, allowed, store=store)
     assert calls and calls[0] >= 64 * 3  # a third of the rows allowed: three times the count
     assert [i for i, _ in large] == exact(store, query, 10, allowed)
-    assert real is not None
 
 
 class _Spy:
@@ -183,9 +189,9 @@ class _Spy:
     def __init__(self, graph: object, calls: list[int]) -> None:
         self._graph, self._calls = graph, calls
 
-    def search(self, query: np.ndarray, count: int) -> object:
+    def search(self, query: np.ndarray, count: int, threads: int = 0) -> object:
         self._calls.append(count)
-        return self._graph.search(query, count)  # type: ignore[attr-defined]
+        return self._graph.search(query, count, threads=threads)  # type: ignore[attr-defined]
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._graph, name)
@@ -281,14 +287,19 @@ def test_a_bad_graph_is_reported_searched_exactly_and_rebuilt(
         AnnIndex.open(store)
     with caplog.at_level(logging.WARNING, logger="anekit.search.ann"):
         fallback = open_vectors(store)
-    assert isinstance(fallback, VectorIndex)
+    assert isinstance(fallback, ExactFallback) and fallback.is_current(store)
     assert "unusable" in caplog.text and why in caplog.text
     assert not (store.directory / "vectors.f16").exists()  # a large store's matrix not saved
     query = unit(1, 11)[0]
     assert [i for i, _ in fallback.search(query, 10)] == exact(store, query, 10)
+    put(store, "later.py", unit(1, 12))  # a write meanwhile: still exact, still not saved
+    again = open_vectors(store, fallback)
+    assert isinstance(again, ExactFallback) and len(again) == 601
+    assert not (store.directory / "vectors.f16").exists()
     done = maintain(store, store.chunk_count())
     assert done is not None and done.startswith("built (")
-    rebuilt = open_vectors(store)
+    assert not again.is_current(store)  # a new stamp: the graph is tried again
+    rebuilt = open_vectors(store, again)
     assert isinstance(rebuilt, AnnIndex)
     assert [i for i, _ in rebuilt.search(query, 10, store=store)] == exact(store, query, 10)
 
@@ -360,3 +371,155 @@ def test_a_store_that_grows_past_the_size_loses_its_exact_matrix(
         put(s, "b.py", unit(60, 2))
         assert maintain(s, s.chunk_count()).startswith("built")
         assert not (s.directory / "vectors.f16").exists()
+
+
+def test_a_graph_of_no_vectors_answers_from_the_changes_only(
+    tmp_path: Path, small_threshold: None
+) -> None:
+    """Chunks written, none embedded yet (a first run stopped): the graph is empty."""
+    with Store(store_dir(tmp_path)) as s:
+        s.ensure_identity(IDENTITY)
+        chunks = [
+            ChunkRecord(i + 1, i + 1, f"t {i}", "", "code", hashlib.sha256(b"x").hexdigest())
+            for i in range(120)
+        ]
+        with s.write():
+            s.put_file(FileRecord("a.py", 1, 1, "0" * 64, "python"), chunks, [None] * 120)
+        assert maintain(s, s.chunk_count()).startswith("built")
+        index = open_vectors(s)
+        assert isinstance(index, AnnIndex) and index.stamp.count == 0
+        assert index.search(unit(1, 1)[0], 10, store=s) == []
+        added = put(s, "b.py", unit(3, 2))
+        caught = open_vectors(s, index)
+        assert {i for i, _ in caught.search(unit(1, 1)[0], 10, store=s)} == set(added)
+
+
+def test_a_narrow_filter_far_from_the_query_still_finds_its_chunks(
+    tmp_path: Path, small_threshold: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real graph: the allowed chunks are all unlike the query, so none is among its
+    first neighbours; the search looks wider, then exactly, and returns the best of them."""
+    monkeypatch.setattr(ann, "EXACT_ALLOWED", 10)  # through the graph
+    rng = np.random.default_rng(8)
+    near = unit(1, 20)[0]
+    close = near + rng.standard_normal((900, DIM)) * 0.1  # like the query
+    far = -near + rng.standard_normal((100, DIM)) * 0.1  # the filter's: opposite
+    with Store(store_dir(tmp_path)) as s:
+        s.ensure_identity(IDENTITY)
+        put(s, "close.py", close.astype(np.float32))
+        allowed = set(put(s, "docs.py", far.astype(np.float32)))
+        maintain(s, s.chunk_count())
+        index = open_vectors(s)
+        assert isinstance(index, AnnIndex)
+        got = index.search(near, 10, allowed, store=s)
+        assert [i for i, _ in got] == exact(s, near, 10, allowed)
+
+
+def test_a_vector_replaced_in_place_is_scored_by_its_new_value(store: Store) -> None:
+    """A stand-in's vector replaced where it is (same chunk id): the graph's old vector is
+    masked, the new one scored; a masked id that no longer exists is never returned."""
+    index = open_vectors(store)
+    chunk_id = _ids(store, "f1.py")[0]
+    query = unit(1, 999)[0]
+    assert chunk_id not in [i for i, _ in index.search(query, 10, store=store)]
+    with store.write():
+        store._conn.execute(
+            "UPDATE vectors SET vector = ? WHERE chunk_id = ?",
+            (query.astype("<f2").tobytes(), chunk_id),
+        )
+        store._changed = True
+    caught = open_vectors(store, index)
+    assert caught is index and chunk_id in index._state[0]
+    assert caught.search(query, 1, store=store)[0][0] == chunk_id
+    with store.write():  # back to a vector far from the query: the graph's copy is not used
+        store._conn.execute(
+            "UPDATE vectors SET vector = ? WHERE chunk_id = ?",
+            ((-query).astype("<f2").tobytes(), chunk_id),
+        )
+        store._changed = True
+    again = open_vectors(store, caught)
+    assert chunk_id not in [i for i, _ in again.search(query, 50, store=store)]
+    # moved a little: the graph's old copy and the new vector both match a query near it;
+    # the chunk is found once, by its new vector
+    ids, vectors = store.vectors_of([_ids(store, "f2.py")[0]])
+    near = vectors[0].astype(np.float32)
+    with store.write():
+        store._conn.execute(
+            "UPDATE vectors SET vector = ? WHERE chunk_id = ?",
+            ((near + 0.01).astype("<f2").tobytes(), int(ids[0])),
+        )
+        store._changed = True
+    found = [i for i, _ in open_vectors(store, again).search(near, 20, store=store)]
+    assert found[0] == int(ids[0]) and len(found) == len(set(found))
+
+
+def test_a_writer_that_died_before_trimming_is_finished_by_the_next(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ann, "MAX_REMOVED_SHARE", 2.0)
+    put(store, "f0.py", unit(100, 70))  # 200 changes: a merge is due
+    real = Store.trim_vector_log
+
+    def killed(self: Store, seq: int) -> None:
+        raise KeyboardInterrupt  # the writer dies after writing the stamp
+
+    monkeypatch.setattr(Store, "trim_vector_log", killed)
+    with pytest.raises(KeyboardInterrupt):
+        maintain(store, store.chunk_count())
+    monkeypatch.setattr(Store, "trim_vector_log", real)
+    stamp = AnnStamp.read(store.directory)
+    assert stamp is not None and stamp.log_seq > store.ann_seq
+    assert len(graph_files(store)) == 2  # the old graph is still there
+    reader = open_vectors(store)  # readers use the new graph meanwhile
+    assert isinstance(reader, AnnIndex) and reader.stamp == stamp
+    assert maintain(store, store.chunk_count()) is None  # nothing due: only finished
+    assert store.ann_seq == stamp.log_seq and store.vector_log_count(0) == 0
+    assert graph_files(store) == [stamp.file]
+
+
+@pytest.mark.parametrize(
+    "change", [{"log_seq": None}, {"count": "many"}, {"file": "../../etc/passwd"}, {"size": -1}]
+)
+def test_a_stamp_of_wrong_types_is_unusable_not_a_crash(
+    store: Store, change: dict[str, object]
+) -> None:
+    raw = json.loads((store.directory / ANN_STAMP).read_text())
+    (store.directory / ANN_STAMP).write_text(json.dumps({**raw, **change}))
+    with pytest.raises(AnnUnusable, match="malformed"):
+        AnnIndex.open(store)
+    assert isinstance(open_vectors(store), ExactFallback)
+    assert maintain(store, store.chunk_count()).startswith("built (")
+
+
+def test_a_new_model_empties_the_log_and_the_graph_is_built_anew(store: Store) -> None:
+    other = StoreIdentity("other", "int8", "ts-1", 256, DIM)
+    store.ensure_identity(other)
+    assert store.vector_log_count(0) == 0  # not one row per vector deleted
+    put(store, "a.py", unit(120, 3))
+    done = maintain(store, store.chunk_count())
+    assert done is not None and "another store or model" in done
+    index = open_vectors(store)
+    assert isinstance(index, AnnIndex) and len(index) == 120
+
+
+def test_a_stamp_replaced_while_a_reader_opens_is_read_again(
+    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A merge publishes between the reader's read of the stamp and its map of the file
+    (the old file unlinked): the reader reads the new stamp, not exact search."""
+    monkeypatch.setattr(ann, "MAX_REMOVED_SHARE", 2.0)
+    put(store, "f0.py", unit(100, 71))
+    real = AnnIndex.open.__func__  # type: ignore[attr-defined]
+    calls: list[int] = []
+
+    def racing(cls: type[AnnIndex], s: Store) -> AnnIndex:
+        if not calls:
+            calls.append(1)
+            maintain(s, s.chunk_count())  # the writer merges right now
+            raise AnnUnusable("vectors-old.usearch unreadable: gone")
+        return real(cls, s)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(AnnIndex, "open", classmethod(racing))
+    with caplog.at_level(logging.WARNING, logger="anekit.search.ann"):
+        index = open_vectors(store)
+    assert isinstance(index, AnnIndex) and "unusable" not in caplog.text

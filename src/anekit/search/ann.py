@@ -58,6 +58,7 @@ __all__ = [
     "AnnIndex",
     "AnnStamp",
     "AnnUnusable",
+    "ExactFallback",
     "maintain",
     "open_vectors",
 ]
@@ -120,9 +121,19 @@ class AnnStamp:
         except OSError as error:
             raise AnnUnusable(f"{ANN_STAMP} unreadable: {error}") from error
         try:
-            return cls(**json.loads(raw))
+            stamp = cls(**json.loads(raw))
         except (ValueError, TypeError) as error:
             raise AnnUnusable(f"{ANN_STAMP} malformed: {error}") from error
+        for name, kind in (("store_id", str), ("identity", str), ("file", str), ("dtype", str)):
+            if not isinstance(getattr(stamp, name), kind):
+                raise AnnUnusable(f"{ANN_STAMP} malformed: {name} is not a string")
+        for name in ("log_seq", "count", "removed", "dimension", "size", "crc32", "connectivity"):
+            value = getattr(stamp, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise AnnUnusable(f"{ANN_STAMP} malformed: {name} is not a count")
+        if "/" in stamp.file or "\\" in stamp.file or not stamp.file.startswith("vectors-"):
+            raise AnnUnusable(f"{ANN_STAMP} malformed: file {stamp.file!r}")
+        return stamp
 
     def write(self, directory: Path) -> None:
         _atomic_write(directory / ANN_STAMP, json.dumps(asdict(self), sort_keys=True).encode())
@@ -235,12 +246,12 @@ class AnnIndex:
             for chunk_id in ids:
                 self._delta.pop(chunk_id, None)
             for chunk_id, row in zip(found_ids.tolist(), _unit(found), strict=True):
-                self._delta[chunk_id] = row
+                self._delta[chunk_id] = row.astype(np.float16)  # half the memory
             delta_ids = np.fromiter(self._delta, dtype=np.int64, count=len(self._delta))
             rows = (
                 np.stack([self._delta[i] for i in delta_ids.tolist()])
                 if len(delta_ids)
-                else np.zeros((0, self.stamp.dimension), np.float32)
+                else np.zeros((0, self.stamp.dimension), np.float16)
             )
             self._state = (self._state[0] | frozenset(ids), delta_ids, rows)
         self._seen = seen
@@ -272,20 +283,10 @@ class AnnIndex:
             ids, vectors = store.vectors_of(allowed)
             return _best(ids, _unit(vectors) @ q, k)
         want = max(MIN_CANDIDATES, CANDIDATES * k)
-        count = want + min(len(changed), want)
-        if allowed is not None:
-            share = len(allowed) / max(self.stamp.count, 1)
-            count = int(count / max(share, 1e-9)) + 1
-            if count > _MAX_GRAPH_COUNT:
-                ids, vectors = store.vectors_of(allowed)
-                return _best(ids, _unit(vectors) @ q, k)
-        count = max(count, EXPANSION_SEARCH)
-        matches = self.graph.search(q, min(count, self.stamp.count))
-        found = [
-            int(key)
-            for key in np.asarray(matches.keys, dtype=np.int64).tolist()
-            if key not in changed and (allowed is None or key in allowed)
-        ][:want]
+        found = self._graph_candidates(q, want, changed, allowed)
+        if found is None:  # a filter the graph's neighbourhood does not reach: exactly
+            ids, vectors = store.vectors_of(allowed or ())
+            return _best(ids, _unit(vectors) @ q, k)
         ids, vectors = store.vectors_of(found)
         scores = _unit(vectors) @ q
         if len(delta_ids):
@@ -295,8 +296,40 @@ class AnnIndex:
                 else np.fromiter((i in allowed for i in delta_ids.tolist()), bool, len(delta_ids))
             )
             ids = np.concatenate([ids, delta_ids[keep]])
-            scores = np.concatenate([scores, delta_rows[keep] @ q])
+            scores = np.concatenate([scores, delta_rows[keep].astype(np.float32) @ q])
         return _best(ids, scores, k)
+
+    def _graph_candidates(
+        self,
+        q: np.ndarray,
+        want: int,
+        changed: AbstractSet[int],
+        allowed: AbstractSet[int] | None,
+    ) -> list[int] | None:
+        """Up to ``want`` of the graph's nearest chunks that did not change since it was
+        built (and are ``allowed``); None when a filter needs more than the graph should be
+        asked for (:data:`_MAX_GRAPH_COUNT`)."""
+        total = self.stamp.count
+        if total == 0:
+            return []
+        count = want + min(len(changed), want)
+        if allowed is not None:  # as many more as the filter is narrow
+            count = int(count * total / max(len(allowed), 1)) + 1
+        reachable = total if allowed is None else min(total, len(allowed) + len(changed))
+        while True:
+            asked = min(max(count, EXPANSION_SEARCH), total)
+            if allowed is not None and asked > _MAX_GRAPH_COUNT:
+                return None
+            matches = self.graph.search(q, asked, threads=1)
+            found = [
+                key
+                for key in np.asarray(matches.keys, dtype=np.int64).tolist()
+                if key not in changed and (allowed is None or key in allowed)
+            ]
+            # enough, or all there is: the filtered chunks the graph holds were all found
+            if len(found) >= min(want, reachable) or asked >= total or allowed is None:
+                return found[:want]
+            count = 2 * asked  # the filter's chunks lie farther out: look wider
 
     def close(self) -> None:
         self.graph = None
@@ -334,26 +367,71 @@ def _map(path: Path, stamp: AnnStamp) -> Any:
 def open_vectors(store: Store, current: Any = None) -> Any:
     """The vector index a reader searches: the store's graph (:class:`AnnIndex`, caught up
     from ``current`` when that is one) when it has a usable one, else exact search
-    (:class:`~anekit.search.vectors.VectorIndex`); a graph that is there but unusable is
-    reported, and the exact index is then not saved (a large store's ``vectors.f16``)."""
+    (:class:`~anekit.search.vectors.VectorIndex`). A graph that is there but unusable is
+    reported, and searched exactly by an :class:`ExactFallback`, which is not saved (a large
+    store's ``vectors.f16``) and tries the graph again when its stamp changes."""
     if isinstance(current, AnnIndex):
         refreshed = current.refresh(store)
         if refreshed is not None:
             return refreshed
-    stamped = (store.directory / ANN_STAMP).exists()
-    if stamped:
+    stamp = _stamp_state(store.directory)
+    if stamp is None:
+        if isinstance(current, VectorIndex):
+            return current.refresh(store)
+        return VectorIndex.open(store)
+    for attempt in range(2):
         try:
             return AnnIndex.open(store)
         except AnnUnusable as why:
+            now = _stamp_state(store.directory)
+            if attempt == 0 and now is not None and now != stamp:
+                stamp = now  # a writer replaced it meanwhile: read the new one
+                continue
             log.warning(
                 "%s: the approximate vector index is unusable (%s): searching exactly "
                 "until `anekit index` rebuilds it",
                 store.directory,
                 why,
             )
-    if isinstance(current, VectorIndex):
-        return current.refresh(store)
-    return VectorIndex.open(store, save=not stamped)
+            break
+    stamp = _stamp_state(store.directory) or stamp
+    if isinstance(current, ExactFallback) and current.stamp == stamp:
+        exact = current.exact.refresh(store, save=False)
+    else:
+        exact = VectorIndex.open(store, save=False)
+    return ExactFallback(exact, stamp)
+
+
+def _stamp_state(directory: Path) -> tuple[int, int, int] | None:
+    """(inode, size, mtime) of the stamp file, None when there is none."""
+    try:
+        stat = (directory / ANN_STAMP).stat()
+    except FileNotFoundError:
+        return None
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+class ExactFallback:
+    """Exact search standing in for an unusable graph until its stamp changes."""
+
+    def __init__(self, exact: VectorIndex, stamp: tuple[int, int, int]) -> None:
+        self.exact = exact
+        self.stamp = stamp
+
+    def is_current(self, store: Store) -> bool:
+        return self.exact.is_current(store) and _stamp_state(store.directory) == self.stamp
+
+    def __len__(self) -> int:
+        return len(self.exact)
+
+    def search(
+        self,
+        query: np.ndarray,
+        k: int,
+        allowed: AbstractSet[int] | None = None,
+        store: Store | None = None,
+    ) -> list[tuple[int, float]]:
+        return self.exact.search(query, k, allowed)
 
 
 # --- the writer's side ----------------------------------------------------------------------
@@ -375,12 +453,17 @@ def maintain(store: Store, chunks: int) -> str | None:
             return _publish(store, None, f"built ({why})")
         with store.read():
             pending = store.vector_log_count(stamp.log_seq)
+            finished = store.ann_seq == stamp.log_seq
+        if not finished:  # a writer died between the stamp and the trim: finish it
+            with store.write():
+                store.trim_vector_log(stamp.log_seq)
+            _remove_graphs(directory, keep=stamp.file)
         if pending < MERGE_CHANGES:
             return None
         if stamp.removed + pending > MAX_REMOVED_SHARE * stamp.count:
             return _publish(store, None, f"rebuilt ({pending:,} changes)")
         return _publish(store, stamp, f"caught up ({pending:,} changes)")
-    except (OSError, RuntimeError, MemoryError) as error:
+    except (OSError, RuntimeError, MemoryError, AnnUnusable) as error:
         log.warning(
             "%s: the approximate vector index could not be written (%s): the store is whole; "
             "the next index run finishes it",
@@ -416,6 +499,7 @@ def _drop(store: Store) -> str | None:
     with contextlib.suppress(FileNotFoundError):
         os.remove(directory / ANN_STAMP)
     _remove_graphs(directory, keep=None)
+    _remove_stale_temps(directory)
     with store.read():
         end = store.vector_log_end()
         pending = store.vector_log_count(store.ann_seq)

@@ -44,6 +44,9 @@ class StoreWrites(StoreConnection):
             self._conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')")
             for table in ("vectors", "chunks", "files"):
                 self._conn.execute(f"DELETE FROM {table}")
+            # the log's rows of every vector just deleted: an approximate index of the old
+            # identity is rebuilt whole, never caught up
+            self._conn.execute("DELETE FROM vector_log")
             self._changed = True
         self._set_meta("identity", identity.key())
         return reset

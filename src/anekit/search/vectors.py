@@ -126,9 +126,9 @@ class VectorIndex:
         """Whether the store is still in the state the index was built from."""
         return IndexStamp.of(store) == self.stamp
 
-    def refresh(self, store: Store) -> VectorIndex:
+    def refresh(self, store: Store, *, save: bool = True) -> VectorIndex:
         """This index if it is current, else the index of the store's state now."""
-        return self if self.is_current(store) else VectorIndex.open(store)
+        return self if self.is_current(store) else VectorIndex.open(store, save=save)
 
     def save(self, path: Path) -> None:
         """Write the index to ``path`` atomically (a temporary file, then a rename)."""
