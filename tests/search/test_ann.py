@@ -310,14 +310,14 @@ def test_a_full_disk_during_a_build_leaves_the_store_whole_and_the_next_run_fini
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from usearch.index import Index
+    Index = ann.usearch_index()
 
     with Store(store_dir(tmp_path)) as s:
         s.ensure_identity(IDENTITY)
         put(s, "a.py", unit(150, 1))
         real_save = Index.save
 
-        def full(self: Index, path: object = None, progress: object = None) -> None:
+        def full(self: object, path: object = None, progress: object = None) -> None:
             Path(str(path)).write_bytes(b"partial")
             raise OSError(errno.ENOSPC, "No space left on device")
 
@@ -523,3 +523,14 @@ def test_a_stamp_replaced_while_a_reader_opens_is_read_again(
     with caplog.at_level(logging.WARNING, logger="anekit.search.ann"):
         index = open_vectors(store)
     assert isinstance(index, AnnIndex) and "unusable" not in caplog.text
+
+
+def test_a_process_that_builds_a_graph_can_load_a_query_model_after() -> None:
+    """usearch's module before onnxruntime's crashes the process (SIGSEGV): ann imports
+    onnxruntime first, so a writer that builds a graph and then searches lives on."""
+    import subprocess
+    import sys
+
+    code = "from anekit.search import ann; ann.usearch_index(); import onnxruntime; print('ok')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr[-400:]

@@ -61,6 +61,7 @@ __all__ = [
     "ExactFallback",
     "maintain",
     "open_vectors",
+    "usearch_index",
 ]
 
 log = logging.getLogger(__name__)
@@ -335,6 +336,17 @@ class AnnIndex:
         self.graph = None
 
 
+def usearch_index() -> Any:
+    """usearch's ``Index`` class, with onnxruntime imported first: importing onnxruntime
+    1.32.0 after usearch 2.26.6's compiled module kills the process (SIGSEGV inside
+    onnxruntime's own import, Linux x86_64; the other order works), and a process that
+    builds a graph may load a query model later."""
+    import onnxruntime  # noqa: F401
+    from usearch.index import Index
+
+    return Index
+
+
 def _best(ids: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]:
     """The ``k`` best ``(id, score)``, ties by id."""
     order = np.lexsort((ids, -scores))[:k]
@@ -343,8 +355,7 @@ def _best(ids: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]
 
 def _map(path: Path, stamp: AnnStamp) -> Any:
     """The graph file mapped read-only, once its size and CRC-32 match ``stamp``."""
-    from usearch.index import Index
-
+    index = usearch_index()
     try:
         size, crc = _file_crc(path)
     except OSError as error:
@@ -354,13 +365,12 @@ def _map(path: Path, stamp: AnnStamp) -> Any:
     if crc != stamp.crc32:
         raise AnnUnusable(f"{path.name} fails its CRC-32 check")
     try:
-        graph = Index.restore(str(path), view=True)
+        graph = index.restore(str(path), view=True)
     except (RuntimeError, ValueError, OSError) as error:
         raise AnnUnusable(f"{path.name}: usearch cannot open it: {error}") from error
     if graph is None or len(graph) != stamp.count or graph.ndim != stamp.dimension:
         raise AnnUnusable(f"{path.name} does not hold its stamp's {stamp.count} vectors")
-    # usearch defines the setter apart from the getter, which mypy reads as read-only
-    graph.expansion_search = EXPANSION_SEARCH  # type: ignore[misc]
+    graph.expansion_search = EXPANSION_SEARCH
     return graph
 
 
@@ -512,8 +522,7 @@ def _drop(store: Store) -> str | None:
 def _publish(store: Store, stamp: AnnStamp | None, what: str) -> str:
     """Build the graph anew (``stamp`` None) or fold the log into ``stamp``'s graph, write
     it to a new file, replace the stamp, trim the log."""
-    from usearch.index import Index
-
+    Index = usearch_index()
     directory = store.directory
     started = time.monotonic()
     log.info("%s: approximate vector index: %s...", directory, what)
