@@ -983,3 +983,40 @@ def test_an_io_error_while_opening_is_an_error_not_a_retry_loop(
     failing["left"] = 0  # the holder went away
     assert sorted(store.files()) == ["a.py"]
     store.close()
+
+
+def test_unembedded_reads_from_the_mark_and_the_mark_stops_at_a_chunk_still_waiting(
+    store: Store,
+) -> None:
+    def waiting(relpath: str, texts: list[str]) -> None:
+        with store.write():
+            store.put_file(
+                record(relpath),
+                [chunk(t, line=10 * i + 1) for i, t in enumerate(texts)],
+                [None] * len(texts),
+            )
+
+    put(store, "done.py", ["alpha", "beta"])
+    waiting("a.py", ["gamma one", "delta two"])
+    assert [c.text for c, _ in store.unembedded()] == ["gamma one", "delta two"]
+    with store.write():
+        store.advance_embedded_mark()
+    first_waiting = min(c.id for c, _ in store.unembedded())
+    assert store.embedded_below == first_waiting  # stops at the first chunk still waiting
+    gamma = chunk("gamma one").text_hash
+    with store.write():
+        store.put_vectors([(gamma, vectors(1, seed=3)[0], None)])
+        store.advance_embedded_mark()
+    assert [c.text for c, _ in store.unembedded()] == ["delta two"]
+    assert store.embedded_below == first_waiting + 1
+    delta = chunk("delta two").text_hash
+    with store.write():
+        store.put_vectors([(delta, vectors(1, seed=4)[0], None)])
+        store.advance_embedded_mark()
+    assert store.unembedded() == []
+    assert store.embedded_below == first_waiting + 2  # past the last chunk
+    waiting("b.py", ["epsilon"])  # a new chunk: above the mark, found
+    assert [c.text for c, _ in store.unembedded()] == ["epsilon"]
+    with store.write():
+        store.advance_embedded_mark()
+    assert store.embedded_below == first_waiting + 2

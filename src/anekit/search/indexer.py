@@ -317,6 +317,8 @@ class Indexer(IndexedRoot):
             for relpath, size, mtime_ns in touched:
                 store.touch_file(relpath, size, mtime_ns)
         self._embed(identity, summary, progress, looked_up)
+        with store.write():  # the next update looks for unembedded chunks from here on
+            store.advance_embedded_mark()
         summary.chunks = store.chunk_count()
         summary.seconds = time.monotonic() - started
         return summary

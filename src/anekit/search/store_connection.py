@@ -239,6 +239,12 @@ class StoreConnection:
         return int(self._meta("generation"))
 
     @property
+    def embedded_below(self) -> int:
+        """Every chunk of a smaller id has its vector (0: not known)."""
+        raw = self._meta("embedded_below")
+        return 0 if raw is None else int(raw)
+
+    @property
     def ann_seq(self) -> int:
         """The vector log seq the approximate index was last built or caught up to by a
         writer (the log holds nothing at or before it); 0: never."""

@@ -90,13 +90,16 @@ class StoreQueries(StoreConnection):
 
     @damage_checked
     def unembedded(self) -> list[tuple[StoredChunk, str]]:
-        """The chunks still waiting for a vector, with their text hashes, by path and line."""
+        """The chunks still waiting for a vector, with their text hashes, by path and line:
+        read from :attr:`embedded_below` on (ids grow, so an update after a save reads the
+        few new chunks, not a million)."""
         with self.read():
             rows = self._conn.execute(
                 "SELECT c.id, f.relpath, c.start_line, c.end_line, c.text, c.symbol, c.kind, "
                 "f.language, c.text_hash FROM chunks c JOIN files f ON f.id = c.file_id "
-                "WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.chunk_id = c.id) "
-                "ORDER BY f.relpath, c.start_line, c.id"
+                "WHERE c.id >= ? AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.chunk_id = c.id) "
+                "ORDER BY f.relpath, c.start_line, c.id",
+                (self.embedded_below,),
             ).fetchall()
         return [(StoredChunk(*row[:-1]), row[-1]) for row in rows]
 

@@ -219,3 +219,23 @@ class StoreWrites(StoreConnection):
         self._require_write("trim_vector_log")
         self._conn.execute("DELETE FROM vector_log WHERE seq <= ?", (seq,))
         self._set_meta("ann_seq", seq)
+
+    @damage_checked
+    def advance_embedded_mark(self) -> None:
+        """Move :attr:`embedded_below` up to the first chunk still waiting for a vector (past
+        the last chunk when none is), in the current :meth:`write` transaction; reads only
+        the chunks from the old mark on, and does not move the generation."""
+        self._require_write("advance_embedded_mark")
+        mark = self.embedded_below
+        first = self._conn.execute(
+            "SELECT min(c.id) FROM chunks c WHERE c.id >= ? AND NOT EXISTS "
+            "(SELECT 1 FROM vectors v WHERE v.chunk_id = c.id)",
+            (mark,),
+        ).fetchone()[0]
+        if first is None:
+            row = self._conn.execute(
+                "SELECT seq FROM sqlite_sequence WHERE name = 'chunks'"
+            ).fetchone()
+            first = mark if row is None else int(row[0]) + 1
+        if first != mark:
+            self._set_meta("embedded_below", int(first))
