@@ -534,3 +534,21 @@ def test_a_process_that_builds_a_graph_can_load_a_query_model_after() -> None:
     code = "from anekit.search import ann; ann.usearch_index(); import onnxruntime; print('ok')"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr[-400:]
+
+
+def test_the_graph_checked_in_the_background_is_not_read_again(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ann._checked.clear()
+    reads: list[str] = []
+    real_open = open
+
+    def counting(path: object, *args: object, **kwargs: object) -> object:
+        if str(path).endswith(".usearch"):
+            reads.append(str(path))
+        return real_open(path, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr("builtins.open", counting)
+    ann.check_in_background(store.directory)
+    index = AnnIndex.open(store)  # waits for the thread's read, or finds it done
+    assert len(reads) == 1 and len(index) == 600

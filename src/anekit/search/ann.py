@@ -59,6 +59,7 @@ __all__ = [
     "AnnStamp",
     "AnnUnusable",
     "ExactFallback",
+    "check_in_background",
     "maintain",
     "open_vectors",
     "usearch_index",
@@ -148,20 +149,43 @@ _checked: dict[tuple[str, int, int, int], int] = {}
 _checked_lock = threading.Lock()
 
 
+# Held while a file is read for its CRC: a second caller waits and finds it checked.
+_reading = threading.Lock()
+
+
 def _file_crc(path: Path) -> tuple[int, int]:
     """(size, CRC-32) of ``path``, read in blocks (no map: its pages do not count as ours)."""
     stat = path.stat()
     key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
-    with _checked_lock:
-        if key in _checked:
-            return stat.st_size, _checked[key]
-    crc = 0
-    with open(path, "rb") as handle:
-        while block := handle.read(8 << 20):
-            crc = zlib.crc32(block, crc)
-    with _checked_lock:
-        _checked[key] = crc
+    with _reading:
+        with _checked_lock:
+            if key in _checked:
+                return stat.st_size, _checked[key]
+        crc = 0
+        with open(path, "rb") as handle:
+            while block := handle.read(8 << 20):
+                crc = zlib.crc32(block, crc)  # releases the GIL
+        with _checked_lock:
+            _checked[key] = crc
     return stat.st_size, crc
+
+
+def check_in_background(directory: Path) -> None:
+    """Start reading the stamped graph's CRC-32 on a thread, so that a reader's first
+    search does it while its query model loads; :meth:`AnnIndex.open` then finds it done
+    (or waits for it). Nothing when there is no stamp; errors are left to the open."""
+    try:
+        stamp = AnnStamp.read(directory)
+    except AnnUnusable:
+        return
+    if stamp is None:
+        return
+
+    def check() -> None:
+        with contextlib.suppress(OSError):
+            _file_crc(directory / stamp.file)
+
+    threading.Thread(target=check, name="anekit-ann-check", daemon=True).start()
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:

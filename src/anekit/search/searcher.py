@@ -315,6 +315,10 @@ class Searcher(IndexedRoot):
     def _vector_ids(self, query: str, k: int, allowed: set[int] | None) -> list[int]:
         if not query.strip():
             return []
+        if self._shared.vectors is None:  # the first search: check the graph meanwhile
+            from anekit.search.ann import check_in_background
+
+            check_in_background(self.store.directory)
         query_vector = self._query_vector(query)
         found = self._vectors().search(query_vector, k, allowed, store=self.store)
         return [chunk_id for chunk_id, _ in found]
