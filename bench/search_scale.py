@@ -605,11 +605,28 @@ def indexer_chunks_of(root: Path, relpath: str) -> list[tuple[str, list[Any]]]:
     return [] if isinstance(read, Skipped) else [(relpath, chunk_file(relpath, read.text))]
 
 
+def perturbed(vectors: Any, copy: int, number: int, noise: float) -> Any:
+    """Copy ``copy``'s vectors of base file ``number``: each unit base vector plus Gaussian
+    noise of expected norm ``noise`` (seeded by copy and file), made unit again, as fp16.
+    Copy 0 and a ``noise`` of 0 keep the base vectors."""
+    import numpy as np
+
+    if copy == 0 or noise == 0:
+        return vectors
+    rows = vectors.astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    rng = np.random.default_rng([copy, number])
+    rows += rng.standard_normal(rows.shape, dtype=np.float32) * (noise / rows.shape[1] ** 0.5)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows.astype(np.float16)
+
+
 class Trees:
     """Roots of copies of the base (hard links) and the private cache holding their
-    vectors: copy i's chunk gets the base chunk's vector under copy i's cache key."""
+    vectors: copy i's chunk gets the base chunk's vector under copy i's cache key
+    (:func:`perturbed` by ``noise``, when given: then no two copies share a vector)."""
 
-    def __init__(self, base: Base, work: Path) -> None:
+    def __init__(self, base: Base, work: Path, noise: float = 0.0) -> None:
         from anekit.search.cache import VectorCache
         from anekit.search.index import Index
 
@@ -618,6 +635,7 @@ class Trees:
         self.cache = VectorCache(work / "private-cache.db", max_bytes=1 << 40)
         self.namespace = Index(base.root, store=work / "store-base", lanes=LANES).identity().key()
         self.cached: set[tuple[int, int]] = set()
+        self.noise = noise
 
     def make(self, label: str, chunks: int | None = None, files: int | None = None) -> Path:
         """A root of base copies holding at least ``chunks`` chunks or ``files`` files."""
@@ -646,7 +664,7 @@ class Trees:
                     shutil.copy2(source, destination)
                 if (copy, number) not in self.cached:
                     self.cached.add((copy, number))
-                    vectors = self.base.vectors[number]
+                    vectors = perturbed(self.base.vectors[number], copy, number, self.noise)
                     for chunk, vector in zip(pieces, vectors, strict=True):
                         text = model_text(f"copy{copy}/{rest}", chunk)
                         items.append((cache_key(self.namespace, _hash(text)), vector))
