@@ -122,7 +122,7 @@ def test_the_writer_builds_a_stamped_graph_above_the_size_and_none_below(
         assert graph_files(s) == [] and not (s.directory / ANN_STAMP).exists()
         assert s.vector_log_count(0) == 0  # the log is not kept for a small store
         put(s, "b.py", unit(1, 2))
-        assert maintain(s, s.chunk_count()).startswith("built")
+        assert str(maintain(s, s.chunk_count())).startswith("built")
         stamp = AnnStamp.read(s.directory)
         assert stamp is not None
         assert (stamp.store_id, stamp.identity, stamp.count) == (s.store_id, IDENTITY.key(), 100)
@@ -330,7 +330,7 @@ def test_a_full_disk_during_a_build_leaves_the_store_whole_and_the_next_run_fini
         assert s.check() == "ok" and s.chunk_count() == 150
         assert s.vector_log_count(0) == 150  # nothing trimmed: the next build needs nothing
         monkeypatch.setattr(Index, "save", real_save)
-        assert maintain(s, s.chunk_count()).startswith("built")
+        assert str(maintain(s, s.chunk_count())).startswith("built")
         assert isinstance(open_vectors(s), AnnIndex)
 
 
@@ -369,7 +369,7 @@ def test_a_store_that_grows_past_the_size_loses_its_exact_matrix(
         assert isinstance(open_vectors(s), VectorIndex)
         assert (s.directory / "vectors.f16").exists()  # a small store's matrix, saved
         put(s, "b.py", unit(60, 2))
-        assert maintain(s, s.chunk_count()).startswith("built")
+        assert str(maintain(s, s.chunk_count())).startswith("built")
         assert not (s.directory / "vectors.f16").exists()
 
 
@@ -385,7 +385,7 @@ def test_a_graph_of_no_vectors_answers_from_the_changes_only(
         ]
         with s.write():
             s.put_file(FileRecord("a.py", 1, 1, "0" * 64, "python"), chunks, [None] * 120)
-        assert maintain(s, s.chunk_count()).startswith("built")
+        assert str(maintain(s, s.chunk_count())).startswith("built")
         index = open_vectors(s)
         assert isinstance(index, AnnIndex) and index.stamp.count == 0
         assert index.search(unit(1, 1)[0], 10, store=s) == []
@@ -488,7 +488,7 @@ def test_a_stamp_of_wrong_types_is_unusable_not_a_crash(
     with pytest.raises(AnnUnusable, match="malformed"):
         AnnIndex.open(store)
     assert isinstance(open_vectors(store), ExactFallback)
-    assert maintain(store, store.chunk_count()).startswith("built (")
+    assert str(maintain(store, store.chunk_count())).startswith("built (")
 
 
 def test_a_new_model_empties_the_log_and_the_graph_is_built_anew(store: Store) -> None:

@@ -14,11 +14,11 @@ import queue
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from click.testing import CliRunner, Result
@@ -380,6 +380,11 @@ class _FakePool:
         self.closed = True
 
 
+def _closed(pool: Any) -> bool:
+    """Whether a stand-in pool was closed (read anew: not narrowed by an earlier assert)."""
+    return bool(pool.closed)
+
+
 def test_shared_lanes_open_one_pool_stream_in_turn_and_close_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -404,12 +409,12 @@ def test_shared_lanes_open_one_pool_stream_in_turn_and_close_once(
     assert pools[0].most == 1  # one stream at a time
     borrowed[0].close()  # a borrower's close leaves the pool alone
     assert not pools[0].closed
-    stream = borrowed[0].stream([[1]] * 3)
+    stream = cast(Generator[Any, None, None], borrowed[0].stream([[1]] * 3))
     next(stream)  # a stream under way: the idle pool is not dropped from under it
     pools[0].idle = True
-    assert not borrowed[1].workers_gone_idle() and not pools[0].closed
+    assert not borrowed[1].workers_gone_idle() and not _closed(pools[0])
     stream.close()  # ends its turn
-    assert borrowed[1].workers_gone_idle() and pools[0].closed and not share.open
+    assert borrowed[1].workers_gone_idle() and _closed(pools[0]) and not share.open
     list(borrowed[0].stream([[1]]))  # the next stream opens it again
     assert len(pools) == 2
     with pytest.raises(SearchError, match="embed with all-MiniLM-L6-v2"):
