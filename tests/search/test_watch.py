@@ -279,3 +279,30 @@ def test_a_link_out_of_the_root_is_set_aside_once_and_the_watch_goes_on(
     }
     with Index(root, cache=False) as reader:
         assert reader.search("hunter2 PASSWORD", k=5, mode="keyword") == []
+
+
+def test_a_root_gone_before_its_watch_starts_ends_the_watch_with_a_round(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder goes between the catch-up's walk and the watch's start: watchfiles
+    refuses to watch it (FileNotFoundError), and the watcher says the root is gone instead
+    of dying with the error in its thread."""
+    import watchfiles
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    rounds: list[Round] = []
+
+    def gone_first(*folders: str, **options: object) -> Iterator[set[tuple[object, str]]]:
+        shutil.rmtree(root)
+        if folders:  # always: a generator, as watchfiles.watch is, that raises at its start
+            raise FileNotFoundError(2, "No such file or directory", folders[0])
+        yield set()
+
+    monkeypatch.setattr(watchfiles, "watch", gone_first)
+    with Index(root, cache=False) as index:
+        monkeypatch.setattr(Watcher, "_index", lambda self, relpaths, **kw: True)
+        watcher = Watcher(index, on_round=rounds.append)
+        watcher.run()  # returns: no exception
+    assert watcher.gone and [done.gone for done in rounds] == [True]
+    assert "the folder is gone" in str(rounds[0].error)

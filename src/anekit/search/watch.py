@@ -128,42 +128,48 @@ class Watcher:
         while not self.stop_event.is_set():
             folders = self._folders()
             grown = False
-            for changes in watchfiles.watch(
-                *folders,
-                recursive=False,
-                watch_filter=self._wanted,
-                debounce=self.max_ms,
-                step=self.quiet_ms,
-                stop_event=self.stop_event,
-                rust_timeout=RETRY_MS,  # an empty round then: a failed round is tried again
-                yield_on_timeout=True,
-                raise_interrupt=False,
-            ):
-                arrived = time.monotonic()
-                for change, path in changes:
-                    relpath = self._relpath(path)
-                    if relpath is None:
+            try:
+                for changes in watchfiles.watch(
+                    *folders,
+                    recursive=False,
+                    watch_filter=self._wanted,
+                    debounce=self.max_ms,
+                    step=self.quiet_ms,
+                    stop_event=self.stop_event,
+                    rust_timeout=RETRY_MS,  # an empty round then: a failed round is tried again
+                    yield_on_timeout=True,
+                    raise_interrupt=False,
+                ):
+                    arrived = time.monotonic()
+                    for change, path in changes:
+                        relpath = self._relpath(path)
+                        if relpath is None:
+                            continue
+                        if Path(relpath).name in IGNORE_FILES or relpath == _GIT_EXCLUDE:
+                            whole = True
+                        if change != watchfiles.Change.deleted and path not in folders:
+                            grown = grown or (os.path.isdir(path) and not os.path.islink(path))
+                        pending.add(relpath)
+                    if not pending and not whole:  # a timeout with nothing to do
+                        if self._gone(started=None):
+                            continue  # stopped: the loop ends at its next step
+                        if self.index.has_lanes:
+                            # In a busy block: the daemon then gives the memory back.
+                            with busy(self.priority):
+                                self.index.release_idle_lanes()
                         continue
-                    if Path(relpath).name in IGNORE_FILES or relpath == _GIT_EXCLUDE:
-                        whole = True
-                    if change != watchfiles.Change.deleted and path not in folders:
-                        grown = grown or (os.path.isdir(path) and not os.path.islink(path))
-                    pending.add(relpath)
-                if not pending and not whole:  # a timeout with nothing to do
-                    if self._gone(started=None):
-                        continue  # stopped: the loop ends at its next step
-                    if self.index.has_lanes:
-                        # In a busy block: the daemon then gives the memory back.
-                        with busy(self.priority):
-                            self.index.release_idle_lanes()
-                    continue
-                whole = whole or len(pending) > BURST
-                if self._index(pending, whole=whole, first_event=arrived):
-                    pending, whole = set(), False
-                if grown:
-                    break  # watch the new folders too
-            else:
-                return  # stopped
+                    whole = whole or len(pending) > BURST
+                    if self._index(pending, whole=whole, first_event=arrived):
+                        pending, whole = set(), False
+                    if grown:
+                        break  # watch the new folders too
+                else:
+                    return  # stopped
+            except FileNotFoundError:
+                # A folder went away between the walk and the watch's start (the root
+                # itself: the watch ends with its last round; else watch what is there).
+                if self._gone(started=None):
+                    continue  # stopped: the loop ends
             whole = True  # what changed between the two watches
 
     def _folders(self) -> list[str]:
