@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from anekit.search.store import Store
-from anekit.search.vectors import VECTORS_FILE, VectorIndex
+from anekit.search.vectors import VECTORS_FILE, VectorIndex, unit_query, unit_rows
 
 __all__ = [
     "ANN_STAMP",
@@ -188,12 +188,6 @@ def check_in_background(directory: Path) -> None:
     threading.Thread(target=check, name="anekit-ann-check", daemon=True).start()
 
 
-def _unit(vectors: np.ndarray) -> np.ndarray:
-    rows = np.asarray(vectors, dtype=np.float32)
-    out: np.ndarray = rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
-    return out
-
-
 def _identity_key(store: Store) -> str:
     identity = store.identity
     return "" if identity is None else identity.key()
@@ -273,7 +267,7 @@ class AnnIndex:
             found_ids, found = store.vectors_of(ids)
             for chunk_id in ids:
                 self._delta.pop(chunk_id, None)
-            for chunk_id, row in zip(found_ids.tolist(), _unit(found), strict=True):
+            for chunk_id, row in zip(found_ids.tolist(), unit_rows(found), strict=True):
                 self._delta[chunk_id] = row.astype(np.float16)  # half the memory
             delta_ids = np.fromiter(self._delta, dtype=np.int64, count=len(self._delta))
             rows = (
@@ -296,27 +290,20 @@ class AnnIndex:
         among ``allowed`` if given; the candidates' vectors are read from ``store``."""
         if store is None:
             raise ValueError("the approximate index re-scores from the store: pass store=")
-        q = np.asarray(query, dtype=np.float32).reshape(-1)
-        if q.shape[0] != self.stamp.dimension:
-            raise ValueError(
-                f"query of dimension {q.shape[0]}, the index has {self.stamp.dimension}"
-            )
-        if not np.isfinite(q).all() or not q.any():
-            raise ValueError("query vector is zero or not finite")
+        q = unit_query(query, self.stamp.dimension)
         if k <= 0:
             return []
-        q = q / np.linalg.norm(q)
         changed, delta_ids, delta_rows = self._state
         if allowed is not None and len(allowed) <= EXACT_ALLOWED:
             ids, vectors = store.vectors_of(allowed)
-            return _best(ids, _unit(vectors) @ q, k)
+            return _best(ids, unit_rows(vectors) @ q, k)
         want = max(MIN_CANDIDATES, CANDIDATES * k)
         found = self._graph_candidates(q, want, changed, allowed)
         if found is None:  # a filter the graph's neighbourhood does not reach: exactly
             ids, vectors = store.vectors_of(allowed or ())
-            return _best(ids, _unit(vectors) @ q, k)
+            return _best(ids, unit_rows(vectors) @ q, k)
         ids, vectors = store.vectors_of(found)
-        scores = _unit(vectors) @ q
+        scores = unit_rows(vectors) @ q
         if len(delta_ids):
             keep = (
                 np.ones(len(delta_ids), bool)
@@ -571,7 +558,7 @@ def _publish(store: Store, stamp: AnnStamp | None, what: str) -> str:
             )
             removed = 0
             for ids, vectors in store.vector_batches(_BUILD_BATCH):
-                graph.add(ids.astype(np.uint64), _unit(vectors), threads=threads)
+                graph.add(ids.astype(np.uint64), unit_rows(vectors), threads=threads)
         else:
             loaded = Index.restore(str(directory / stamp.file))
             if loaded is None:
@@ -584,7 +571,7 @@ def _publish(store: Store, stamp: AnnStamp | None, what: str) -> str:
                 graph.remove(there)
             found_ids, found = store.vectors_of(changed)
             if len(found_ids):
-                graph.add(found_ids.astype(np.uint64), _unit(found), threads=threads)
+                graph.add(found_ids.astype(np.uint64), unit_rows(found), threads=threads)
             removed = stamp.removed + len(there)
     name = f"vectors-{end}-{uuid.uuid4().hex[:8]}.usearch"
     path = directory / name

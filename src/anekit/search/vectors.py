@@ -42,7 +42,7 @@ import numpy as np
 
 from anekit.search.store import Store
 
-__all__ = ["FIRST_PASS", "VECTORS_FILE", "IndexStamp", "VectorIndex"]
+__all__ = ["FIRST_PASS", "VECTORS_FILE", "IndexStamp", "VectorIndex", "unit_query", "unit_rows"]
 
 VECTORS_FILE = "vectors.f16"
 _MAGIC = b"ANEKVEC\x01"
@@ -75,6 +75,25 @@ class IndexStamp:
         with store.read():
             identity = store.identity
             return cls(store.store_id, store.generation, "" if identity is None else identity.key())
+
+
+def unit_query(query: np.ndarray, dimension: int) -> np.ndarray:
+    """``query`` as a float32 unit vector; ValueError when it is not of ``dimension``, or
+    zero or not finite."""
+    q = np.asarray(query, dtype=np.float32).reshape(-1)
+    if q.shape[0] != dimension:
+        raise ValueError(f"query of dimension {q.shape[0]}, the index has {dimension}")
+    if not np.isfinite(q).all() or not q.any():
+        raise ValueError("query vector is zero or not finite")
+    unit: np.ndarray = q / np.linalg.norm(q)
+    return unit
+
+
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """``vectors`` as float32 rows of norm 1 (a zero row stays zero)."""
+    rows = np.asarray(vectors, dtype=np.float32)
+    out: np.ndarray = rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+    return out
 
 
 class VectorIndex:
@@ -192,15 +211,10 @@ class VectorIndex:
         """The ``k`` ids whose vectors are closest to ``query`` by cosine, best first, as
         ``(id, cosine)``, among the ``allowed`` ids if given (``store``: unused, as
         :meth:`anekit.search.ann.AnnIndex.search` takes it)."""
-        q = np.asarray(query, dtype=np.float32).reshape(-1)
-        if q.shape[0] != self.dimension:
-            raise ValueError(f"query of dimension {q.shape[0]}, the index has {self.dimension}")
-        if not np.isfinite(q).all() or not q.any():
-            raise ValueError("query vector is zero or not finite")
+        q = unit_query(query, self.dimension)
         n = len(self)
         if k <= 0 or n == 0:
             return []
-        q = q / np.linalg.norm(q)
         if self._scan is None:
             with self._scan_lock:  # readers in several threads share one index
                 if self._scan is None:
@@ -253,9 +267,7 @@ class _Float32Scan:
     """The first pass of a small index: float32 dot products of the unit rows and query."""
 
     def __init__(self, vectors: np.ndarray) -> None:
-        rows = vectors.astype(np.float32)
-        rows /= np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
-        self._rows = rows
+        self._rows = unit_rows(vectors)
 
     def top(self, query: np.ndarray, count: int) -> np.ndarray:
         """The ``count`` rows with the highest scores, best first (ties by row)."""
