@@ -483,6 +483,40 @@ def test_serve_watches_every_root_with_one_pool_and_outlives_a_root_going(
     assert sorted(entry.root for entry in registry.registered()) == [alpha, beta]  # recorded
 
 
+def test_a_watch_that_fails_is_reported_as_its_last_round_and_the_others_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error a root's watch cannot go on from (here: its run raises) ends that root's
+    watch with a last round naming the root and the error, not a thread dying with a
+    traceback on stderr while serve prints nothing for that root."""
+    from anekit.cli.watch import round_line
+    from anekit.search.watch import Round, Watcher
+    from anekit.search.watch_roots import RootWatchers
+
+    alpha, beta = tmp_path.resolve() / "alpha", tmp_path.resolve() / "beta"
+    alpha.mkdir()
+    beta.mkdir()
+    ran: list[Path] = []
+
+    def run(self: Watcher) -> None:
+        ran.append(self.root)
+        if self.root == beta:
+            raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(Watcher, "run", run)
+    rounds: list[tuple[Path, Round]] = []
+    watchers = RootWatchers(
+        [alpha, beta], lanes=["cpu"], on_round=lambda root, done: rounds.append((root, done))
+    )
+    watchers.start()
+    watchers.stop()
+    assert sorted(ran) == [alpha, beta]
+    assert [(root, done.last, done.gone) for root, done in rounds] == [(beta, True, False)]
+    line = round_line(rounds[0][1])
+    assert line == f"error: {beta}: the watch stopped: OSError: [Errno 24] Too many open files"
+    assert not watchers.lanes.open
+
+
 def test_the_index_tool_embeds_through_the_services_one_pool(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

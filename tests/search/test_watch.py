@@ -306,3 +306,31 @@ def test_a_root_gone_before_its_watch_starts_ends_the_watch_with_a_round(
         watcher.run()  # returns: no exception
     assert watcher.gone and [done.gone for done in rounds] == [True]
     assert "the folder is gone" in str(rounds[0].error)
+
+
+def test_a_root_gone_before_the_walk_for_its_watch_ends_the_watch_with_a_round(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder goes right after the catch-up round, before the walk that lists the
+    folders to watch: the walk refuses a root that is not a folder (SearchError), and the
+    watcher ends with its gone round instead of its thread dying with the error (as it did
+    under ``anekit serve a b`` when one root was deleted at that moment)."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "app.py").write_text(_module("compute_alpha"))
+    rounds: list[Round] = []
+
+    def catch_up_then_gone(self: Watcher, relpaths: set[str], **options: object) -> bool:
+        rounds.append(Round(sorted(relpaths), True))
+        shutil.rmtree(root)  # gone between the catch-up and the walk for the watch
+        return True
+
+    with Index(root, cache=False) as index:
+        monkeypatch.setattr(Watcher, "_index", catch_up_then_gone)
+        watcher = Watcher(index, on_round=rounds.append)
+        worker = threading.Thread(target=watcher.run, daemon=True)
+        worker.start()
+        worker.join(30)
+        assert not worker.is_alive()
+    assert watcher.gone and [done.gone for done in rounds] == [False, True]
+    assert "the folder is gone" in str(rounds[1].error)

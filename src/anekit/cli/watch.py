@@ -76,7 +76,7 @@ def watch(
 
 def round_line(done: Any) -> str:
     """One line saying what a watcher round did (or why it failed)."""
-    if done.gone:
+    if done.last:  # the watch ended: nothing is tried again
         return f"error: {done.error}"
     if done.error is not None:
         return f"error: {done.error} (tried again with the next change)"

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from anekit.errors import SearchError
 from anekit.search.index import Index, IndexSummary
 from anekit.search.priority import Priority, busy
 from anekit.search.walk import (
@@ -64,6 +65,8 @@ class Round:
     set_aside: list[Skipped] = field(default_factory=list)
     #: The root's folder is gone: the watch ended with this round (its error says so).
     gone: bool = False
+    #: The watch ended with this round (its folder gone, or an error it cannot go on from).
+    last: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +75,7 @@ class Round:
             "seconds": round(self.seconds, 3),
             "error": self.error,
             "gone": self.gone,
+            "last": self.last,
             "set_aside": [
                 {"path": item.relpath, "reason": item.reason, "detail": item.detail}
                 for item in self.set_aside
@@ -126,9 +130,9 @@ class Watcher:
         # the catch-up above is found by one more run over everything, at the first round.
         whole = True
         while not self.stop_event.is_set():
-            folders = self._folders()
             grown = False
             try:
+                folders = self._folders()
                 for changes in watchfiles.watch(
                     *folders,
                     recursive=False,
@@ -165,10 +169,12 @@ class Watcher:
                         break  # watch the new folders too
                 else:
                     return  # stopped
-            except FileNotFoundError:
-                # A folder went away between the walk and the watch's start (the root
-                # itself: the watch ends with its last round; else watch what is there).
-                if self._gone(started=None):
+            except (FileNotFoundError, SearchError):
+                # The root, or a folder in it, went away during the walk for the watch
+                # (the walk refuses a root that is not a folder) or between the walk and
+                # the watch's start: the root gone ends the watch with its last round;
+                # else what is there is walked and watched again, after a pause.
+                if self._gone(started=None) or self.stop_event.wait(self.quiet_ms / 1000):
                     continue  # stopped: the loop ends
             whole = True  # what changed between the two watches
 
@@ -191,7 +197,7 @@ class Watcher:
         round says so and the watch stops."""
         if os.path.isdir(self.root) and not os.path.islink(self.root):
             return False
-        done = Round(sorted(paths), False, gone=True)
+        done = Round(sorted(paths), False, gone=True, last=True)
         done.error = f"{self.root}: the folder is gone (moved or deleted): no longer watched"
         done.seconds = 0.0 if started is None else time.monotonic() - started
         self.gone = True

@@ -10,6 +10,7 @@ with a round that says so (:attr:`~anekit.search.watch.Round.gone`); the others 
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,6 +21,8 @@ from anekit.search.shared_lanes import SharedLanes
 from anekit.search.watch import Round, Watcher
 
 __all__ = ["RootWatchers"]
+
+_log = logging.getLogger(__name__)
 
 
 class RootWatchers:
@@ -65,7 +68,10 @@ class RootWatchers:
             )
             self.watchers[root] = watcher
             thread = threading.Thread(
-                target=self._run, args=(watcher,), name=f"anekit-watch-{root.name}", daemon=True
+                target=self._run,
+                args=(root, watcher),
+                name=f"anekit-watch-{root.name}",
+                daemon=True,
             )
             self._threads.append(thread)
             thread.start()
@@ -83,9 +89,13 @@ class RootWatchers:
         if self._on_round is not None:
             self._on_round(root, done)
 
-    @staticmethod
-    def _run(watcher: Watcher) -> None:
+    def _run(self, root: Path, watcher: Watcher) -> None:
         try:
             watcher.run()
+        except Exception as error:  # one root's watch ends; the others go on
+            _log.exception("%s: the watch stopped", root)
+            done = Round([], False, last=True)
+            done.error = f"{root}: the watch stopped: {type(error).__name__}: {error}"
+            self._report(root, done)
         finally:
             watcher.index.close()  # its connections belong to this thread; not the lanes
