@@ -54,3 +54,36 @@ def test_a_pass_that_breaks_the_program_is_still_caught() -> None:
     pipeline = ct.PassPipeline(["common::const_elimination", "anekit_test::break_consumers"])
     with quiet_passes(), pytest.raises(Exception, match="should be consumed by op"):
         PassPipelineManager.apply_pipeline(small_program(), pipeline)
+
+
+def test_a_pipeline_prints_its_program_only_when_coremltools_logs_at_debug(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """coremltools formats the whole program into its pipeline's debug f-strings whether
+    or not DEBUG is logged; in quiet_passes a program prints in full only at DEBUG."""
+    from anekit._coremltools import Function
+
+    printed: list[str] = []
+    real = Program.__str__
+
+    def counting(self: Any, *args: Any, **kwargs: Any) -> str:
+        printed.append("program")
+        return str(real(self, *args, **kwargs))
+
+    monkeypatch.setattr(Program, "__str__", counting)
+    pipeline = ct.PassPipeline(["common::const_elimination"])
+    PassPipelineManager.apply_pipeline(small_program(), pipeline)
+    assert printed == ["program", "program"]  # coremltools: before and after, at any level
+    printed.clear()
+    program = small_program()
+    with quiet_passes():
+        PassPipelineManager.apply_pipeline(program, pipeline)
+        assert str(program) == "<Program: printed when coremltools logs at DEBUG>"
+        assert str(program.functions["main"]).startswith("<Function: printed")
+    assert printed == []
+    assert Program.__str__ is counting and "%mul" in str(program.functions["main"])  # put back
+    with caplog.at_level("DEBUG", logger="coremltools"), quiet_passes():
+        PassPipelineManager.apply_pipeline(program, pipeline)
+    assert printed == ["program", "program"]
+    assert any("relu" in record.getMessage() for record in caplog.records)
+    assert Function.__str__(program.functions["main"]).startswith("function")
