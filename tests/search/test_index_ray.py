@@ -129,6 +129,7 @@ def _map_actors() -> list[dict[str, Any]]:
     ]
 
 
+@pytest.mark.slow  # admission's refusal is the lanes' (tests/lanes/test_lane_faults.py)
 def test_an_actor_refused_at_admission_fails_its_chunks_not_the_store(
     ray_instance: Any, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
