@@ -13,6 +13,7 @@ import stat
 import threading
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,27 @@ NAMED_NAMES = 4
 CANDIDATES_PER_HIT = 5
 MIN_CANDIDATES = 50
 SNIPPET_CHARS = 300
+#: From this many vectors on, the query is embedded on a thread of its own while the keyword
+#: half runs: that half is then mostly FTS5's work, outside the GIL (1M chunks: 9 ms of it,
+#: beside 5 ms of embedding; hybrid p50 19.4 ms so, 21.2 ms in turn). In a smaller store
+#: more of it is Python's, and the two wait for each other's GIL (100k chunks: 17.7 ms so,
+#: 16.9 ms in turn; 10k: 9.8 ms, 6.6 ms). 2 cores, one process, blocks alternated.
+OVERLAP_MIN_VECTORS = 200_000
+#: Threads that embed queries while their searches' keyword halves run (one per search
+#: in flight, up to this many).
+_EMBEDDING_THREADS = 4
+_embedding_pool: ThreadPoolExecutor | None = None
+_embedding_pool_lock = threading.Lock()
+
+
+def _embedding_threads() -> ThreadPoolExecutor:
+    global _embedding_pool
+    with _embedding_pool_lock:
+        if _embedding_pool is None:
+            _embedding_pool = ThreadPoolExecutor(
+                _EMBEDDING_THREADS, thread_name_prefix="anekit-query-embedding"
+            )
+        return _embedding_pool
 
 
 @dataclass(frozen=True)
@@ -102,7 +124,9 @@ def visible(root: Path, relpath: str, links: dict[str, bool] | None = None) -> b
 class QueryModel:
     """One query model (an :class:`~anekit.embedder.Embedder`), loaded at its first query."""
 
-    def __init__(self) -> None:
+    def __init__(self, variant: str) -> None:
+        #: Its numerics: ``int8`` or ``fp32`` (Searcher._query_model).
+        self.variant = variant
         self.encoding = threading.Lock()
         self.embedder: Any = None
         #: Whether the model has embedded once (its session is loaded).
@@ -119,7 +143,10 @@ class QueryModels:
 
     def get(self, model: str | Path | None, variant: str) -> QueryModel:
         with self._lock:
-            return self._models.setdefault((str(model), variant), QueryModel())
+            key = (str(model), variant)
+            if key not in self._models:
+                self._models[key] = QueryModel(variant)
+            return self._models[key]
 
     def loaded(self) -> list[Any]:
         """The embedders loaded so far."""
@@ -192,13 +219,14 @@ class Searcher(IndexedRoot):
             raise SearchError(f"{self.directory}: the index is empty: run `anekit index` first")
         allowed = store.filter_ids(paths, exts, langs)
         wanted = max(MIN_CANDIDATES, CANDIDATES_PER_HIT * k)
-        # The halves run one after the other: with the keyword half on a thread of its own,
-        # its Python work and the query embedding's waited for each other's GIL (a hybrid
-        # query at 10k chunks took 9.8 ms so, 6.6 ms in turn).
-        vector = self._vector_ids(query, wanted, allowed) if mode != "keyword" else []
         keyword: list[int] = []
         if mode == "keyword" or (mode == "hybrid" and query.strip()):
+            # In a large store the query is embedded meanwhile (OVERLAP_MIN_VECTORS).
+            embedding = self._embedding_meanwhile(query) if mode == "hybrid" else None
             keyword = [chunk_id for chunk_id, _ in store.keyword_search(query, wanted, allowed)]
+        else:
+            embedding = None
+        vector = self._vector_ids(query, wanted, allowed, embedding) if mode != "keyword" else []
         return self.rank(store, query, k, vector, keyword, allowed=allowed)
 
     def rank(
@@ -312,14 +340,31 @@ class Searcher(IndexedRoot):
             )
         return hits
 
-    def _vector_ids(self, query: str, k: int, allowed: set[int] | None) -> list[int]:
+    def _embedding_meanwhile(self, query: str) -> Future[np.ndarray] | None:
+        """The query's embedding under way on another thread, when the store holds
+        :data:`OVERLAP_MIN_VECTORS` vectors and the query model is loaded; else None."""
+        vectors = self._shared.vectors
+        if vectors is None or len(vectors) < OVERLAP_MIN_VECTORS:
+            return None
+        held = self._query_model()
+        if not held.warm:  # its first query loads it, on the search's own thread
+            return None
+        return _embedding_threads().submit(self._encode, held, query)
+
+    def _vector_ids(
+        self,
+        query: str,
+        k: int,
+        allowed: set[int] | None,
+        embedding: Future[np.ndarray] | None = None,
+    ) -> list[int]:
         if not query.strip():
             return []
         if self._shared.vectors is None:  # the first search: check the graph meanwhile
             from anekit.search.ann import check_in_background
 
             check_in_background(self.store.directory)
-        query_vector = self._query_vector(query)
+        query_vector = self._query_vector(query) if embedding is None else embedding.result()
         found = self._vectors().search(query_vector, k, allowed, store=self.store)
         return [chunk_id for chunk_id, _ in found]
 
@@ -337,12 +382,21 @@ class Searcher(IndexedRoot):
             shared.vectors = open_vectors(self.store, shared.vectors)
             return shared.vectors
 
-    def _query_vector(self, query: str) -> np.ndarray:
-        """The query embedded in this process, in the numerics closest to the store's
+    def _query_model(self) -> QueryModel:
+        """The query model of this store's model, in the numerics closest to the store's
         (ONNX Runtime int8 for an int8 store, fp32 for fp16 and fp32 stores)."""
         identity = self.store.identity
         variant = "int8" if identity is not None and identity.variant == "int8" else "fp32"
-        held = self._shared.models.get(self.model, variant)
+        return self._shared.models.get(self.model, variant)
+
+    def _query_vector(self, query: str) -> np.ndarray:
+        """The query embedded in this process by :meth:`_query_model`."""
+        return self._encode(self._query_model(), query)
+
+    def _encode(self, held: QueryModel, query: str) -> np.ndarray:
+        """``query`` embedded by ``held`` (loaded at its first query); from any thread:
+        nothing here reads the store."""
+        variant = held.variant
         with held.encoding:
             if held.embedder is None:
                 from anekit.embedder import Embedder
