@@ -666,6 +666,63 @@ def test_keyword_prunes_common_words_but_finds_rare_ones(
     assert len(store.keyword_search("common thing", 5)) == 5
 
 
+def _exact_selection(
+    store: Store, items: list[tuple[str, ...]], budget: int
+) -> list[tuple[str, ...]]:
+    """MATCH_BUDGET's choice of query items from every item's exact count."""
+    from anekit.search.terms import item_expression
+
+    sql = "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?"
+    counts = {p: raw(store).execute(sql, (item_expression(p),)).fetchone()[0] for p in items}
+    total, kept, ranked = store.chunk_count(), [], 0
+    for parts in sorted((p for p in items if counts[p]), key=counts.__getitem__):
+        if kept and (2 * counts[parts] > total or ranked + counts[parts] > budget):
+            break
+        kept.append(parts)
+        ranked += counts[parts]
+    return [parts for parts in items if parts in kept]
+
+
+def test_keyword_items_counted_up_to_the_budget_are_chosen_as_by_exact_counts(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each item's matches are counted only up to the budget (+1); whole counts only when
+    every matching item is over it, to find the rarest. The choice is exact counts'."""
+    from anekit.search.terms import query_items
+
+    budget = 10
+    monkeypatch.setattr(store_keyword, "MATCH_BUDGET", budget)
+    monkeypatch.setattr(store_keyword, "_COUNT_CAP", budget + 1)
+    words = {"the": 60, "is": 45, "send": 30, "client": 25, "limit": 12, "zebra": 6, "okapi": 2}
+    with store.write():
+        for i in range(70):
+            text = " ".join(word for word, count in words.items() if i < count)
+            store.put_file(record(f"c{i}.py"), [chunk(f"{text} run_until_complete {i}")], vectors(1))
+    counted: list[str] = []
+    store._conn.set_trace_callback(counted.append)
+    queries = [
+        "the zebra",  # one word under the budget: the others are only counted to it
+        "the client send",  # every word over it: exact counts pick the rarest
+        "is zebra okapi limit",
+        "send client nothere",  # a word without a match is no reason to count exactly
+        "the is run_until_complete",
+        "nothere absent",
+    ]
+    for query in queries:
+        store._counts.clear()
+        counted.clear()
+        items = query_items(query)
+        with store.read():
+            chosen = store._keyword_items(items)
+        assert chosen == _exact_selection(store, items, budget), query
+        whole = [sql for sql in counted if "MATCH" in sql and "LIMIT" not in sql]
+        if query == "the zebra":
+            assert not whole  # "the" was counted to 11, not to 60
+        if query in ("the client send", "send client nothere"):
+            assert len(whole) == len([p for p in items if p != ("nothere",)])
+    store._conn.set_trace_callback(None)
+
+
 def test_keyword_counts_follow_writes(store: Store) -> None:
     put(store, "a.py", ["zebra one"])
     assert len(store.keyword_search("zebra quokka", 5)) == 1  # quokka: no chunk yet
