@@ -708,3 +708,30 @@ def test_a_store_over_the_size_searches_through_the_graph_and_a_save_is_found_at
     assert "app/zipping.py" not in [hit.path for hit in hits]
     reader.close()
     copy.close()
+
+
+def test_a_store_indexed_with_a_model_folder_is_searched_with_that_model(tmp_path: Path) -> None:
+    """``anekit index --model PATH`` records the folder in the store; a later search that
+    names no model embeds its query with it, not the default model. A store without the
+    record (made before it was kept) is refused with the reason, not searched with the
+    default model's vectors against another model's."""
+    from anekit.search.store import Store
+    from tinybert import tiny_bert
+
+    folder = tiny_bert(tmp_path / "tiny")
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "a.py").write_text("def parse_duration(text):\n    return float(text)\n")
+    with Index(root, lanes=["cpu"], cache=False, model=str(folder)) as index:
+        index.update()
+    with Index(root, cache=False) as reader:  # no model named
+        assert reader.store.model_folder == folder.resolve()
+        assert reader.search("parse duration", k=1, mode="vector")[0].path == "a.py"
+    with Store(root / ".anekit") as store:
+        store.set_model_folder(None)
+    with Index(root, cache=False) as reader, pytest.raises(SearchError) as refused:
+        reader.search("parse duration", k=1, mode="vector")
+    assert "the index was made with the model 'tiny'" in str(refused.value)
+    assert "embeds queries with 'all-MiniLM-L6-v2'" in str(refused.value)
+    with Index(root, cache=False, model=str(folder)) as reader:  # named: searched with it
+        assert reader.search("parse duration", k=1)[0].path == "a.py"

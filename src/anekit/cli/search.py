@@ -263,6 +263,12 @@ def _summary_line(root: Path, summary: Any, listed: bool = False) -> str:
     help="Search the index of this root too (repeatable); hits of several merged by score.",
 )
 @store_option
+@click.option(
+    "--model",
+    default=None,
+    help="Model name or Hugging Face folder to embed the query with (default: the one the "
+    "index was made with, when given as a folder; else the default model).",
+)
 @with_json
 def search(
     query: str,
@@ -274,6 +280,7 @@ def search(
     every_root: bool,
     named_roots: tuple[Path, ...],
     store: Path | None,
+    model: str | None,
     as_json: bool,
 ) -> None:
     """Search the index that holds the current folder for QUERY: a question in words
@@ -290,7 +297,7 @@ def search(
         chosen = chosen_roots(every_root, named_roots)
         search_roots(query, k, mode, (paths, exts, langs), chosen, as_json)
         return
-    with _open(store) as opened:
+    with _open(store, model=model) as opened:
         started = time.monotonic()
         hits = opened.search(query, k=k, mode=mode, paths=paths, exts=exts, langs=langs)
         elapsed = time.monotonic() - started

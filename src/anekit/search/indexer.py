@@ -207,6 +207,14 @@ class Indexer(IndexedRoot):
             numerics=int8_numerics() if variant == "int8" else 1,
         )
 
+    def _model_folder(self) -> Path | None:
+        """The model's folder when the model was named by its path (a reader of the store
+        then embeds queries with it); None for a model known by name."""
+        request = self.model
+        if request is None or not Path(request).expanduser().is_dir():
+            return None
+        return self._loaded_model().folder.resolve()
+
     @property
     def has_lanes(self) -> bool:
         """Whether this index holds its embedding lanes (started by an update)."""
@@ -279,6 +287,7 @@ class Indexer(IndexedRoot):
         store = self.store
         summary = IndexSummary(reset=store.ensure_identity(identity), rebuilt=rebuilt)
         store.set_root(self.root)
+        store.set_model_folder(self._model_folder())
         scope = [Path(os.path.abspath(path)) for path in paths] if paths else None
         # A named path that no longer exists is walked as nothing: its files are dropped.
         walked = walk(self.root, scope and [path for path in scope if os.path.lexists(path)])

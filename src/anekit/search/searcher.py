@@ -124,8 +124,10 @@ def visible(root: Path, relpath: str, links: dict[str, bool] | None = None) -> b
 class QueryModel:
     """One query model (an :class:`~anekit.embedder.Embedder`), loaded at its first query."""
 
-    def __init__(self, variant: str) -> None:
-        #: Its numerics: ``int8`` or ``fp32`` (Searcher._query_model).
+    def __init__(self, request: str | Path | None, variant: str) -> None:
+        #: The model asked for (a name, a folder, None: the default) and its numerics:
+        #: ``int8`` or ``fp32`` (Searcher._query_model).
+        self.request = request
         self.variant = variant
         self.encoding = threading.Lock()
         self.embedder: Any = None
@@ -145,7 +147,7 @@ class QueryModels:
         with self._lock:
             key = (str(model), variant)
             if key not in self._models:
-                self._models[key] = QueryModel(variant)
+                self._models[key] = QueryModel(model, variant)
             return self._models[key]
 
     def loaded(self) -> list[Any]:
@@ -365,6 +367,7 @@ class Searcher(IndexedRoot):
 
             check_in_background(self.store.directory)
         query_vector = self._query_vector(query) if embedding is None else embedding.result()
+        self._check_query_model()
         found = self._vectors().search(query_vector, k, allowed, store=self.store)
         return [chunk_id for chunk_id, _ in found]
 
@@ -387,7 +390,28 @@ class Searcher(IndexedRoot):
         (ONNX Runtime int8 for an int8 store, fp32 for fp16 and fp32 stores)."""
         identity = self.store.identity
         variant = "int8" if identity is not None and identity.variant == "int8" else "fp32"
-        return self._shared.models.get(self.model, variant)
+        return self._shared.models.get(self._query_model_request(), variant)
+
+    def _check_query_model(self) -> None:
+        """A :class:`SearchError` when the query was embedded by another model than the
+        store's vectors were (their scores would mean nothing)."""
+        identity = self.store.identity
+        embedder = self._query_model().embedder
+        if identity is None or embedder is None or embedder.model_id == identity.model:
+            return
+        raise SearchError(
+            f"{self.directory}: the index was made with the model {identity.model!r}, and "
+            f"this search embeds queries with {embedder.model_id!r}: name the index's model "
+            "(--model NAME or FOLDER), or index again with this one"
+        )
+
+    def _query_model_request(self) -> str | Path | None:
+        """The model to embed queries with: the one asked for, else the folder the store
+        was indexed with when it was named by its path, else the default."""
+        if self.model is not None:
+            return self.model
+        folder = self.store.model_folder
+        return folder if folder is not None and folder.is_dir() else None
 
     def _query_vector(self, query: str) -> np.ndarray:
         """The query embedded in this process by :meth:`_query_model`."""
@@ -402,7 +426,7 @@ class Searcher(IndexedRoot):
                 from anekit.embedder import Embedder
 
                 held.embedder = Embedder(
-                    self.model,
+                    held.request,
                     runtime="onnx",
                     variant=variant,
                     threads=QUERY_THREADS,

@@ -269,6 +269,25 @@ class StoreConnection:
             with self.write():
                 self._set_meta("root", str(root))
 
+    @property
+    def model_folder(self) -> Path | None:
+        """The model folder the store was indexed with when one was named by its path
+        (``--model PATH``; None: a model known by name, or never recorded)."""
+        raw = self._meta("model_folder")
+        return None if raw is None else Path(raw)
+
+    def set_model_folder(self, folder: Path | None) -> None:
+        """Record the model folder named by path that the vectors are made with (or None)."""
+        value = None if folder is None else str(folder)
+        if self._meta("model_folder") == value:
+            return
+        with self.write():
+            if value is None:
+                self._snapshot.pop("model_folder", None)
+                self._conn.execute("DELETE FROM meta WHERE key = 'model_folder'")
+            else:
+                self._set_meta("model_folder", value)
+
     @contextmanager
     def write(self) -> Iterator[None]:
         """One write transaction (``BEGIN IMMEDIATE``): all or nothing, committed on leaving
