@@ -697,7 +697,9 @@ def test_keyword_items_counted_up_to_the_budget_are_chosen_as_by_exact_counts(
     with store.write():
         for i in range(70):
             text = " ".join(word for word, count in words.items() if i < count)
-            store.put_file(record(f"c{i}.py"), [chunk(f"{text} run_until_complete {i}")], vectors(1))
+            store.put_file(
+                record(f"c{i}.py"), [chunk(f"{text} run_until_complete {i}")], vectors(1)
+            )
     counted: list[str] = []
     store._conn.set_trace_callback(counted.append)
     queries = [
