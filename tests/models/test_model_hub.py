@@ -7,6 +7,11 @@ files' sizes, git blob ids and LFS SHA-256s; ``/REPO/resolve/COMMIT/FILE`` with 
 model is a random-weight ModernBERT folder in granite-embedding-small-english-r2's
 layout (its file list, CLS pooling); the slow test uses granite's exact configuration
 (12 layers, 384 wide), the fast one a 4-layer one. Unverified against the real Hub.
+
+The fake Hub also answers ``Range`` requests (206), cuts a file's body short (the full
+``Content-Length`` stated, half sent, the connection closed) and goes down (503), for the
+interrupted transfers. The Hugging Face cache is faked on disk in its own layout (refs,
+snapshots linking to blobs named by their content's hash).
 """
 
 from __future__ import annotations
@@ -57,11 +62,16 @@ def _granite_folder(path: Path, **config: Any) -> Path:
 
 class FakeHub:
     """The Hub's two endpoints the client uses, serving ``files`` (relpath -> bytes) of
-    one repository at one commit; ``tamper`` serves other bytes than it states."""
+    one repository at one commit; ``tamper`` serves other bytes than it states, ``cuts``
+    cuts the next N bodies of a file half-way, ``down`` answers 503 to everything (and
+    ``down_after_cut`` sets it once a body was cut)."""
 
     def __init__(self, files: dict[str, bytes]) -> None:
         self.files = files
         self.tamper: dict[str, bytes] = {}
+        self.cuts: dict[str, int] = {}
+        self.down = False
+        self.down_after_cut = False
         self.requests: list[str] = []
         hub_ = self
 
@@ -76,7 +86,11 @@ class FakeHub:
                 self._answer(body=True)
 
             def _answer(self, body: bool) -> None:
-                hub_.requests.append(f"{self.command} {self.path}")
+                asked = self.headers.get("Range")
+                hub_.requests.append(f"{self.command} {self.path}" + (f" {asked}" if asked else ""))
+                if hub_.down:
+                    self._send(503, b'{"error": "Service Unavailable"}', {}, body)
+                    return
                 path = self.path.split("?")[0]
                 api = f"/api/models/{re.escape(REPO)}"
                 info = re.fullmatch(rf"{api}/revision/([^/]+)", path)
@@ -95,19 +109,38 @@ class FakeHub:
                         sha256 = hashlib.sha256(hub_.files[name]).hexdigest()
                         headers["X-Linked-Etag"] = f'"{sha256}"'
                         headers["X-Linked-Size"] = str(len(data))
-                    self._send(200, data, headers, body)
+                    status, start = 200, 0
+                    ranged = re.fullmatch(r"bytes=(\d+)-", asked or "")
+                    if body and ranged:
+                        status, start = 206, int(ranged[1])
+                        headers["Content-Range"] = f"bytes {start}-{len(data) - 1}/{len(data)}"
+                    cut = body and hub_.cuts.get(name, 0) > 0
+                    if cut:
+                        hub_.cuts[name] -= 1
+                        hub_.down = hub_.down_after_cut
+                    self._send(status, data[start:], headers, body, cut=cut)
                 else:
                     missing = {"X-Error-Code": "EntryNotFound"}
                     self._send(404, b'{"error": "Entry not found"}', missing, body)
 
-            def _send(self, status: int, data: bytes, headers: dict[str, str], body: bool) -> None:
+            def _send(
+                self,
+                status: int,
+                data: bytes,
+                headers: dict[str, str],
+                body: bool,
+                cut: bool = False,
+            ) -> None:
                 self.send_response(status)
                 for key, value in headers.items():
                     self.send_header(key, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 if body:
-                    self.wfile.write(data)
+                    self.wfile.write(data[: len(data) // 2] if cut else data)
+                if cut:  # the rest never comes: the connection closes
+                    self.wfile.flush()
+                    self.close_connection = True
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -236,6 +269,166 @@ def test_unknown_names_and_an_unreachable_hub_are_clear_errors(
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
     with pytest.raises(ModelError, match=f"could not reach {REPO}"):
         registry.fetch(name=NAME)
+
+
+def _gets(requests: list[str], relpath: str) -> list[str]:
+    return [r for r in requests if r.startswith("GET ") and f"/resolve/{COMMIT}/{relpath}" in r]
+
+
+def test_a_transfer_cut_short_is_resumed_where_it_stopped(
+    fake_hub: FakeHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The client writes what it received in chunks of 10 MB (the tiny weights: 8 MB); a
+    # cut loses the chunk it was filling.
+    monkeypatch.setattr("huggingface_hub.constants.DOWNLOAD_CHUNK_SIZE", 1 << 20)
+    fake_hub.cuts["model.safetensors"] = 1
+    result = CliRunner().invoke(cli, ["models", "fetch", NAME, "--json"])
+    assert result.exit_code == 0, result.output
+    folder = Path(json.loads(result.stdout)["path"])
+    assert hub.verify(folder)["files"]["model.safetensors"]["sha256"] == (
+        hashlib.sha256(fake_hub.files["model.safetensors"]).hexdigest()
+    )
+    first, again = _gets(fake_hub.requests, "model.safetensors")
+    resumed = re.search(r"bytes=(\d+)-$", again)
+    assert "bytes=" not in first and resumed is not None  # resumed, not restarted
+    assert 0 < int(resumed[1]) <= len(fake_hub.files["model.safetensors"]) // 2
+
+
+def test_a_fetch_that_failed_mid_transfer_goes_on_from_what_it_kept(fake_hub: FakeHub) -> None:
+    fake_hub.cuts["model.safetensors"] = 1
+    fake_hub.down_after_cut = True  # the resumed request is refused: the client gives up
+    result = CliRunner().invoke(cli, ["models", "fetch", NAME])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert f"could not download {REPO}" in result.output
+    assert f"run `anekit models fetch {NAME}` again" in " ".join(result.output.split())
+    assert not (registry.models_dir() / NAME).exists()  # nothing half installed
+    partial = registry.models_dir() / f"{NAME}.partial"
+    kept = {str(p.relative_to(partial)) for p in partial.rglob("*") if p.is_file()}
+    assert "config.json" in kept and "model.safetensors" not in kept
+    fake_hub.down, fake_hub.requests = False, []
+    folder = registry.fetch(name=NAME)
+    hub.verify(folder)
+    assert not partial.exists()
+    assert _gets(fake_hub.requests, "model.safetensors")
+    assert not _gets(fake_hub.requests, "config.json")  # kept from the first try
+
+
+def test_a_file_changed_on_disk_after_the_fetch_is_refused_at_load(fake_hub: FakeHub) -> None:
+    folder = registry.fetch(name=NAME)
+    assert registry.resolve(NAME) == (NAME, folder)  # checked, from the stamps recorded
+    weights = folder / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # same size, other bytes
+    weights.write_bytes(bytes(data))
+    message = rf"{re.escape(str(weights))}: changed since it was fetched"
+    with pytest.raises(ModelError, match=message):
+        registry.resolve(NAME)
+    with pytest.raises(ModelError, match=message):
+        registry.resolve(folder)  # by its path too
+    result = CliRunner().invoke(cli, ["models", "info", NAME])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "model.safetensors: changed since it was fetched" in " ".join(result.output.split())
+
+
+def test_offline_a_model_that_is_not_here_says_how_to_get_it(fake_hub: FakeHub) -> None:
+    import huggingface_hub.constants
+
+    huggingface_hub.constants.HF_HUB_OFFLINE = True  # restored by the fixture's monkeypatch
+    result = CliRunner().invoke(cli, ["models", "fetch", NAME])
+    said = " ".join(result.output.split())
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "HF_HUB_OFFLINE is set" in said and f"run `anekit models fetch {NAME}`" in said
+    assert fake_hub.requests == []
+    with pytest.raises(ModelError, match=f"not here yet: run `anekit models fetch {NAME}`"):
+        registry.resolve(NAME)
+    huggingface_hub.constants.HF_HUB_OFFLINE = False
+    folder = registry.fetch(name=NAME)
+    huggingface_hub.constants.HF_HUB_OFFLINE = True
+    before = len(fake_hub.requests)
+    assert registry.fetch(name=NAME) == folder and len(fake_hub.requests) == before
+
+
+def test_a_family_anekit_does_not_run_is_refused_before_the_weights(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = _granite_folder(tmp_path / "source")
+    config = json.loads((source / "config.json").read_text())
+    (source / "config.json").write_text(json.dumps({**config, "model_type": "gpt2"}))
+    served = _serve(source)
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", served.endpoint)
+        monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+        with pytest.raises(ModelError, match=r"'gpt2' is a model family anekit does not run"):
+            registry.fetch(name=NAME)
+        result = CliRunner().invoke(cli, ["models", "fetch", NAME])
+    finally:
+        served.close()
+    said = " ".join(result.output.split())
+    assert result.exit_code != 0 and "anekit runs embedding models of the families" in said
+    assert "bert" in said and "modernbert" in said
+    assert _gets(served.requests, "config.json") and not _gets(served.requests, "model.safetensors")
+    assert not (registry.models_dir() / f"{NAME}.partial").exists()
+
+
+def _hf_cache(hub_cache: Path, repo: str, source: Path) -> Path:
+    """``source``'s files in the Hugging Face cache's layout: ``refs/main`` names the
+    commit, the snapshot's files link to blobs named by their SHA-256 (LFS) or git blob id."""
+    root = hub_cache / ("models--" + repo.replace("/", "--"))
+    snapshot = root / "snapshots" / COMMIT
+    (root / "blobs").mkdir(parents=True)
+    for path in sorted(source.rglob("*")):
+        if not path.is_file():
+            continue
+        data = path.read_bytes()
+        relpath = path.relative_to(source)
+        blob = (
+            root
+            / "blobs"
+            / (
+                hashlib.sha256(data).hexdigest()
+                if path.suffix == ".safetensors"
+                else _blob_id(data)
+            )
+        )
+        blob.write_bytes(data)
+        link = snapshot / relpath
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(Path(*[".."] * (len(relpath.parts) + 1), "blobs", blob.name))
+    (root / "refs").mkdir()
+    (root / "refs" / "main").write_text(COMMIT)
+    return snapshot
+
+
+def test_a_model_in_the_hugging_face_cache_is_found_and_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hub_cache = tmp_path / "hf" / "hub"
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(hub_cache))  # as set
+    source = _granite_folder(tmp_path / "source")
+    snapshot = _hf_cache(hub_cache, REPO, source)
+    assert registry.resolve(NAME) == (NAME, snapshot)  # a known model, by its repository
+    assert registry.resolve(REPO) == (REPO.split("/")[1], snapshot)  # a repository id
+    listed = {entry.name: entry.path for entry in registry.list_models()}
+    assert listed[NAME] == snapshot
+    default = _hf_cache(hub_cache, registry.DEFAULT_REPO, source)
+    assert registry.resolve(None) == (registry.DEFAULT_MODEL, default)  # before the package
+    from anekit import Embedder
+
+    vectors = Embedder(REPO, lanes=["cpu"]).encode(["def parse(text): ..."])
+    assert vectors.shape == (1, 64)
+    (registry.models_dir() / NAME).mkdir(parents=True)  # $ANEKIT_HOME/models comes first
+    shutil.copytree(source, registry.models_dir() / NAME, dirs_exist_ok=True)
+    assert registry.resolve(NAME) == (NAME, registry.models_dir() / NAME)
+    weights = (snapshot / "model.safetensors").resolve()
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ModelError, match=r"model\.safetensors: changed since it was downloaded"):
+        registry.resolve(REPO)
+    (snapshot / "tokenizer.json").resolve().unlink()  # a blob missing: not a usable snapshot
+    with pytest.raises(ModelError, match="no model"):
+        registry.resolve(REPO)
 
 
 def test_the_index_is_made_again_when_the_model_changes(fake_hub: FakeHub, tmp_path: Path) -> None:

@@ -14,6 +14,12 @@ model's NumPy fp32 path: the vectors of the known-answer texts that an accelerat
 must reproduce before it gets work (:mod:`anekit.lanes.worker`), stamped with the weights
 digest, so lanes need not compute the fp32 reference each time they start.
 
+A transfer cut short is resumed by the client (a ``Range`` request) a few times; when it
+still fails, the files finished so far stay in ``NAME.partial`` and the next ``fetch`` goes
+on from there. ``config.json`` comes first: a model family anekit does not run is refused
+before the weights are downloaded. Offline (``HF_HUB_OFFLINE=1``) a model that is not here
+is an error that says how to get it.
+
 The endpoint is ``$HF_ENDPOINT`` when set (a mirror), else the Hub. Models not in the table
 are used from a local folder (``--model PATH``).
 """
@@ -30,12 +36,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from anekit import config
 from anekit.errors import ModelError
 
 _log = logging.getLogger(__name__)
 
 MANIFEST = "anekit-manifest.json"
 KNOWN_ANSWERS = "anekit-known-answers.json"
+#: In ``$ANEKIT_HOME``: the SHA-256 of files already hashed, by path, size, mtime and inode.
+CHECKED = "checked.json"
+_CHECKED_KEPT = 256
+
+
+class _Interrupted(ModelError):
+    """A download that did not finish; what finished is kept for the next try."""
 
 
 @dataclass(frozen=True)
@@ -86,13 +100,19 @@ def fetch_hub_model(
             return target
         except ModelError as error:  # damaged or changed: fetched again
             _log.warning("%s; fetching %s again", error, name)
+    _require_online(name, spec)
     endpoint = endpoint or os.environ.get("HF_ENDPOINT") or None
     partial = target.with_name(name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
+    partial.mkdir(parents=True, exist_ok=True)  # an interrupted fetch's files are kept
     try:
         commit, expected = _hub_files(spec, endpoint)
-        _download(spec, commit, partial, endpoint, quiet)
+        _download(spec, commit, partial, endpoint, quiet, ("config.json",))
+        _check(
+            partial / "config.json", "config.json", expected.get("config.json"), spec.repo, commit
+        )
+        check_family(partial / "config.json", f"{spec.repo}@{commit[:12]}")
+        _download(spec, commit, partial, endpoint, quiet, spec.files)
+        shutil.rmtree(partial / ".cache", ignore_errors=True)  # huggingface_hub's bookkeeping
         files = {}
         for relpath in spec.files:
             path = partial / relpath
@@ -107,15 +127,56 @@ def fetch_hub_model(
         }
         (partial / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", "utf-8")
         write_known_answers(partial)
-        shutil.rmtree(target, ignore_errors=True)
-        partial.replace(target)
-    finally:
+    except _Interrupted as error:
+        raise ModelError(
+            f"{error}; the files finished so far are kept in {partial}: "
+            f"run `anekit models fetch {name}` again to go on"
+        ) from error.__cause__
+    except BaseException:  # a wrong file, a family anekit does not run: nothing is kept
         shutil.rmtree(partial, ignore_errors=True)
+        raise
+    shutil.rmtree(target, ignore_errors=True)
+    partial.replace(target)
+    _remember({target / relpath: recorded["sha256"] for relpath, recorded in files.items()})
     return target
 
 
-def verify(folder: Path) -> dict[str, Any]:
-    """The folder's manifest, after checking each file's size and SHA-256 against it."""
+def check_family(config_path: Path, where: str) -> str:
+    """``config.json``'s ``model_type``, when anekit runs that family (else a clear error
+    naming it and what anekit runs)."""
+    from anekit.frontends.families import BERT_FAMILY
+    from anekit.models.config import MODERNBERT
+
+    try:
+        model_type = str(json.loads(config_path.read_text("utf-8")).get("model_type", ""))
+    except (OSError, ValueError, AttributeError) as error:
+        raise ModelError(f"{where}: config.json is not a JSON object: {error}") from error
+    runs = sorted(BERT_FAMILY | {MODERNBERT})
+    if model_type not in runs:
+        raise ModelError(
+            f"{where}: model_type {model_type!r} is a model family anekit does not run; "
+            f"anekit runs embedding models of the families {', '.join(runs)}"
+        )
+    return model_type
+
+
+def _require_online(name: str, spec: HubModel) -> None:
+    """A clear error, not the client's, when ``HF_HUB_OFFLINE`` forbids the download."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        raise ModelError(
+            f"{name} is not here and HF_HUB_OFFLINE is set, so it cannot be downloaded: "
+            f"run `anekit models fetch {name}` where the Hub (or a mirror, $HF_ENDPOINT) is "
+            f"reachable, without HF_HUB_OFFLINE; or put {spec.repo} in the Hugging Face cache "
+            f"(`hf download {spec.repo}`); or use a model folder: --model PATH"
+        )
+
+
+def verify(folder: Path, *, trust_stamps: bool = False) -> dict[str, Any]:
+    """The folder's manifest, after checking each file's size and SHA-256 against it.
+    ``trust_stamps`` (on load): a file whose size, mtime and inode are those it had when
+    it was last hashed is not hashed again."""
     try:
         manifest = json.loads((folder / MANIFEST).read_text("utf-8"))
         files = dict(manifest["files"])
@@ -125,9 +186,37 @@ def verify(folder: Path) -> dict[str, Any]:
         path = folder / relpath
         if not path.is_file():
             raise ModelError(f"{path}: missing (the manifest lists it)")
-        if path.stat().st_size != recorded["size"] or _sha256(path) != recorded["sha256"]:
-            raise ModelError(f"{path}: changed since it was fetched (its SHA-256 differs)")
+        if path.stat().st_size != recorded["size"] or (
+            _hashed(path, trust_stamps) != recorded["sha256"]
+        ):
+            raise ModelError(
+                f"{path}: changed since it was fetched (its SHA-256 is not the one in "
+                f"{MANIFEST}): run `anekit models fetch {folder.name}` to fetch it again"
+            )
     return dict(manifest)
+
+
+def verify_snapshot(folder: Path, relpaths: tuple[str, ...]) -> None:
+    """Check the files of a Hugging Face cache snapshot that anekit reads against the
+    blobs they link to: a blob is named by its content's SHA-256 (files kept in LFS) or
+    git blob id. Files that are not links to named blobs are not checked."""
+    for relpath in relpaths:
+        path = folder / relpath
+        if not path.is_symlink():
+            continue
+        blob = path.resolve()
+        name = blob.name
+        if len(name) == 64 and _hashed(blob, True) != name:
+            kind = "SHA-256"
+        elif len(name) == 40 and _git_blob_id(blob) != name:
+            kind = "git blob id"
+        else:
+            continue
+        raise ModelError(
+            f"{path}: changed since it was downloaded into the Hugging Face cache (its "
+            f"{kind} is not the name of its blob {blob}): delete that snapshot and "
+            "download it again"
+        )
 
 
 def write_known_answers(folder: Path) -> Path:
@@ -198,7 +287,14 @@ def _hub_files(spec: HubModel, endpoint: str | None) -> tuple[str, dict[str, dic
     return str(info.sha), expected
 
 
-def _download(spec: HubModel, commit: str, into: Path, endpoint: str | None, quiet: bool) -> None:
+def _download(
+    spec: HubModel,
+    commit: str,
+    into: Path,
+    endpoint: str | None,
+    quiet: bool,
+    files: tuple[str, ...],
+) -> None:
     from huggingface_hub import snapshot_download
     from huggingface_hub.utils import (
         are_progress_bars_disabled,
@@ -214,17 +310,17 @@ def _download(spec: HubModel, commit: str, into: Path, endpoint: str | None, qui
             spec.repo,
             revision=commit,
             local_dir=into,
-            allow_patterns=list(spec.files),
+            allow_patterns=list(files),
             endpoint=endpoint,
         )
-    except Exception as error:  # the client's HTTP and connection errors
-        raise ModelError(
-            f"could not download {spec.repo}@{commit[:12]}: {type(error).__name__}: {error}"
+    except Exception as error:  # the client's HTTP and connection errors, once it gave up
+        raise _Interrupted(
+            f"could not download {spec.repo}@{commit[:12]} from "
+            f"{endpoint or 'huggingface.co'}: {type(error).__name__}: {error}"
         ) from error
     finally:
         if quiet and not was_disabled:
             enable_progress_bars()
-    shutil.rmtree(into / ".cache", ignore_errors=True)  # huggingface_hub's own bookkeeping
 
 
 def _check(
@@ -244,6 +340,48 @@ def _check(
     if expected.get("size") is not None and data_size != expected["size"]:
         raise ModelError(f"{where}: {data_size} bytes, the Hub says {expected['size']}")
     return {"size": data_size, "sha256": sha256}
+
+
+def _hashed(path: Path, trust_stamps: bool) -> str:
+    """The file's SHA-256; with ``trust_stamps``, the one recorded when it was last hashed
+    if its size, mtime and inode are still those it had then."""
+    key, stamp = str(path.resolve()), _stamp(path)
+    known = _read_checked().get(key) if trust_stamps else None
+    if isinstance(known, list) and len(known) == 4 and known[:3] == stamp:
+        return str(known[3])
+    found = _sha256(path)
+    _remember({path: found})
+    return found
+
+
+def _stamp(path: Path) -> list[int]:
+    info = path.stat()
+    return [info.st_size, info.st_mtime_ns, info.st_ino]
+
+
+def _read_checked() -> dict[str, Any]:
+    try:
+        memo = json.loads((config.home() / CHECKED).read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return memo if isinstance(memo, dict) else {}
+
+
+def _remember(hashed: dict[Path, str]) -> None:
+    """Record each file's SHA-256 with its stamp (best effort: a read-only home skips it)."""
+    memo = _read_checked()
+    for path, sha256 in hashed.items():
+        key = str(path.resolve())
+        memo.pop(key, None)
+        memo[key] = [*_stamp(path), sha256]
+    target = config.home() / CHECKED
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        scratch = target.with_name(f"{CHECKED}.{os.getpid()}")
+        scratch.write_text(json.dumps(dict(list(memo.items())[-_CHECKED_KEPT:])), "utf-8")
+        scratch.replace(target)
+    except OSError:
+        pass
 
 
 def _sha256(path: Path) -> str:

