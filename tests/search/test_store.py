@@ -674,7 +674,8 @@ def _exact_selection(
 
     sql = "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?"
     counts = {p: raw(store).execute(sql, (item_expression(p),)).fetchone()[0] for p in items}
-    total, kept, ranked = store.chunk_count(), [], 0
+    total, ranked = store.chunk_count(), 0
+    kept: list[tuple[str, ...]] = []
     for parts in sorted((p for p in items if counts[p]), key=counts.__getitem__):
         if kept and (2 * counts[parts] > total or ranked + counts[parts] > budget):
             break
