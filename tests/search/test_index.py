@@ -711,8 +711,8 @@ def test_a_store_over_the_size_searches_through_the_graph_and_a_save_is_found_at
 
 
 def test_a_store_indexed_with_a_model_folder_is_searched_with_that_model(tmp_path: Path) -> None:
-    """``anekit index --model PATH`` records the folder in the store; a later search that
-    names no model embeds its query with it, not the default model. A store without the
+    """``anekit index --model PATH`` records the folder in the store; a later search or
+    index run that names no model embeds with it, not the default model. A store without the
     record (made before it was kept) is refused with the reason, not searched with the
     default model's vectors against another model's."""
     from anekit.search.store import Store
@@ -727,6 +727,10 @@ def test_a_store_indexed_with_a_model_folder_is_searched_with_that_model(tmp_pat
     with Index(root, cache=False) as reader:  # no model named
         assert reader.store.model_folder == folder.resolve()
         assert reader.search("parse duration", k=1, mode="vector")[0].path == "a.py"
+    (root / "b.py").write_text("def retry(send):\n    return send()\n")
+    with Index(root, lanes=["cpu"], cache=False) as again:  # `anekit index` once more
+        summary = again.update()
+    assert not summary.reset and (summary.indexed, summary.unchanged) == (1, 1)
     with Store(root / ".anekit") as store:
         store.set_model_folder(None)
     with Index(root, cache=False) as reader, pytest.raises(SearchError) as refused:

@@ -210,7 +210,7 @@ class Indexer(IndexedRoot):
     def _model_folder(self) -> Path | None:
         """The model's folder when the model was named by its path (a reader of the store
         then embeds queries with it); None for a model known by name."""
-        request = self.model
+        request = self.model_request()
         if request is None or not Path(request).expanduser().is_dir():
             return None
         return self._loaded_model().folder.resolve()
@@ -559,7 +559,7 @@ class Indexer(IndexedRoot):
         if self._model is None:
             from anekit.models.encoders import load_model
 
-            self._model = load_model(self.model)
+            self._model = load_model(self.model_request())
         return self._model
 
     def _tokenize(self, texts: list[str]) -> list[list[int]]:

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from anekit.errors import SearchError
-from anekit.search.store import Store, store_dir
+from anekit.search.store import DB_FILE, Store, store_dir
 
 __all__ = ["IndexedRoot", "find_root"]
 
@@ -32,7 +32,22 @@ class IndexedRoot:
 
     root: Path
     directory: Path
+    model: str | Path | None
     _store: Store | None
+
+    def model_request(self) -> str | Path | None:
+        """The model to embed with: the one asked for, else the folder the store was
+        indexed with when it was named by its path (``--model PATH``), else None (the
+        default). A store that cannot be read (damaged, or not there yet) records none."""
+        if self.model is not None:
+            return self.model
+        if not (self.directory / DB_FILE).is_file():
+            return None
+        try:
+            folder = self.store.model_folder
+        except SearchError:  # damaged: the writer's check rebuilds it, the reader says why
+            return None
+        return folder if folder is not None and folder.is_dir() else None
 
     @property
     def store(self) -> Store:

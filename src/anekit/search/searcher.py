@@ -390,7 +390,7 @@ class Searcher(IndexedRoot):
         (ONNX Runtime int8 for an int8 store, fp32 for fp16 and fp32 stores)."""
         identity = self.store.identity
         variant = "int8" if identity is not None and identity.variant == "int8" else "fp32"
-        return self._shared.models.get(self._query_model_request(), variant)
+        return self._shared.models.get(self.model_request(), variant)
 
     def _check_query_model(self) -> None:
         """A :class:`SearchError` when the query was embedded by another model than the
@@ -404,14 +404,6 @@ class Searcher(IndexedRoot):
             f"this search embeds queries with {embedder.model_id!r}: name the index's model "
             "(--model NAME or FOLDER), or index again with this one"
         )
-
-    def _query_model_request(self) -> str | Path | None:
-        """The model to embed queries with: the one asked for, else the folder the store
-        was indexed with when it was named by its path, else the default."""
-        if self.model is not None:
-            return self.model
-        folder = self.store.model_folder
-        return folder if folder is not None and folder.is_dir() else None
 
     def _query_vector(self, query: str) -> np.ndarray:
         """The query embedded in this process by :meth:`_query_model`."""
