@@ -36,16 +36,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from anekit import config
 from anekit.errors import ModelError
+from anekit.models.file_memo import FileMemo
 
 _log = logging.getLogger(__name__)
 
 MANIFEST = "anekit-manifest.json"
 KNOWN_ANSWERS = "anekit-known-answers.json"
-#: In ``$ANEKIT_HOME``: the SHA-256 of files already hashed, by path, size, mtime and inode.
-CHECKED = "checked.json"
-_CHECKED_KEPT = 256
+#: Files' SHA-256 recorded by path, size, mtime and inode: a load checks a fetched folder
+#: without hashing what did not change (``$ANEKIT_HOME/checked.json``, the latest 256).
+_CHECKED = FileMemo("checked.json", kept=256)
 
 
 class _Interrupted(ModelError):
@@ -137,7 +137,7 @@ def fetch_hub_model(
         raise
     shutil.rmtree(target, ignore_errors=True)
     partial.replace(target)
-    _remember({target / relpath: recorded["sha256"] for relpath, recorded in files.items()})
+    _CHECKED.record({target / relpath: recorded["sha256"] for relpath, recorded in files.items()})
     return target
 
 
@@ -345,43 +345,11 @@ def _check(
 def _hashed(path: Path, trust_stamps: bool) -> str:
     """The file's SHA-256; with ``trust_stamps``, the one recorded when it was last hashed
     if its size, mtime and inode are still those it had then."""
-    key, stamp = str(path.resolve()), _stamp(path)
-    known = _read_checked().get(key) if trust_stamps else None
-    if isinstance(known, list) and len(known) == 4 and known[:3] == stamp:
-        return str(known[3])
+    if trust_stamps:
+        return _CHECKED.value(path, lambda: _sha256(path))
     found = _sha256(path)
-    _remember({path: found})
+    _CHECKED.record({path: found})
     return found
-
-
-def _stamp(path: Path) -> list[int]:
-    info = path.stat()
-    return [info.st_size, info.st_mtime_ns, info.st_ino]
-
-
-def _read_checked() -> dict[str, Any]:
-    try:
-        memo = json.loads((config.home() / CHECKED).read_text("utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return memo if isinstance(memo, dict) else {}
-
-
-def _remember(hashed: dict[Path, str]) -> None:
-    """Record each file's SHA-256 with its stamp (best effort: a read-only home skips it)."""
-    memo = _read_checked()
-    for path, sha256 in hashed.items():
-        key = str(path.resolve())
-        memo.pop(key, None)
-        memo[key] = [*_stamp(path), sha256]
-    target = config.home() / CHECKED
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        scratch = target.with_name(f"{CHECKED}.{os.getpid()}")
-        scratch.write_text(json.dumps(dict(list(memo.items())[-_CHECKED_KEPT:])), "utf-8")
-        scratch.replace(target)
-    except OSError:
-        pass
 
 
 def _sha256(path: Path) -> str:

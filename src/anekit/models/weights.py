@@ -10,10 +10,8 @@ import functools
 import hashlib
 import json
 import mmap
-import os
 import struct
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from anekit import config
 from anekit.errors import ModelError
 from anekit.models.config import EncoderConfig, ModelConfig, ModernBertConfig
+from anekit.models.file_memo import FileMemo
 
 #: Prefixes checkpoints put before ``embeddings.`` / ``encoder.`` / ``layers.``.
 _PREFIXES = ("", "bert.", "roberta.", "model.", "electra.")
@@ -109,36 +107,8 @@ class ModernBertWeights(_MappedWords):
 ModelWeights = Weights | ModernBertWeights
 
 
-#: Checkpoints whose digest ``$ANEKIT_HOME/digests.json`` remembers (the latest used).
-_DIGESTS_KEPT = 64
-
-
-def _digests_path() -> Path:
-    return config.home() / "digests.json"
-
-
-def _read_digests() -> dict[str, Any]:
-    try:
-        found = json.loads(_digests_path().read_text("utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return found if isinstance(found, dict) else {}
-
-
-def _write_digests(memo: dict[str, Any]) -> None:
-    """Replace the memo file atomically; a home that cannot be written only costs a hash."""
-    path = _digests_path()
-    with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=".digests-", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump(memo, out)
-            os.replace(temp, path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
+#: Checkpoints' digests, by file (the latest 64 used).
+_DIGESTS = FileMemo("digests.json", kept=64)
 
 
 class _Checkpoint:
@@ -237,20 +207,7 @@ class _Checkpoint:
 
         Remembered in ``$ANEKIT_HOME/digests.json`` by the file's path, size, mtime and
         inode (hashing 90 MB took 0.18 s of every one-shot ``anekit search``)."""
-        try:
-            info = self.path.stat()
-            key = str(self.path.resolve())
-            stamp = [info.st_size, info.st_mtime_ns, info.st_ino]
-        except OSError:
-            return self._hash()
-        memo = _read_digests()
-        known = memo.get(key)
-        if isinstance(known, list) and len(known) == 4 and known[:3] == stamp:
-            return str(known[3])
-        found = self._hash()
-        memo[key] = [*stamp, found]
-        _write_digests(dict(list(memo.items())[-_DIGESTS_KEPT:]))
-        return found
+        return _DIGESTS.value(self.path, self._hash)
 
     def _hash(self) -> str:
         hasher = hashlib.sha256()
