@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from benchmachine import emit, machine, source_state
-from search_scale import _percentiles, queries
+from search_million import summarize_latency
+from search_scale import queries
 
 K = 10
 
@@ -69,15 +68,7 @@ def main(argv: list[str] | None = None) -> None:
     for block in range(args.blocks):
         for side in sides if block % 2 == 0 else reversed(list(sides)):
             samples[side].append(run(side)[0])
-    summary: dict[str, Any] = {}
-    for side, passes in samples.items():
-        flat = [value for one in passes for value in one]
-        summary[side] = {
-            **_percentiles(flat),
-            "pass_p50_min": min(statistics.median(one) for one in passes),
-            "pass_p50_max": max(statistics.median(one) for one in passes),
-            "count": len(flat),
-        }
+    summary = summarize_latency(samples)
     record = {
         "date": datetime.date.today().isoformat(),
         "machine": machine(),
