@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 import sys
 import threading
 import time
@@ -324,3 +326,55 @@ def test_searches_run_concurrently_and_share_one_vector_index(
     assert results[0]["hits"][0]["symbol"] == "parse_duration"
     assert len(opened) == 1  # one vector index for every reader thread
     assert 2 <= len(made) <= READERS
+
+
+def test_requests_piped_in_are_all_answered_after_stdin_ends(tmp_path: Path) -> None:
+    """A script writes its requests and closes stdin: every request read is answered before
+    the server exits (the SDK alone cancels those in flight: python-sdk#2678)."""
+    root = _repo(tmp_path / "repo")
+    calls = [
+        ("files", {}),
+        ("status", {}),
+        ("read", {"path": "app/session.py", "start_line": 1, "end_line": 3}),
+        ("search", {"query": "parse_duration", "mode": "keyword"}),
+        ("files", {"prefix": "app/"}),
+    ]
+    messages: list[dict[str, Any]] = [
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "script", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+    ]
+    messages += [
+        {
+            "jsonrpc": "2.0",
+            "id": number,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments},
+        }
+        for number, (name, arguments) in enumerate(calls, start=2)
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "anekit", "mcp", str(root), "--lane", "cpu"],
+        input="".join(json.dumps(message) + "\n" for message in messages),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            **os.environ,
+            "ANEKIT_HOME": str(tmp_path / "home"),
+        },
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    answers = {item["id"]: item for item in map(json.loads, done.stdout.splitlines())}
+    assert sorted(answers) == list(range(len(messages) - 1)), done.stderr[-2000:]
+    read = answers[4]["result"]["structuredContent"]
+    assert read["path"] == "app/session.py" and '"""HTTP sessions."""' in read["text"]

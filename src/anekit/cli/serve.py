@@ -23,6 +23,9 @@ def mcp(roots: tuple[Path, ...], lanes: tuple[str, ...], model: str | None) -> N
     Register it with a client as the command `anekit mcp /path/to/repo`; see
     docs/agents.md. Nothing but MCP messages goes to stdout.
     """
+    import anyio
+
+    from anekit.search.mcp_stdio import serve_stdio
     from anekit.search.priority import Priority, tune_heap
     from anekit.search.server import SearchService, mcp_server
 
@@ -34,7 +37,7 @@ def mcp(roots: tuple[Path, ...], lanes: tuple[str, ...], model: str | None) -> N
     priority.on_idle.append(service.release_memory)
     try:
         priority.background()  # until the first tool call
-        mcp_server(service).run("stdio")
+        anyio.run(serve_stdio, mcp_server(service))
     finally:
         service.close()
         priority.restore()
