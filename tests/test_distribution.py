@@ -38,15 +38,18 @@ def _pins() -> dict[str, Version]:
     return pins
 
 
-def _requirements() -> list[Requirement]:
+def _requirements(extra: str = "") -> list[Requirement]:
+    """The base requirements, or those of ``extra``, as pyproject.toml states them."""
     project = tomllib.loads(PYPROJECT.read_text())["project"]
-    return [Requirement(text) for text in project["dependencies"]]
+    texts = project["optional-dependencies"][extra] if extra else project["dependencies"]
+    return [Requirement(text) for text in texts]
 
 
 def test_requirements_are_ranges_the_pins_satisfy_each_upper_bound_with_its_reason() -> None:
     pins = _pins()
     lines = PYPROJECT.read_text().splitlines()
-    for requirement in _requirements():
+    # the search extra is installed beside the user's packages too: ranges as well
+    for requirement in _requirements() + _requirements("search"):
         operators = {spec.operator for spec in requirement.specifier}
         assert ">=" in operators and "==" not in operators, requirement  # a range
         pinned = pins[canonicalize_name(requirement.name)]
@@ -112,7 +115,15 @@ def test_the_wheel_holds_every_data_file_and_the_pins_satisfy_its_requirements(
     assert {canonicalize_name(r.name) for r in base} == {
         canonicalize_name(r.name) for r in _requirements() if r.marker is None
     }
-    for requirement in base:
+    search = [
+        r
+        for r in required
+        if r.marker is not None and r not in base and r.marker.evaluate({"extra": "search"})
+    ]
+    assert {canonicalize_name(r.name) for r in search} == {
+        canonicalize_name(r.name) for r in _requirements("search")
+    }
+    for requirement in base + search:
         assert requirement.specifier.contains(pins[canonicalize_name(requirement.name)])
 
 

@@ -163,6 +163,11 @@ class EmbeddingFailed(LaneError):
         self.vectors = vectors
 
 
+class MissingExtraError(AnekitError, ImportError):
+    """A part of anekit whose extra is not installed (``pip install 'anekit[search]'``);
+    the message names the extra, the missing distributions and the command."""
+
+
 class SearchError(AnekitError, ValueError):
     """Code search cannot go on: a path outside the indexed root, no store found, a store
     of a newer schema or locked by another writer; the message names the path."""

@@ -73,8 +73,6 @@ def serve(
     folder goes away is reported and no longer watched). Ctrl-C stops it. See
     docs/agents.md.
     """
-    import uvicorn
-
     from anekit.cli.watch import round_line
     from anekit.search import http
     from anekit.search.index import Index
@@ -111,6 +109,8 @@ def serve(
     for root in chosen:  # a lane or model that does not exist: an error now, not in a thread
         with Index(root, lanes=names, model=model, cache=False) as probe:
             probe.identity()
+    import uvicorn  # the search extra's (through mcp): after anekit.search has checked it
+
     try:
         if watch:
             watchers.start()

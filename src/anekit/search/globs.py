@@ -15,9 +15,15 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import re2
-
 from anekit.errors import SearchError
+from anekit.extras import require
+
+# Every way into code search (Index, the walk, the store's filters, the servers) imports
+# this module before any other package of the search extra: without the extra, the clear
+# error is raised here, not a ModuleNotFoundError deeper in.
+require("search", "code search (anekit index, search, watch, mcp, serve; anekit.search)")
+
+import re2  # noqa: E402  (after the check above)
 
 if TYPE_CHECKING:  # pathspec takes 20 ms to import: only when a glob is compiled
     from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
