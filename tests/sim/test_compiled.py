@@ -128,3 +128,18 @@ def test_programs_it_cannot_lower_run_in_the_interpreter() -> None:
     with pytest.warns(DeprecationWarning, match="is now executor="):
         single = sim.run_op("add", np.ones(3, F32), np.ones(3, F32), engine="interpreter")
     np.testing.assert_array_equal(single, np.full(3, 2, F32))
+
+
+def test_outputs_that_ended_constant_or_zero_are_marked_by_both_engines() -> None:
+    def block(x: Any) -> Any:
+        zeroed = np.maximum(x, 0.0)  # x is all negative: every element 0
+        flat = zeroed + 3.0  # every element 3
+        return flat * x  # varies
+
+    x = -np.linspace(1.0, 2.0, 64, dtype=F32).reshape(2, 32)
+    fast, slow = both(block, x)
+    for result in (fast, slow):
+        by_type = {stats.op_type: stats for stats in result.report.ops}
+        assert by_type["maximum"].constant == 0.0 and by_type["add"].constant == 3.0
+        assert by_type["mul"].constant is None
+        assert [op["constant"] for op in result.report.to_json()["ops"]] == [0.0, 3.0, None]

@@ -23,7 +23,7 @@ from anekit.errors import ProgramError, UnsupportedOpError
 from anekit.ops.groups import CONSTANT, VALUE_PRESERVING
 from anekit.ops.numerics import Numerics
 from anekit.ops.registry import OpContext, record, supported_ops
-from anekit.sim.report import NumericsFinding, NumericsReport, OpStats
+from anekit.sim.report import NumericsFinding, NumericsReport, OpStats, constant_of
 
 _CONSTANTS: weakref.WeakKeyDictionary[Any, dict[str, tuple[Any, ...]]] = weakref.WeakKeyDictionary()
 
@@ -42,15 +42,16 @@ def _stats(name: str, op_type: str, value: Any, location: str | None) -> OpStats
     """What the float array ``value`` looks like: its largest |finite value| and its count
     of inf/NaN."""
     array = np.asarray(value)
-    max_abs, nonfinite = 0.0, 0
+    max_abs, nonfinite, constant = 0.0, 0, None
     if array.size:
         high, low = float(np.max(array)), float(np.min(array))
         max_abs = max(abs(high), abs(low))
+        constant = constant_of(array.shape, high, low)
         if not (np.isfinite(high) and np.isfinite(low)):  # NaN or inf anywhere shows here
             finite = np.isfinite(array)
             nonfinite = int(array.size - np.count_nonzero(finite))
             max_abs = float(np.max(np.abs(array[finite]))) if nonfinite < array.size else 0.0
-    return OpStats(name, op_type, tuple(array.shape), max_abs, nonfinite, location)
+    return OpStats(name, op_type, tuple(array.shape), max_abs, nonfinite, location, constant)
 
 
 def _is_float(value: Any) -> bool:
@@ -404,10 +405,12 @@ def _run_compiled(
         probes = {key: next(values) for key in lowered_op.probes}
         if not np.isfinite(total) or not all(np.isfinite(list(probes.values()))):
             return None
-        peak = max(abs(high), abs(probes.pop("low")))
+        low = probes.pop("low")
+        peak = max(abs(high), abs(low))
         location = _miltext.op_location(op)
         shape = static_shape(var) or ()
-        report.ops.append(OpStats(var.name, op.op_type, shape, peak, 0, location))
+        constant = constant_of(shape, high, low)
+        report.ops.append(OpStats(var.name, op.op_type, shape, peak, 0, location, constant))
         arguments = cliff_arguments(lowered_op, probes)
         for rule, message in record(op.op_type).check(op, arguments, peak):
             report.warnings.append(NumericsFinding(rule, var.name, op.op_type, message, location))

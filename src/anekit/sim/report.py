@@ -32,6 +32,9 @@ class OpStats:
     max_abs: float
     nonfinite: int
     location: str | None
+    #: The value every element holds, when the output (more than one element) ended
+    #: constant: 0.0 is an output zeroed (``x / sqrt(inf)``, a ReLU of all negatives).
+    constant: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -41,7 +44,19 @@ class OpStats:
             "max_abs": self.max_abs,
             "nonfinite": self.nonfinite,
             "location": self.location,
+            "constant": self.constant,
         }
+
+
+def constant_of(shape: tuple[int, ...], high: float, low: float) -> float | None:
+    """The value of an output whose largest and smallest elements are ``high`` and
+    ``low``, when it has more than one element and they are equal and finite."""
+    size = 1
+    for dim in shape:
+        size *= dim
+    if size > 1 and high == low and np.isfinite(high):
+        return float(high) + 0.0  # -0.0 reads as 0
+    return None
 
 
 @dataclass(frozen=True)
