@@ -19,7 +19,6 @@ the caller then uses the interpreter.
 from __future__ import annotations
 
 import logging
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,7 +123,11 @@ def compile_function(func: Any, numerics: Numerics) -> CompiledFunction:
 
 
 _Entries = dict[tuple[Any, ...], CompiledFunction | None]
-_CACHE: weakref.WeakKeyDictionary[Any, _Entries] = weakref.WeakKeyDictionary()
+#: The attribute of a MIL function that holds its compiled forms. On the function itself,
+#: not in a weak-keyed table: a compiled form holds the function's ops and vars (its
+#: report names them), which would keep a table's key alive for ever; as an attribute, the
+#: function and its compiled forms are freed together.
+_ATTRIBUTE = "_anekit_compiled"
 
 
 def _fingerprint(func: Any) -> int:
@@ -140,7 +143,10 @@ def cached(func: Any, numerics: Numerics) -> CompiledFunction | None:
 
     Cached per function object and its wiring, so a program rewritten in place (by
     a pass) is compiled again."""
-    entry = _CACHE.setdefault(func, {})
+    entry: _Entries | None = getattr(func, _ATTRIBUTE, None)
+    if entry is None:
+        entry = {}
+        setattr(func, _ATTRIBUTE, entry)
     fingerprint = _fingerprint(func)
     for stale in [key for key in entry if key[2] != fingerprint]:
         del entry[stale]
