@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install demo test test-slow test-all lint typecheck pytest pytest-slow clean
+.PHONY: install demo test test-slow test-all lint typecheck pytest pytest-slow clean chromium
 
 install: $(STAMP)
 
@@ -57,23 +57,36 @@ lint: install $(ACTIONLINT_STAMP)
 typecheck: install
 	$(BIN)/mypy
 
+# The browser tests (tests/pages) drive Debian's Chromium with Playwright: Playwright's own
+# browser download cannot be reached from CI. Installed here when missing, as root with
+# apt-get; elsewhere those tests skip and say why (ANEKIT_CHROMIUM names another browser).
+CHROMIUM ?= /usr/bin/chromium
+
+chromium:
+	@if [ -x "$(CHROMIUM)" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing Debian's chromium for the browser tests"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else echo "no Chromium at $(CHROMIUM) and no root apt-get: the browser tests will skip" >&2; fi
+
 # Two workers (CI has 2 cores); each test file stays on one worker, so that its
 # module fixtures are built once. Built model packages are shared by both.
 # `make test` (CI) leaves out the tests marked slow (more crash points, more worker
 # faults, the watcher and servers end to end); `make test-all` runs them too.
-PYTEST := ANEKIT_REQUIRE_TORCH=1 $(BIN)/pytest -q -n 2 --dist loadfile
+PYTEST := ANEKIT_REQUIRE_TORCH=1 ANEKIT_CHROMIUM=$(CHROMIUM) $(BIN)/pytest -q -n 2 --dist loadfile
 
-pytest: install
+pytest: install chromium
 	$(PYTEST) -m "not slow"
 
-pytest-slow: install
+pytest-slow: install chromium
 	$(PYTEST) -m slow
 
 test: lint typecheck pytest
 
 test-slow: pytest-slow
 
-test-all: lint typecheck
+test-all: lint typecheck chromium
 	$(PYTEST)
 
 clean:

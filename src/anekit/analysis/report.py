@@ -1,12 +1,14 @@
 """``PlacementReport``: what is expected to run on the ANE, per op and family, and why not.
 
 Rendered as JSON (schema in docs/placement.md; byte-identical for the same
-program), Markdown, or rich tables by the CLI.
+program), Markdown, an HTML page (:meth:`PlacementReport.to_html`, from the JSON), or rich
+tables by the CLI.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from typing import Any
@@ -84,6 +86,8 @@ class OpPlacement:
             "verdict": {family: self.table[family] for family in families},
             "device": {family: self.device[family] for family in families},
             "findings": [finding.to_json() for finding in self.findings],
+            "reason": {family: self.reason(family) for family in families},
+            "fix": {family: self.fix(family) for family in families},
             "actual": self.actual,
         }
 
@@ -198,6 +202,21 @@ class PlacementReport:
     def dumps(self) -> str:
         """The report as JSON text: sorted keys, no NaN, stable for the same program."""
         return json.dumps(self.to_json(), indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+    def to_html(self, numerics: Mapping[str, Any] | None = None, passes: Any = None) -> str:
+        """The report as one self-contained HTML page (what ``anekit doctor --html``
+        writes). ``numerics``: per function name, its :class:`NumericsReport` (or its JSON,
+        or the error that stopped its simulation); ``passes``: the :class:`PassReport`."""
+        from anekit.pages import program_page
+
+        simulated = None
+        if numerics is not None:
+            simulated = {
+                name: value.to_json() if hasattr(value, "to_json") else value
+                for name, value in numerics.items()
+            }
+        recorded = passes.to_json() if hasattr(passes, "to_json") else passes
+        return program_page(self.to_json(), simulated, recorded)
 
     def to_markdown(self) -> str:
         lines = [

@@ -23,7 +23,14 @@ from anekit.cli._common import (
     titled_table,
     with_json,
 )
-from anekit.cli._inputs import check_package
+from anekit.cli._inputs import check_package, seed_option
+from anekit.cli._pages import (
+    check_html,
+    html_option,
+    saved_for_simulation,
+    simulate_functions,
+    write_page,
+)
 from anekit.errors import AnekitError, PlacementError, ProbeError, ProgramError, TraceError
 
 if TYPE_CHECKING:  # imported where used: anekit.analysis imports coremltools
@@ -413,6 +420,16 @@ def _exit_status(report: PlacementReport, strict: bool) -> int:
     default=None,
     help="On macOS, write ops where the compute plan disagrees with the prediction as JSON.",
 )
+@html_option
+@click.option(
+    "--simulate/--no-simulate",
+    "simulate_page",
+    default=True,
+    show_default=True,
+    help="With --html, run each function in the fp16 simulator (random inputs, --seed) "
+    "and show its numerics per op on the page.",
+)
+@seed_option
 @with_json
 def doctor(
     target: str,
@@ -427,6 +444,9 @@ def doctor(
     use_plan: bool,
     coreai_plan: bool | None,
     report_disagreements: Path | None,
+    html: Path | None,
+    simulate_page: bool,
+    seed: int,
     as_json: bool,
 ) -> None:
     """Which ops of TARGET Core ML is expected to place on the ANE, and why not.
@@ -441,6 +461,7 @@ def doctor(
     fall back (or, with --strict, when any risk is found), 2 on errors.
     """
     package = _checked(target, shapes, function, passes)
+    check_html(html)
     from anekit.analysis.optable import load as load_op_table
 
     load_op_table().chosen_families(families)  # the op table alone: no coremltools yet
@@ -462,6 +483,8 @@ def doctor(
     plans = None
     if coreai_plan or (coreai_plan is None and use_plan):
         plans = _coreai_plan(report, package, program, function, required=bool(coreai_plan))
+    if html is not None:
+        write_page(html, _page(report, package, program, simulate_page, seed))
     if as_json:
         click.echo(report.dumps(), nl=False)
     elif markdown:
@@ -487,6 +510,25 @@ def doctor(
                 f"--report-disagreements {esc_path(where)} writes them for an op-table issue."
             )
     sys.exit(_exit_status(report, strict))
+
+
+def _page(
+    report: PlacementReport, package: Path | None, program: Any, simulate: bool, seed: int
+) -> str:
+    """The report's HTML page: with each function's simulated numerics (``simulate``) and,
+    for a traced function, the pass report."""
+    numerics = None
+    if simulate:
+        names = [item.name for item in report.functions]
+        if package is not None:
+            numerics = simulate_functions(package, names, seed=seed)
+        else:
+            saved, remove = saved_for_simulation(program)
+            try:
+                numerics = simulate_functions(saved, names, seed=seed)
+            finally:
+                remove()
+    return report.to_html(numerics, program.pass_report if program is not None else None)
 
 
 def _table_rows(table: OpTable, families: list[str]) -> list[dict[str, Any]]:

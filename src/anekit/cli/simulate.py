@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -16,6 +17,7 @@ from anekit.cli._inputs import (
     program_inputs,
     seed_option,
 )
+from anekit.cli._pages import check_html, html_option, simulate_functions, write_page
 
 
 @click.command()
@@ -57,6 +59,7 @@ from anekit.cli._inputs import (
     help="Fail (exit 2) when an output is garbage: inf/NaN, or zeroed by an overflow "
     "(also ANEKIT_STRICT_NUMERICS=1).",
 )
+@html_option
 @with_json
 def simulate(
     path: Path,
@@ -68,6 +71,7 @@ def simulate(
     seed: int,
     top: int,
     strict: bool,
+    html: Path | None,
     as_json: bool,
 ) -> None:
     """Run a package in the ANE simulator and report its fp16 numerics.
@@ -83,6 +87,7 @@ def simulate(
         )
     check_package(path)
     check_inputs(inputs)
+    check_html(html)
     import anekit  # coremltools and the simulator: only once the arguments are good
     from anekit import sim
 
@@ -99,6 +104,8 @@ def simulate(
         executor=engine,
     )
     report = result.report
+    if html is not None:
+        _write_page(html, path, program, function, report, inputs, seed, mode, used, engine)
     problems = report.output_problems(result.outputs)
     if problems and (strict or config.strict_numerics()):
         raise errors.NumericsError("simulated fp16 numerics: " + "; ".join(problems))
@@ -137,3 +144,39 @@ def simulate(
             stderr.print(f"NumericsWarning: {esc(problem)}")
     if not report.ok:
         sys.exit(1)
+
+
+def _write_page(
+    html: Path,
+    path: Path,
+    program: Any,
+    function: str | None,
+    report: Any,
+    inputs: Path | None,
+    seed: int,
+    mode: str,
+    accumulation: str,
+    engine: str,
+) -> None:
+    """The page: placement and numerics of the function run, or, with no --function, of
+    every function of the package (each simulated with the same options)."""
+    from anekit import pages, sim
+    from anekit.analysis import analyze
+
+    placement = analyze(path, function=function)
+    others = [item.name for item in placement.functions if item.name != program.function_name]
+
+    def run(other: Any, feeds: dict[str, Any]) -> Any:
+        return sim.run(
+            other.program,
+            feeds,
+            mode=mode,
+            accumulation=accumulation,
+            function=other.function_name,
+            executor=engine,
+        )
+
+    numerics: dict[str, Any] = {program.function_name: report.to_json()}
+    if function is None:
+        numerics |= simulate_functions(path, others, seed=seed, inputs=inputs, run=run)
+    write_page(html, pages.program_page(placement.to_json(), numerics))
