@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -128,3 +131,34 @@ def int8() -> Any:
     embedder = Embedder(runtime="sim", max_length=512, variant="int8")
     embedder.package()
     return embedder
+
+
+# The browser the page tests (tests/pages) drive: Debian's Chromium, by Playwright
+# (headless). Playwright's own browser download cannot be reached from these machines:
+# /usr/bin/chromium ($ANEKIT_CHROMIUM to name another), which `make test` installs as root
+# with apt-get; the tests skip, saying so, where there is none. Screenshots go to
+# $ANEKIT_TEST_ARTIFACTS (default: test-artifacts/ in the checkout).
+
+CHROMIUM = Path(os.environ.get("ANEKIT_CHROMIUM", "/usr/bin/chromium"))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not CHROMIUM.exists() and shutil.which(str(CHROMIUM)) is None:
+        pytest.skip(
+            f"no Chromium at {CHROMIUM}: `make test` installs Debian's (apt-get install "
+            "chromium, as root); elsewhere set ANEKIT_CHROMIUM to a Chromium executable"
+        )
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as driver:
+        launched = driver.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def artifacts() -> Path:
+    default = Path(__file__).resolve().parents[1] / "test-artifacts"
+    folder = Path(os.environ.get("ANEKIT_TEST_ARTIFACTS", default))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder

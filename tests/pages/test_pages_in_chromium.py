@@ -1,49 +1,17 @@
-"""The pages in a real browser: Debian's Chromium, driven by Playwright (headless).
-
-Playwright's own browser download cannot be reached from these machines: the tests use
-``/usr/bin/chromium`` (``$ANEKIT_CHROMIUM`` to name another), which ``make test``
-installs as root with apt-get, and skip, saying so, where there is none. Screenshots and
-the measured load times go to ``$ANEKIT_TEST_ARTIFACTS`` (default: test-artifacts/ in
-the checkout); nothing here asserts a time."""
+"""The program pages in a real browser (the ``browser`` and ``artifacts`` fixtures are in
+tests/conftest.py). The measured load times go to the artifacts with the screenshots; nothing
+here asserts a time."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 from click.testing import CliRunner
 
 from anekit.cli import cli
-
-CHECKOUT = Path(__file__).resolve().parents[2]
-CHROMIUM = Path(os.environ.get("ANEKIT_CHROMIUM", "/usr/bin/chromium"))
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists() and shutil.which(str(CHROMIUM)) is None:
-        pytest.skip(
-            f"no Chromium at {CHROMIUM}: `make test` installs Debian's (apt-get install "
-            "chromium, as root); elsewhere set ANEKIT_CHROMIUM to a Chromium executable"
-        )
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as driver:
-        launched = driver.chromium.launch(executable_path=str(CHROMIUM), headless=True)
-        yield launched
-        launched.close()
-
-
-@pytest.fixture(scope="module")
-def artifacts() -> Path:
-    folder = Path(os.environ.get("ANEKIT_TEST_ARTIFACTS", CHECKOUT / "test-artifacts"))
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def _open(browser: Any, page_file: Path) -> tuple[Any, float]:

@@ -81,6 +81,7 @@ def serve(
     from anekit.search.shared_lanes import SharedLanes
     from anekit.search.watch import Round
     from anekit.search.watch_roots import RootWatchers
+    from anekit.search.web import WebPage
 
     if rotate_token or show_token:
         token = http.rotate_token() if rotate_token else http.read_token()
@@ -114,11 +115,12 @@ def serve(
     try:
         if watch:
             watchers.start()
-        app = http.http_app(mcp_server(service), token)
+        app = http.http_app(mcp_server(service), token, WebPage(service, http.HOST, port))
         priority.background()  # out of it for each watcher round and tool call
         stderr.print(
             f"serving {', '.join(esc_path(root) for root in chosen)} at "
-            f"http://{http.HOST}:{port}/mcp (token: {esc_path(http.token_path())})"
+            f"http://{http.HOST}:{port}/mcp (token: {esc_path(http.token_path())}); "
+            f"search page: http://{http.HOST}:{port}/"
         )
         uvicorn.Server(
             uvicorn.Config(

@@ -146,9 +146,14 @@ def _port_holder(port: int) -> str:
     return "another process"
 
 
-def http_app(server: Any, token: str) -> Any:
-    """The Starlette app: ``/mcp`` behind the bearer token, and an open ``GET /health``."""
+def http_app(server: Any, token: str, page: Any = None) -> Any:
+    """The Starlette app: ``/mcp`` behind the bearer token, and an open ``GET /health``;
+    with ``page`` (a :class:`~anekit.search.web.WebPage`), the search page at ``GET /``
+    (open: it holds no data) and its API under ``/api/`` (behind the token), both refused
+    for a foreign Host or Origin."""
     from starlette.responses import JSONResponse
+
+    from anekit.search.web import API_PREFIX
 
     app = server.streamable_http_app(
         streamable_http_path="/mcp",
@@ -165,6 +170,15 @@ def http_app(server: Any, token: str) -> Any:
         if scope["path"] == "/health" and scope["method"] == "GET":
             await JSONResponse({"status": "ok"})(scope, receive, send)
             return
+        web = page is not None and (scope["path"] == "/" or scope["path"].startswith(API_PREFIX))
+        if web:
+            refused = page.allowed(scope)
+            if refused is not None:
+                await JSONResponse({"error": refused}, status_code=403)(scope, receive, send)
+                return
+            if scope["path"] == "/" and scope["method"] == "GET":
+                await page.page_response(scope, receive, send)
+                return
         given = dict(scope["headers"]).get(b"authorization", b"")
         scheme, _, credentials = given.partition(b" ")
         # compare_digest on every request, whatever the scheme: no shortcut to time
@@ -185,6 +199,9 @@ def http_app(server: Any, token: str) -> Any:
         async def replay() -> Any:
             return buffered.pop(0) if buffered else await receive()
 
+        if web:
+            await page.api(scope, replay, send)
+            return
         await app(scope, replay, send)
 
     return guarded

@@ -245,16 +245,24 @@ class SearchService:
             self._query_model = load_model(self.model).model_id
         return self._query_model
 
-    def read(self, path: str, start_line: int = 1, end_line: int | None = None) -> dict[str, Any]:
+    def read(
+        self,
+        path: str,
+        start_line: int = 1,
+        end_line: int | None = None,
+        root: str | None = None,
+    ) -> dict[str, Any]:
         """Lines ``start_line..end_line`` (1-based, inclusive; at most READ_MAX_LINES) of a
         file that the index of a served root would take (:func:`anekit.search.walk.check`:
         no symbolic link, no hidden or ignored path, no store, at most MAX_FILE_BYTES of
-        UTF-8 text): a relative path is taken from the first root holding it."""
+        UTF-8 text): a relative path is taken from ``root`` (a served root's path or name),
+        else from the first root holding it."""
         if start_line < 1:
             raise SearchError(f"start_line must be at least 1, got {start_line}")
         if end_line is not None and end_line < start_line:
             raise SearchError(f"end_line ({end_line}) is before start_line ({start_line})")
-        root, entry = self._readable(path)
+        served = self.roots if root is None else [self._root(root)]
+        where, entry = self._readable(path, served)
         text = read_file(entry)
         if isinstance(text, Skipped):
             raise SearchError(f"{path}: not served: {_why_skipped(text)}")
@@ -262,7 +270,7 @@ class SearchService:
         end = len(lines) if end_line is None else end_line
         last = min(end, len(lines), start_line + READ_MAX_LINES - 1)
         return {
-            "root": str(root),
+            "root": str(where),
             "path": entry.relpath,
             "start_line": start_line,
             "end_line": max(last, start_line - 1),
@@ -270,12 +278,12 @@ class SearchService:
             "text": "\n".join(lines[start_line - 1 : last]),
         }
 
-    def _readable(self, path: str) -> tuple[Path, FileEntry]:
-        """The served root and walk entry of ``path``; a SearchError saying why not."""
+    def _readable(self, path: str, served: Sequence[Path]) -> tuple[Path, FileEntry]:
+        """The root of ``served`` and walk entry of ``path``; a SearchError saying why not."""
         outside = f"{path}: outside the served roots; read only reads indexed code"
         if Path(path).is_absolute():
             choices = []
-            for root in self.roots:
+            for root in served:
                 try:
                     choices.append((root, relpath_in(root, Path(path))))
                 except SearchError:
@@ -283,7 +291,7 @@ class SearchService:
         else:  # "./src/x.py", "src//x.py", "src/../x.py": the walk's form, "src/x.py"
             normal = posixpath.normpath(path)
             escapes = normal == ".." or normal.startswith("../")
-            choices = [] if escapes else [(root, normal) for root in self.roots]
+            choices = [] if escapes else [(root, normal) for root in served]
         if not choices:
             raise SearchError(outside)
         for root, relpath in choices:
