@@ -157,6 +157,16 @@ def test_a_compiled_function_is_kept_with_its_function_and_freed_with_it() -> No
     # the compiled form holds the function's ops (its report names them): a table keyed
     # weakly by the function would keep both alive for ever (the MiniLM page's 6 buckets
     # grew the simulator's memory from 2.1 to 5.4 GB)
+    # a copy or a pickle of the program carries none of it (an ONNX Runtime session can be
+    # neither): it compiles its own
+    import copy
+    import pickle
+
+    twin = copy.deepcopy(program.program).functions["main"]
+    assert getattr(twin, "_anekit_compiled", {}) == {}
+    assert pickle.loads(pickle.dumps(func._anekit_compiled)) == {}
+    assert compiled.cached(twin, Numerics("ane")) is not first
+    del twin
     dead = weakref.ref(func), weakref.ref(first)
     del program, func, first
     gc.collect()

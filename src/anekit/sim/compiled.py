@@ -122,7 +122,21 @@ def compile_function(func: Any, numerics: Numerics) -> CompiledFunction:
     return CompiledFunction(session, list(func.inputs), list(func.outputs), low.records, numerics)
 
 
-_Entries = dict[tuple[Any, ...], CompiledFunction | None]
+class _Entries(dict[tuple[Any, ...], CompiledFunction | None]):
+    """A function's compiled forms. A copy or a pickle of the function (coremltools deep-
+    copies programs, the direct path pickles them) gets none: its ops are other objects,
+    and an ONNX Runtime session can be neither copied nor pickled."""
+
+    def __copy__(self) -> _Entries:
+        return _Entries()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Entries:
+        return _Entries()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Entries, ())
+
+
 #: The attribute of a MIL function that holds its compiled forms. On the function itself,
 #: not in a weak-keyed table: a compiled form holds the function's ops and vars (its
 #: report names them), which would keep a table's key alive for ever; as an attribute, the
@@ -145,7 +159,7 @@ def cached(func: Any, numerics: Numerics) -> CompiledFunction | None:
     a pass) is compiled again."""
     entry: _Entries | None = getattr(func, _ATTRIBUTE, None)
     if entry is None:
-        entry = {}
+        entry = _Entries()
         setattr(func, _ATTRIBUTE, entry)
     fingerprint = _fingerprint(func)
     for stale in [key for key in entry if key[2] != fingerprint]:
