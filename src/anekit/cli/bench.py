@@ -12,6 +12,7 @@ import click
 
 from anekit._bench_columns import COLUMNS, DEFAULT_COLUMNS
 from anekit.cli._common import emit_json, esc, stderr, with_json
+from anekit.cli._pages import check_html, html_option, write_page
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -64,6 +65,7 @@ _MEASURE_OPTIONS = [
         default=None,
         help="Also write the JSON report here (the file to share with the table).",
     ),
+    html_option,
 ]
 
 
@@ -73,9 +75,16 @@ def measure_options(func: F) -> F:
     return func
 
 
-def _show(payload: dict[str, Any], text: str, save: Path | None, as_json: bool) -> None:
+def _show(
+    payload: dict[str, Any], text: str, save: Path | None, html: Path | None, as_json: bool
+) -> None:
     if save is not None:
         save.write_text(json.dumps(payload, indent=2) + "\n")
+    if html is not None:
+        from anekit import pages
+
+        name = save.name if save is not None else "this run"
+        write_page(html, pages.bench_page([(name, payload)]))
     if as_json:
         emit_json(payload)
     else:
@@ -123,6 +132,7 @@ def bench(
     passes: int,
     warmup: int,
     save: Path | None,
+    html: Path | None,
     no_model: bool,
     latency_mode: bool,
     in_flight: int,
@@ -135,6 +145,9 @@ def bench(
     (private API, macOS). A missing column says why. `anekit bench sweep`: a grid."""
     if ctx.invoked_subcommand is not None:
         return
+    check_html(html)
+    if latency_mode and html is not None:
+        raise click.UsageError("--html charts throughput; it does not take --latency")
     from anekit import bench as bench_module
 
     chosen = columns or DEFAULT_COLUMNS
@@ -150,7 +163,7 @@ def bench(
                 progress=_progress(as_json),
             )
             text = bench_module.latency_markdown(rows, chosen)
-            _show(bench_module.latency_json(rows, chosen), text, save, as_json)
+            _show(bench_module.latency_json(rows, chosen), text, save, None, as_json)
             return
         result = bench_module.run(
             size=size,
@@ -163,7 +176,7 @@ def bench(
         )
     except ValueError as error:
         raise click.UsageError(str(error)) from error
-    _show(result.to_json(), bench_module.markdown(result), save, as_json)
+    _show(result.to_json(), bench_module.markdown(result), save, html, as_json)
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -193,11 +206,13 @@ def sweep(
     passes: int,
     warmup: int,
     save: Path | None,
+    html: Path | None,
     as_json: bool,
 ) -> None:
     """conv1x1 on (1, C, 1, S) and x·W with x (S, C), W (C, C) over a grid of channels and
     sequence lengths, on every column: where throughput steps as shapes grow."""
     grid = _sizes(channels), _sizes(sequence)
+    check_html(html)
     from anekit import bench as bench_module  # coremltools: only once the arguments are good
 
     rows = bench_module.sweep_workloads(*grid)
@@ -212,4 +227,35 @@ def sweep(
         )
     except ValueError as error:
         raise click.UsageError(str(error)) from error
-    _show(result.to_json(), bench_module.markdown(result), save, as_json)
+    _show(result.to_json(), bench_module.markdown(result), save, html, as_json)
+
+
+@bench.command()
+@click.argument(
+    "files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+@click.option(
+    "--html",
+    "html",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="The page to write: one self-contained HTML file (no network).",
+)
+def plot(files: tuple[Path, ...], html: Path) -> None:
+    """Chart saved bench JSON (`anekit bench --save FILE`, `bench sweep --save FILE`):
+    GFLOP/s against each workload's size, one line per column and per file, so that
+    several machines' runs read on one chart."""
+    from anekit import pages
+
+    check_html(html)
+    runs = []
+    for path in files:
+        try:
+            payload = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as error:
+            raise click.BadParameter(f"{path}: not JSON: {error}", param_hint="FILES") from error
+        try:
+            runs.append((path.name, pages.check_bench_json(payload, str(path))))
+        except pages.BenchFileError as error:
+            raise click.BadParameter(str(error), param_hint="FILES") from error
+    write_page(html, pages.bench_page(runs))
