@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
 from typing import Any
@@ -103,27 +104,28 @@ def simulate(
         function=program.function_name,
         executor=engine,
     )
-    report = result.report
-    if html is not None:
-        _write_page(html, path, program, function, report, inputs, seed, mode, used, engine)
+    report, seconds, name = result.report, result.seconds, program.function_name
     problems = report.output_problems(result.outputs)
+    outputs = [
+        {"name": output, "shape": list(value.shape), "dtype": str(value.dtype)}
+        for output, value in result.outputs.items()
+    ]
+    if html is not None:
+        # this function's program and compiled engine go before the others' are made
+        del program, result, feeds
+        gc.collect()  # the MIL program holds cycles
+        _write_page(html, path, name, function, report, inputs, seed, mode, used, engine)
     if problems and (strict or config.strict_numerics()):
         raise errors.NumericsError("simulated fp16 numerics: " + "; ".join(problems))
     if as_json:
         payload = report.to_json()
         payload["package"] = str(path)
-        payload["seconds"] = result.seconds
+        payload["seconds"] = seconds
         payload["problems"] = problems
-        payload["outputs"] = [
-            {"name": name, "shape": list(value.shape), "dtype": str(value.dtype)}
-            for name, value in result.outputs.items()
-        ]
+        payload["outputs"] = outputs
         emit_json(payload)
     else:
-        stdout.print(
-            f"[bold]{esc_path(path)}[/] function {esc(repr(program.function_name))}: "
-            f"{len(report.ops)} ops"
-        )
+        stdout.print(f"[bold]{esc_path(path)}[/] function {esc(repr(name))}: {len(report.ops)} ops")
         stdout.print(report.summary(), markup=False)
         title = f"Largest values ({mode} numerics, simulated)"
         columns = ("op", "type", "shape", "max |value|", "inf/NaN", "traced from")
@@ -139,7 +141,7 @@ def simulate(
                 esc(item.location or ""),
             )
         stdout.print(table)
-        stdout.print(f"simulated in {result.seconds:.2f} s")
+        stdout.print(f"simulated in {seconds:.2f} s")
         for problem in problems:
             stderr.print(f"NumericsWarning: {esc(problem)}")
     if not report.ok:
@@ -149,7 +151,7 @@ def simulate(
 def _write_page(
     html: Path,
     path: Path,
-    program: Any,
+    simulated: str,
     function: str | None,
     report: Any,
     inputs: Path | None,
@@ -158,13 +160,13 @@ def _write_page(
     accumulation: str,
     engine: str,
 ) -> None:
-    """The page: placement and numerics of the function run, or, with no --function, of
-    every function of the package (each simulated with the same options)."""
+    """The page: placement and numerics of the function run (``simulated``), or, with no
+    --function, of every function of the package (each simulated with the same options)."""
     from anekit import pages, sim
     from anekit.analysis import analyze
 
     placement = analyze(path, function=function)
-    others = [item.name for item in placement.functions if item.name != program.function_name]
+    others = [item.name for item in placement.functions if item.name != simulated]
 
     def run(other: Any, feeds: dict[str, Any]) -> Any:
         return sim.run(
@@ -176,7 +178,7 @@ def _write_page(
             executor=engine,
         )
 
-    numerics: dict[str, Any] = {program.function_name: report.to_json()}
+    numerics: dict[str, Any] = {simulated: report.to_json()}
     if function is None:
         numerics |= simulate_functions(path, others, seed=seed, inputs=inputs, run=run)
     write_page(html, pages.program_page(placement.to_json(), numerics))
