@@ -38,8 +38,11 @@ def _visible_rows(page: Any, panel: int) -> int:
     return int(page.locator(f"[data-panel='{panel}'] tr.op:not(.hidden)").count())
 
 
-def test_the_minilm_package_page(browser: Any, artifacts: Path, fp16: Any, tmp_path: Path) -> None:
-    package = fp16.package().path
+def test_the_minilm_package_page(browser: Any, artifacts: Path, tmp_path: Path) -> None:
+    from anekit.models.encoders import EncoderOptions, load_model, package_of
+
+    # the package the fp16 tests share (built once a run), without opening an encoder
+    package = package_of(load_model(None, max_length=512), EncoderOptions("fp16")).path
     out = tmp_path / "minilm.html"
     done = CliRunner().invoke(
         cli, ["doctor", str(package), "--html", str(out), "--no-simulate", "--json"]

@@ -139,7 +139,7 @@ def test_the_api_is_the_tools_work_and_refuses_what_they_refuse(served: Served) 
     assert served.get("/api/search?q=x&k=many", token).status_code == 400
     assert served.get("/api/nothing", token).status_code == 404
     status = served.get("/api/status", token).json()
-    assert status["roots"][0]["files"] == 2
+    assert status["roots"][0]["files"] == 2 and status["lanes"] == ["cpu"]
 
 
 def test_the_page_in_a_browser(served: Served, browser: Any, artifacts: Path) -> None:
@@ -161,6 +161,7 @@ def test_the_page_in_a_browser(served: Served, browser: Any, artifacts: Path) ->
     page.wait_for_function(
         "() => document.getElementById('status').textContent.includes('2 files')"
     )
+    assert "embedding lanes: cpu" in page.inner_text("#status")  # serve --lane cpu
     # results as one types (debounced): the known file first
     page.locator("#q").press_sequentially("send again after a failure", delay=20)
     page.wait_for_selector(".hit")
@@ -197,3 +198,45 @@ def test_the_page_in_a_browser(served: Served, browser: Any, artifacts: Path) ->
 def _errors_only(message: Any, errors: list[str]) -> None:
     if message.type == "error":
         errors.append(message.text)
+
+
+def test_a_huge_hostile_snippet_renders_as_text_cut_short(
+    served: Served, browser: Any, artifacts: Path
+) -> None:
+    """A hit whose snippet is megabytes of markup (the index cuts chunks far smaller; this
+    stands in for a store that holds one): the page stays usable and runs none of it."""
+    import json
+
+    huge = ("<img src=x onerror=window.pwned=1><script>window.pwned=2</script>" * 80_000)[
+        : 5 * 2**20
+    ]
+    hit = {
+        "path": "<b>bold</b>.py",
+        "start_line": 1,
+        "end_line": 1,
+        "symbol": "<i>x</i>",
+        "kind": "code",
+        "language": "python",
+        "score": 0.5,
+        "snippet": huge,
+    }
+    answer = {"root": str(served.root), "query": "x", "mode": "hybrid", "milliseconds": 1.0}
+    body = json.dumps({**answer, "hits": [hit]})
+    page = browser.new_page()
+    page.route(
+        "**/api/search?*",
+        lambda route: route.fulfill(status=200, content_type="application/json", body=body),
+    )
+    page.goto(served.url + "/")
+    page.wait_for_selector("body[data-ready='1']")
+    page.fill("#token", served.token)
+    page.click("#login-form button")
+    page.wait_for_selector("#app:not(.hidden)")
+    page.fill("#q", "anything")
+    page.wait_for_selector(".hit")
+    shown = page.inner_text(".hit .snippet")
+    assert 0 < len(shown) <= 4000 and shown == huge[: len(shown)]
+    assert page.inner_text(".hit .path") == "<b>bold</b>.py"
+    assert page.evaluate("() => window.pwned === undefined")
+    assert page.evaluate("() => document.querySelectorAll('#results img, #results b').length") == 0
+    page.close()

@@ -114,7 +114,8 @@ class WebPage:
         return dict(await self.service.call(self.service.read, path, start, end, query.get("root")))
 
     async def _status(self, _: Any) -> dict[str, Any]:
-        return dict(await self.service.call(self.service.status))
+        status = dict(await self.service.call(self.service.status))
+        return {**status, "lanes": list(self.service.lanes or [])}  # what embeds updates
 
 
 def _integer(query: Any, name: str, default: int | None) -> Any:

@@ -183,6 +183,8 @@
         line.append(text);
         parts.append(line);
       }
+      const lanes = (answer.lanes || []).join(", ") || "this machine's default";
+      parts.append(element("p", "status-root muted", "embedding lanes: " + lanes));
       $("status").replaceChildren(parts);
       statusTimer = window.setTimeout(status, running ? 2000 : 15000);
     } catch (error) {
