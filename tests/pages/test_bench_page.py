@@ -86,6 +86,26 @@ def test_what_is_not_throughput_json_is_refused_by_name(tmp_path: Path) -> None:
     assert not Path(out).exists()
     with pytest.raises(BenchFileError, match=r"x\.json: no rows of cells"):
         bench_page([("x.json", {"machine": {}, "rows": [{"workload": "w"}]})])
+    # what a hand-edited or truncated file holds: refused by name, never a traceback
+    saved = json.loads(SAVED.read_text())
+    ran = next(key for key, cell in saved["rows"][0]["cells"].items() if cell["available"])
+    malformed: list[tuple[str, Any]] = [
+        ("method", None),
+        ("machine", 3),
+        ("columns", [{"label": "no key"}]),
+    ]
+    for field, value in malformed:
+        with pytest.raises(BenchFileError, match=r"^x\.json: "):
+            bench_page([("x.json", {**saved, field: value})])
+    for change in ({"median_ms": 0}, {"spread_ms": [1.0]}, {"gflops": None}, {"spread_ms": [0, 1]}):
+        bad = json.loads(json.dumps(saved))
+        bad["rows"][0]["cells"][ran].update(change)
+        with pytest.raises(BenchFileError, match=f"column '{ran}': a cell that ran needs"):
+            bench_page([("x.json", bad)])
+    bad = json.loads(json.dumps(saved))
+    bad["rows"][0]["cells"] = [1, 2]
+    with pytest.raises(BenchFileError, match="its cells must be an object"):
+        bench_page([("x.json", bad)])
 
 
 def test_an_empty_run_still_makes_a_page() -> None:

@@ -134,6 +134,10 @@ def test_the_api_is_the_tools_work_and_refuses_what_they_refuse(served: Served) 
     for path in ("../secret.txt", str(served.root.parent / "secret.txt")):
         outside = served.get(f"/api/read?path={path}", token)
         assert outside.status_code == 400 and "outside the served roots" in outside.json()["error"]
+    from anekit.search.searcher import MODES
+
+    for mode in MODES:  # every mode the page offers works
+        assert served.get(f"/api/search?q=retry&mode={mode}", token).status_code == 200
     assert served.get("/api/search?q=x&mode=fuzzy", token).status_code == 400
     assert served.get("/api/search?q=x&k=0", token).status_code == 400
     assert served.get("/api/search?q=x&k=many", token).status_code == 400
@@ -149,6 +153,10 @@ def test_the_page_in_a_browser(served: Served, browser: Any, artifacts: Path) ->
     page.on("console", lambda message: _errors_only(message, errors))
     page.goto(served.url + "/")
     page.wait_for_selector("body[data-ready='1']")
+    from anekit.search.searcher import MODES
+
+    offered = page.eval_on_selector_all("#mode option", "options => options.map(o => o.value)")
+    assert sorted(offered) == sorted(MODES)
     assert page.locator("#login").is_visible() and page.locator("#app").is_hidden()
     page.fill("#token", "not-the-token")
     page.click("#login-form button")

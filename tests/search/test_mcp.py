@@ -378,3 +378,37 @@ def test_requests_piped_in_are_all_answered_after_stdin_ends(tmp_path: Path) -> 
     assert sorted(answers) == list(range(len(messages) - 1)), done.stderr[-2000:]
     read = answers[4]["result"]["structuredContent"]
     assert read["path"] == "app/session.py" and '"""HTTP sessions."""' in read["text"]
+
+
+def test_a_request_cancelled_before_stdin_ends_does_not_hold_the_exit(tmp_path: Path) -> None:
+    """A cancelled request is never answered (the SDK drops it): the server must not wait
+    for its answer after stdin ends (it would, for 120 s, if it counted it as owed)."""
+    root = _repo(tmp_path / "repo")
+    call = {"name": "index", "arguments": {"budget_seconds": 60}}
+    messages: list[dict[str, Any]] = [
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "script", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "anekit", "mcp", str(root), "--lane", "cpu"],
+        input="".join(json.dumps(message) + "\n" for message in messages),
+        capture_output=True,
+        text=True,
+        timeout=100,  # the drain's own limit is 120 s: past this, it waited for id 1
+        env={**os.environ, "ANEKIT_HOME": str(tmp_path / "home")},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    answered = {item["id"] for item in map(json.loads, done.stdout.splitlines())}
+    assert {0, 2} <= answered  # id 1 may have finished before its cancellation arrived

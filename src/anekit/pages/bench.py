@@ -64,24 +64,71 @@ class Chart:
 
 
 def check_bench_json(payload: Any, name: str) -> Mapping[str, Any]:
-    """``payload`` when it is a throughput report (rows of cells per column), else a
-    :class:`BenchFileError` naming ``name`` and what it is instead."""
+    """``payload`` when it is a throughput report (rows of cells per column, each cell
+    that ran with a positive median, spread and GFLOP/s), else a :class:`BenchFileError`
+    naming ``name`` and what is wrong."""
+
+    def refuse(why: str) -> BenchFileError:
+        return BenchFileError(f"{name}: {why}")
+
     if not isinstance(payload, Mapping):
-        raise BenchFileError(f"{name}: not a JSON object")
-    if "latency" in payload or "requests" in payload.get("method", {}):
-        raise BenchFileError(
-            f"{name}: a latency report (anekit bench --latency); charts take the throughput "
-            "JSON of `anekit bench --save FILE` or `anekit bench sweep --save FILE`"
+        raise refuse("not a JSON object")
+    method = payload.get("method", {})
+    if not isinstance(method, Mapping) or not isinstance(payload.get("machine", {}), Mapping):
+        raise refuse("its machine and method must be JSON objects")
+    if "latency" in payload or "requests" in method:
+        raise refuse(
+            "a latency report (anekit bench --latency); charts take the throughput JSON of "
+            "`anekit bench --save FILE` or `anekit bench sweep --save FILE`"
         )
     rows = payload.get("rows")
     if not isinstance(rows, list) or not all(
         isinstance(row, Mapping) and "cells" in row and "gflop" in row for row in rows
     ):
-        raise BenchFileError(
-            f"{name}: no rows of cells: not the JSON of `anekit bench --save FILE` or "
+        raise refuse(
+            "no rows of cells: not the JSON of `anekit bench --save FILE` or "
             "`anekit bench sweep --save FILE`"
         )
+    columns = payload.get("columns", [])
+    if not isinstance(columns, list) or not all(
+        isinstance(column, Mapping) and "key" in column for column in columns
+    ):
+        raise refuse("its columns must each be an object with a key")
+    for row in rows:
+        workload = row.get("workload")
+        if not isinstance(workload, str) or not _positive(row["gflop"]):
+            raise refuse(f"row {workload!r}: needs a workload name and a positive gflop")
+        if not isinstance(row["cells"], Mapping):
+            raise refuse(f"row {workload!r}: its cells must be an object")
+        for key, cell in row["cells"].items():
+            if not isinstance(cell, Mapping):
+                raise refuse(f"row {workload!r}, column {key!r}: not an object")
+            if cell.get("available") and not _measured(cell):
+                raise refuse(
+                    f"row {workload!r}, column {key!r}: a cell that ran needs positive "
+                    "median_ms, gflops and spread_ms [low, high]"
+                )
     return payload
+
+
+def _positive(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
+
+
+def _measured(cell: Mapping[str, Any]) -> bool:
+    spread = cell.get("spread_ms", [cell.get("median_ms")] * 2)
+    return (
+        _positive(cell.get("median_ms"))
+        and _positive(cell.get("gflops"))
+        and isinstance(spread, list)
+        and len(spread) == 2
+        and all(_positive(value) for value in spread)
+    )
 
 
 def bench_page(runs: Sequence[tuple[str, Mapping[str, Any]]], *, title: str | None = None) -> str:

@@ -47,6 +47,9 @@ async def serve_stdio(server: Any, *, drain_seconds: float = DRAIN_SECONDS) -> N
                     message = getattr(item, "message", None)
                     if isinstance(message, types.JSONRPCRequest):
                         unanswered.add(message.id)
+                    elif (cancelled := _cancelled(message, types)) is not None:
+                        unanswered.discard(cancelled)  # a cancelled request is never answered
+                        answered.set()
                     await to_server.send(item)
                 with anyio.move_on_after(drain_seconds) as waited:
                     while unanswered:
@@ -75,3 +78,13 @@ async def serve_stdio(server: Any, *, drain_seconds: float = DRAIN_SECONDS) -> N
                 server_input, server_output, lowlevel.create_initialization_options()
             )
             server_output.close()  # write() passes on what is left, then ends
+
+
+def _cancelled(message: Any, types: Any) -> Any:
+    """The id of the request that ``message`` cancels (``notifications/cancelled``), or
+    None."""
+    if not isinstance(message, types.JSONRPCNotification):
+        return None
+    if message.method != "notifications/cancelled" or not isinstance(message.params, dict):
+        return None
+    return message.params.get("requestId")

@@ -13,6 +13,7 @@ requests to this server, nothing else.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -22,7 +23,7 @@ __all__ = ["API_PREFIX", "WebPage"]
 
 API_PREFIX = "/api/"
 
-_MODES = ("hybrid", "semantic", "keyword")
+_log = logging.getLogger(__name__)
 
 
 class WebPage:
@@ -82,13 +83,20 @@ class WebPage:
         except (AnekitError, ValueError) as error:
             await JSONResponse({"error": str(error)}, status_code=400)(scope, receive, send)
             return
+        except Exception as error:  # a fault of ours: said as JSON, logged, the server goes on
+            _log.exception("GET %s failed", scope["path"])
+            body = {"error": f"{type(error).__name__}: {error}"}
+            await JSONResponse(body, status_code=500)(scope, receive, send)
+            return
         headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
         await JSONResponse(answer, headers=headers)(scope, receive, send)
 
     async def _search(self, query: Any) -> dict[str, Any]:
+        from anekit.search.searcher import MODES
+
         mode = query.get("mode", "hybrid")
-        if mode not in _MODES:
-            raise ValueError(f"mode must be one of {', '.join(_MODES)}, got {mode!r}")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         # one root: the search the CLI runs; several: each searched and merged by score
         roots = query.getlist("root") or (["all"] if len(self.service.roots) > 1 else None)
         return dict(
