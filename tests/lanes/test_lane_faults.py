@@ -339,6 +339,9 @@ def test_malformed_frames_cost_workers_not_bisection(
     _check(vectors, reference, 0.98)
 
 
+# ~115 s (a NumPy lane's admission on every known answer); in `make test`, the refusal of
+# a poisoned lane is tests/lanes/test_lane_cli.py::test_lanes_json_reports_state_rate_and_cosine
+@pytest.mark.slow
 def test_a_poisoned_lane_is_refused_at_admission(work: Any, faults: Any) -> None:
     token_ids, reference = work
     faults("cpu:poison:nan")
