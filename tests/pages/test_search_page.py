@@ -9,10 +9,8 @@ import base64
 import hashlib
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +18,8 @@ from typing import Any
 
 import httpx2 as httpx
 import pytest
+
+from served import free_port, wait_until_up
 
 RETRY = '''"""Sending again."""
 
@@ -54,13 +54,6 @@ class Served:
         return httpx.get(self.url + path, headers=headers, timeout=60)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("repo")
@@ -72,21 +65,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     env = {**os.environ, "ANEKIT_HOME": str(home), "HF_HUB_OFFLINE": "1"}
     index = [sys.executable, "-m", "anekit", "index", str(root), "--lane", "cpu"]
     subprocess.run(index, env=env, check=True, capture_output=True, timeout=300)
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-m", "anekit", "serve", str(root), "--port", str(port)]
     process = subprocess.Popen(
         [*command, "--lane", "cpu", "--no-watch"], env=env, stderr=subprocess.PIPE
     )
-    deadline = time.monotonic() + 60
-    while True:
-        assert process.poll() is None, process.stderr.read() if process.stderr else ""
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, "the server did not come up"
-        time.sleep(0.1)
+    wait_until_up(process, port)
     yield Served(root, home, port)
     process.terminate()
     process.wait(30)

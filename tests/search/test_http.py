@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,14 +16,9 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
+from served import free_port, wait_until_up
+
 MODULE = 'def parse_duration(text):\n    """Seconds in a duration such as 1h30m."""\n    return 0\n'
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -52,22 +46,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("repo")
     (root / "app.py").write_text(MODULE)
     home = tmp_path_factory.mktemp("home")
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "anekit", "serve", str(root), "--port", str(port), "--lane", "cpu"],
         env=_env(home),
         stderr=subprocess.PIPE,
     )
-    deadline = time.monotonic() + 60
-    while True:
-        assert process.poll() is None, process.stderr.read() if process.stderr else ""
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, "the server did not come up"
-        time.sleep(0.1)
+    wait_until_up(process, port)
     yield Served(root, home, port, process)
     process.terminate()
     process.wait(30)

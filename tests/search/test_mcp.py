@@ -340,17 +340,7 @@ def test_requests_piped_in_are_all_answered_after_stdin_ends(tmp_path: Path) -> 
         ("files", {"prefix": "app/"}),
     ]
     messages: list[dict[str, Any]] = [
-        {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "script", "version": "0"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        *_handshake(),
         {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
     ]
     messages += [
@@ -364,7 +354,7 @@ def test_requests_piped_in_are_all_answered_after_stdin_ends(tmp_path: Path) -> 
     ]
     done = subprocess.run(
         [sys.executable, "-m", "anekit", "mcp", str(root), "--lane", "cpu"],
-        input="".join(json.dumps(message) + "\n" for message in messages),
+        input=_piped(messages),
         capture_output=True,
         text=True,
         timeout=300,
@@ -386,24 +376,14 @@ def test_a_request_cancelled_before_stdin_ends_does_not_hold_the_exit(tmp_path: 
     root = _repo(tmp_path / "repo")
     call = {"name": "index", "arguments": {"budget_seconds": 60}}
     messages: list[dict[str, Any]] = [
-        {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "script", "version": "0"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        *_handshake(),
         {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call},
         {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
     ]
     done = subprocess.run(
         [sys.executable, "-m", "anekit", "mcp", str(root), "--lane", "cpu"],
-        input="".join(json.dumps(message) + "\n" for message in messages),
+        input=_piped(messages),
         capture_output=True,
         text=True,
         timeout=100,  # the drain's own limit is 120 s: past this, it waited for id 1
@@ -412,3 +392,21 @@ def test_a_request_cancelled_before_stdin_ends_does_not_hold_the_exit(tmp_path: 
     assert done.returncode == 0, done.stderr[-2000:]
     answered = {item["id"] for item in map(json.loads, done.stdout.splitlines())}
     assert {0, 2} <= answered  # id 1 may have finished before its cancellation arrived
+
+
+def _handshake() -> list[dict[str, Any]]:
+    """What a client sends first: ``initialize`` (id 0), then ``initialized``."""
+    initialize = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "script", "version": "0"},
+    }
+    return [
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": initialize},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    ]
+
+
+def _piped(messages: list[dict[str, Any]]) -> str:
+    """``messages`` as the lines a script writes to ``anekit mcp``'s stdin."""
+    return "".join(json.dumps(message) + "\n" for message in messages)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -90,20 +92,13 @@ def simulate(
     check_inputs(inputs)
     check_html(html)
     import anekit  # coremltools and the simulator: only once the arguments are good
-    from anekit import sim
 
     # What the simulator actually does: in fp32 mode every sum is a float32 sum.
     used = "fp32" if mode == "fp32" else (accumulation or "fp16")
     program = anekit.load(path, function=function)
     feeds = program.package_feeds(program_inputs(program, inputs, seed))
-    result = sim.run(
-        program.program,
-        feeds,
-        mode=mode,
-        accumulation=used,
-        function=program.function_name,
-        executor=engine,
-    )
+    run = functools.partial(_run, mode=mode, accumulation=used, engine=engine)
+    result = run(program, feeds)
     report, seconds, name = result.report, result.seconds, program.function_name
     problems = report.output_problems(result.outputs)
     outputs = [
@@ -114,7 +109,7 @@ def simulate(
         # this function's program and compiled engine go before the others' are made
         del program, result, feeds
         gc.collect()  # the MIL program holds cycles
-        _write_page(html, path, name, function, report, inputs, seed, mode, used, engine)
+        _write_page(html, path, name, function, report, inputs, seed, run)
     if problems and (strict or config.strict_numerics()):
         raise errors.NumericsError("simulated fp16 numerics: " + "; ".join(problems))
     if as_json:
@@ -156,29 +151,31 @@ def _write_page(
     report: Any,
     inputs: Path | None,
     seed: int,
-    mode: str,
-    accumulation: str,
-    engine: str,
+    run: Callable[[Any, dict[str, Any]], Any],
 ) -> None:
     """The page: placement and numerics of the function run (``simulated``), or, with no
-    --function, of every function of the package (each simulated with the same options)."""
-    from anekit import pages, sim
+    --function, of every function of the package (each simulated by ``run``, with the
+    same options)."""
+    from anekit import pages
     from anekit.analysis import analyze
 
     placement = analyze(path, function=function)
     others = [item.name for item in placement.functions if item.name != simulated]
-
-    def run(other: Any, feeds: dict[str, Any]) -> Any:
-        return sim.run(
-            other.program,
-            feeds,
-            mode=mode,
-            accumulation=accumulation,
-            function=other.function_name,
-            executor=engine,
-        )
-
     numerics: dict[str, Any] = {simulated: report.to_json()}
     if function is None:
         numerics |= simulate_functions(path, others, seed=seed, inputs=inputs, run=run)
     write_page(html, pages.program_page(placement.to_json(), numerics))
+
+
+def _run(program: Any, feeds: dict[str, Any], *, mode: str, accumulation: str, engine: str) -> Any:
+    """``program`` (a loaded package's function) run in the simulator on ``feeds``."""
+    from anekit import sim
+
+    return sim.run(
+        program.program,
+        feeds,
+        mode=mode,
+        accumulation=accumulation,
+        function=program.function_name,
+        executor=engine,
+    )
