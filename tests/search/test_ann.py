@@ -183,6 +183,39 @@ def test_filters_are_exact_small_or_large(store: Store, monkeypatch: pytest.Monk
     assert [i for i, _ in large] == exact(store, query, 10, allowed)
 
 
+def test_a_search_begun_on_another_thread_finishes_as_one_search(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """first_pass asks the graph (it takes no store: nothing is read from one) on any
+    thread; the function it gives re-scores from the store, as search does: with chunks
+    changed since the graph was built, a narrow filter (exact, from the store) and a wide
+    one (through the graph)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(ann, "MERGE_CHANGES", 1000)
+    query = unit(1, 31)[0]
+    added = put(store, "new.py", np.stack([query, unit(1, 32)[0]]))
+    index = open_vectors(store)
+    assert isinstance(index, AnnIndex)
+    calls: list[int] = []
+    monkeypatch.setattr(index, "graph", _Spy(index.graph, calls))
+    wide = set(_ids(store, "f1.py")) | set(_ids(store, "f5.py")) | set(added)
+    cases = [(None, 20_000, True), (set(_ids(store, "f2.py")), 20_000, False), (wide, 0, True)]
+    with ThreadPoolExecutor(1) as pool:
+        for allowed, exact_allowed, through_graph in cases:
+            monkeypatch.setattr(ann, "EXACT_ALLOWED", exact_allowed)
+            calls.clear()
+            finish = pool.submit(index.first_pass, query, 10, allowed).result()
+            assert bool(calls) == through_graph
+            asked = list(calls)
+            got = finish(store)
+            assert calls == asked  # the store's part asks the graph nothing
+            assert got == index.search(query, 10, allowed, store=store)
+            assert [i for i, _ in got] == exact(store, query, 10, allowed)
+            if allowed is None or added[0] in allowed:
+                assert got[0][0] == added[0]  # a change since the graph, scored exactly
+
+
 class _Spy:
     """A graph that records the counts asked of it."""
 

@@ -218,23 +218,30 @@ def test_modes_and_filters_apply_before_ranking(indexed: tuple[Index, object]) -
 def test_a_large_stores_query_is_embedded_while_its_keyword_half_runs(
     indexed: tuple[Index, object], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """From OVERLAP_MIN_VECTORS vectors on (here: any), a hybrid query is embedded on an
-    embedding thread (which never touches the store's connection, owned by the search's
-    thread) while the keyword half runs, with the same hits; below it, and in vector mode,
-    on the search's own thread."""
+    """From OVERLAP_MIN_VECTORS vectors on (here: any), a hybrid query is embedded and the
+    vector index's first pass made on an embedding thread (neither touches the store's
+    connection, owned by the search's thread) while the keyword half runs, with the same
+    hits; below it, and in vector mode, on the search's own thread."""
     import threading
 
     from anekit.search import searcher
+    from anekit.search.vectors import VectorIndex
 
     built, _ = indexed
     encoded_on: list[str] = []
     real_encode = searcher.Searcher._encode
+    real_first_pass = VectorIndex.first_pass
 
     def encode(self: Any, held: Any, query: str) -> Any:
         encoded_on.append(threading.current_thread().name)
         return real_encode(self, held, query)
 
+    def first_pass(self: Any, *args: Any) -> Any:
+        encoded_on.append("first pass: " + threading.current_thread().name)
+        return real_first_pass(self, *args)
+
     monkeypatch.setattr(searcher.Searcher, "_encode", encode)
+    monkeypatch.setattr(VectorIndex, "first_pass", first_pass)
     query = "how are failed requests retried"
     in_turn = built.search(query, k=5)  # loads the query model and the vector index first
     encoded_on.clear()
@@ -243,7 +250,10 @@ def test_a_large_stores_query_is_embedded_while_its_keyword_half_runs(
     monkeypatch.setattr(searcher, "OVERLAP_MIN_VECTORS", 1)
     encoded_on.clear()
     assert built.search(query, k=5) == in_turn
-    assert [name.split("_")[0] for name in encoded_on] == ["anekit-query-embedding"]
+    assert [name.split("_")[0] for name in encoded_on] == [
+        "anekit-query-embedding",
+        "first pass: anekit-query-embedding",
+    ]
     encoded_on.clear()
     built.search(query, k=5, mode="vector")
     assert encoded_on == [threading.current_thread().name]

@@ -191,6 +191,19 @@ def test_reopen_keeps_everything(tmp_path: Path) -> None:
         assert len(s.keyword_search("alpha", 10)) == 2
 
 
+def test_every_connection_has_the_larger_page_cache(tmp_path: Path) -> None:
+    """A store made, opened again, and reconnected after its file was replaced: each
+    connection reads with PAGE_CACHE_KIB of cache, not SQLite's 2,000 KiB."""
+    wanted = -store_connection.PAGE_CACHE_KIB
+    assert wanted < -2000
+    with Store(store_dir(tmp_path)) as s:
+        assert s._conn.execute("PRAGMA cache_size").fetchone()[0] == wanted
+    with Store(store_dir(tmp_path), create=False) as s:
+        assert s._conn.execute("PRAGMA cache_size").fetchone()[0] == wanted
+        s._reopen()
+        assert s._conn.execute("PRAGMA cache_size").fetchone()[0] == wanted
+
+
 def test_keyword_index_rebuilt_when_terms_change(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -41,6 +41,7 @@ import threading
 import time
 import uuid
 import zlib
+from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -290,29 +291,48 @@ class AnnIndex:
         among ``allowed`` if given; the candidates' vectors are read from ``store``."""
         if store is None:
             raise ValueError("the approximate index re-scores from the store: pass store=")
+        return self.first_pass(query, k, allowed)(store)
+
+    def first_pass(
+        self, query: np.ndarray, k: int, allowed: AbstractSet[int] | None = None
+    ) -> Callable[[Store], list[tuple[int, float]]]:
+        """What :meth:`search` does without the store (the graph's candidates), on any
+        thread; the function returned finishes it from the store (the candidates' vectors,
+        re-scored), on the thread that reads the store."""
         q = unit_query(query, self.stamp.dimension)
         if k <= 0:
-            return []
+            return lambda store: []
         changed, delta_ids, delta_rows = self._state
         if allowed is not None and len(allowed) <= EXACT_ALLOWED:
-            ids, vectors = store.vectors_of(allowed)
-            return _best(ids, unit_rows(vectors) @ q, k)
+            narrow = allowed
+
+            def exactly(store: Store) -> list[tuple[int, float]]:
+                ids, vectors = store.vectors_of(narrow)
+                return _best(ids, unit_rows(vectors) @ q, k)
+
+            return exactly
         want = max(MIN_CANDIDATES, CANDIDATES * k)
         found = self._graph_candidates(q, want, changed, allowed)
-        if found is None:  # a filter the graph's neighbourhood does not reach: exactly
-            ids, vectors = store.vectors_of(allowed or ())
-            return _best(ids, unit_rows(vectors) @ q, k)
-        ids, vectors = store.vectors_of(found)
-        scores = unit_rows(vectors) @ q
-        if len(delta_ids):
-            keep = (
-                np.ones(len(delta_ids), bool)
-                if allowed is None
-                else np.fromiter((i in allowed for i in delta_ids.tolist()), bool, len(delta_ids))
-            )
-            ids = np.concatenate([ids, delta_ids[keep]])
-            scores = np.concatenate([scores, delta_rows[keep].astype(np.float32) @ q])
-        return _best(ids, scores, k)
+
+        def rescored(store: Store) -> list[tuple[int, float]]:
+            if found is None:  # a filter the graph's neighbourhood does not reach: exactly
+                ids, vectors = store.vectors_of(allowed or ())
+                return _best(ids, unit_rows(vectors) @ q, k)
+            ids, vectors = store.vectors_of(found)
+            scores = unit_rows(vectors) @ q
+            if len(delta_ids):
+                keep = (
+                    np.ones(len(delta_ids), bool)
+                    if allowed is None
+                    else np.fromiter(
+                        (i in allowed for i in delta_ids.tolist()), bool, len(delta_ids)
+                    )
+                )
+                ids = np.concatenate([ids, delta_ids[keep]])
+                scores = np.concatenate([scores, delta_rows[keep].astype(np.float32) @ q])
+            return _best(ids, scores, k)
+
+        return rescored
 
     def _graph_candidates(
         self,
@@ -456,6 +476,11 @@ class ExactFallback:
         store: Store | None = None,
     ) -> list[tuple[int, float]]:
         return self.exact.search(query, k, allowed)
+
+    def first_pass(
+        self, query: np.ndarray, k: int, allowed: AbstractSet[int] | None = None
+    ) -> Callable[[Store], list[tuple[int, float]]]:
+        return self.exact.first_pass(query, k, allowed)
 
 
 # --- the writer's side ----------------------------------------------------------------------

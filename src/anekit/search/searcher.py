@@ -11,7 +11,7 @@ import itertools
 import os
 import stat
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -57,17 +57,21 @@ NAMED_NAMES = 4
 CANDIDATES_PER_HIT = 5
 MIN_CANDIDATES = 50
 SNIPPET_CHARS = 300
-#: From this many vectors on, the query is embedded on a thread of its own while the keyword
-#: half runs: that half is then mostly FTS5's work, outside the GIL (1M chunks: 9 ms of it,
-#: beside 5 ms of embedding; hybrid p50 19.4 ms so, 21.2 ms in turn). In a smaller store
-#: more of it is Python's, and the two wait for each other's GIL (100k chunks: 17.7 ms so,
-#: 16.9 ms in turn; 10k: 9.8 ms, 6.6 ms). 2 cores, one process, blocks alternated.
-OVERLAP_MIN_VECTORS = 200_000
+#: From this many vectors on, the vector half (the query embedded, then the vector index's
+#: first pass: its scan, or the graph's candidates) runs on a thread of its own while the
+#: keyword half runs, mostly inside SQLite, outside the GIL. Hybrid p50 so against in turn
+#: (2 cores, one process, blocks alternated, 2026-12-07): 1M chunks 22.8 / 28.7 ms, 100k
+#: 21.7 / 26.4 ms; at 10k and 18k the same within noise (15.8 / 15.3, 15.6 / 15.5 ms), the
+#: two halves then waiting on each other's GIL for what they gain.
+OVERLAP_MIN_VECTORS = 50_000
 #: Threads that embed queries while their searches' keyword halves run (one per search
 #: in flight, up to this many).
 _EMBEDDING_THREADS = 4
 _embedding_pool: ThreadPoolExecutor | None = None
 _embedding_pool_lock = threading.Lock()
+#: What a vector index's ``first_pass`` gives: the function that finishes its search from
+#: the store (:meth:`anekit.search.ann.AnnIndex.first_pass`).
+FirstPass = Callable[[Store], list[tuple[int, float]]]
 
 
 def _embedding_threads() -> ThreadPoolExecutor:
@@ -222,13 +226,13 @@ class Searcher(IndexedRoot):
         allowed = store.filter_ids(paths, exts, langs)
         wanted = max(MIN_CANDIDATES, CANDIDATES_PER_HIT * k)
         keyword: list[int] = []
+        vector_half: Future[FirstPass] | None = None
         if mode == "keyword" or (mode == "hybrid" and query.strip()):
-            # In a large store the query is embedded meanwhile (OVERLAP_MIN_VECTORS).
-            embedding = self._embedding_meanwhile(query) if mode == "hybrid" else None
+            # In a large store the vector half begins meanwhile (OVERLAP_MIN_VECTORS).
+            if mode == "hybrid":
+                vector_half = self._vector_half_meanwhile(query, wanted, allowed)
             keyword = [chunk_id for chunk_id, _ in store.keyword_search(query, wanted, allowed)]
-        else:
-            embedding = None
-        vector = self._vector_ids(query, wanted, allowed, embedding) if mode != "keyword" else []
+        vector = self._vector_ids(query, wanted, allowed, vector_half) if mode != "keyword" else []
         return self.rank(store, query, k, vector, keyword, allowed=allowed)
 
     def rank(
@@ -342,31 +346,45 @@ class Searcher(IndexedRoot):
             )
         return hits
 
-    def _embedding_meanwhile(self, query: str) -> Future[np.ndarray] | None:
-        """The query's embedding under way on another thread, when the store holds
-        :data:`OVERLAP_MIN_VECTORS` vectors and the query model is loaded; else None."""
+    def _vector_half_meanwhile(
+        self, query: str, k: int, allowed: AbstractSet[int] | None
+    ) -> Future[FirstPass] | None:
+        """The vector half's first part under way on another thread (the query embedded,
+        then the vector index's :meth:`first_pass`, which reads nothing from the store),
+        when the store holds :data:`OVERLAP_MIN_VECTORS` vectors and the query model is
+        loaded; else None."""
         vectors = self._shared.vectors
-        if vectors is None or len(vectors) < OVERLAP_MIN_VECTORS:
+        if vectors is None or len(vectors) < OVERLAP_MIN_VECTORS or not query.strip():
             return None
         held = self._query_model()
         if not held.warm:  # its first query loads it, on the search's own thread
             return None
-        return _embedding_threads().submit(self._encode, held, query)
+        index = self._vectors()  # caught up here: the store is read on this thread only
+
+        def first_pass() -> FirstPass:
+            begun: FirstPass = index.first_pass(self._encode(held, query), k, allowed)
+            return begun
+
+        return _embedding_threads().submit(first_pass)
 
     def _vector_ids(
         self,
         query: str,
         k: int,
-        allowed: set[int] | None,
-        embedding: Future[np.ndarray] | None = None,
+        allowed: AbstractSet[int] | None,
+        begun: Future[FirstPass] | None = None,
     ) -> list[int]:
         if not query.strip():
             return []
+        if begun is not None:
+            finish = begun.result()
+            self._check_query_model()
+            return [chunk_id for chunk_id, _ in finish(self.store)]
         if self._shared.vectors is None:  # the first search: check the graph meanwhile
             from anekit.search.ann import check_in_background
 
             check_in_background(self.store.directory)
-        query_vector = self._query_vector(query) if embedding is None else embedding.result()
+        query_vector = self._query_vector(query)
         self._check_query_model()
         found = self._vectors().search(query_vector, k, allowed, store=self.store)
         return [chunk_id for chunk_id, _ in found]

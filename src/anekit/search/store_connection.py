@@ -28,10 +28,17 @@ from anekit.search.store_schema import (
 )
 from anekit.search.terms import TERMS_VERSION
 
-__all__ = ["BUSY_TIMEOUT_S", "StoreConnection"]
+__all__ = ["BUSY_TIMEOUT_S", "PAGE_CACHE_KIB", "StoreConnection"]
 
 BUSY_TIMEOUT_S = 5.0
 """How long a write waits for another writer before :class:`SearchError` says it is locked."""
+
+PAGE_CACHE_KIB = 65_536
+"""SQLite's page cache of each connection, at most (its default: 2,000 KiB). A store's pages
+fill it only as far as they are read, so a small store's connection holds no more than the
+store. At 1M chunks (1.8 GB) the keyword half reads FTS5's posting lists and each match's
+size row: hybrid p50 22.5 -> 21.1 ms, p95 46.9 -> 43.4 ms (16 MB: 22.2 ms; 2 cores, one
+process, blocks alternated)."""
 
 
 def _statements(script: str) -> list[str]:
@@ -161,6 +168,7 @@ class StoreConnection:
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute(f"PRAGMA cache_size = {-PAGE_CACHE_KIB}")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
         except sqlite3.DatabaseError as exc:
             raise self._open_error(exc) from exc

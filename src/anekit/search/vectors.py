@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -236,6 +237,15 @@ class VectorIndex:
         if rows.size > want:
             rows = rows[np.argpartition(-scores, want - 1)[:want]]
         return self._rerank(rows, q, k)
+
+    def first_pass(
+        self, query: np.ndarray, k: int, allowed: AbstractSet[int] | None = None
+    ) -> Callable[[Store], list[tuple[int, float]]]:
+        """:meth:`search` done on this thread (it reads nothing from the store), as
+        :meth:`anekit.search.ann.AnnIndex.first_pass` gives it: the function returned
+        gives the answer."""
+        found = self.search(query, k, allowed)
+        return lambda store: found
 
     def _best(
         self, rows: np.ndarray | None, cosines: np.ndarray, k: int
