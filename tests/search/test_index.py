@@ -257,6 +257,25 @@ def test_a_large_stores_query_is_embedded_while_its_keyword_half_runs(
     encoded_on.clear()
     built.search(query, k=5, mode="vector")
     assert encoded_on == [threading.current_thread().name]
+    # A large store's keyword half splits in two (store_keyword.SPLIT_MIN_CHUNKS), but not
+    # while the vector half has the other core.
+    from anekit.search import store_keyword
+
+    halves: list[str] = []
+    real_rows = store_keyword._rows
+
+    def rows(*args: Any) -> Any:
+        halves.append(threading.current_thread().name)
+        return real_rows(*args)
+
+    monkeypatch.setattr(store_keyword, "_rows", rows)
+    monkeypatch.setattr(store_keyword, "SPLIT_MIN_CHUNKS", 1)
+    assert built.search(query, k=5) == in_turn
+    assert not halves
+    keyword = built.search(query, k=5, mode="keyword")
+    assert [name.split("_")[0] for name in halves] == ["anekit-keyword-half"]
+    monkeypatch.setattr(store_keyword, "SPLIT_MIN_CHUNKS", 10**9)
+    assert built.search(query, k=5, mode="keyword") == keyword
 
 
 def test_an_unchanged_repository_is_not_read_again_nor_embedded(

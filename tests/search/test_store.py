@@ -1022,6 +1022,73 @@ def test_a_budget_stops_a_statement_that_runs_past_it(store: Store) -> None:
     assert store._conn.execute("SELECT count(*) FROM files").fetchone()[0] == 1
 
 
+def test_a_large_stores_keyword_search_ranks_two_halves_at_once(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From SPLIT_MIN_CHUNKS chunks on (here: any), an unfiltered keyword search ranks the
+    chunks above the middle id on the store's second connection, on another thread, with
+    the same hits (BM25 with the whole index's statistics, ties by id) as one search; not
+    with a filter, nor when the caller says not to, nor inside a write."""
+    import threading
+
+    for number in range(12):
+        words = ["alpha"] * (number % 4 + 1) + ["beta"] * (number % 3) + [f"word{number}"]
+        put(store, f"f{number:02d}.py", [" ".join(words), f"gamma {number}"])
+    ran_on: list[str] = []
+    real_rows = store_keyword._rows
+
+    def rows(*args: Any) -> Any:
+        ran_on.append(threading.current_thread().name)
+        return real_rows(*args)
+
+    monkeypatch.setattr(store_keyword, "_rows", rows)
+    queries = ["alpha", "alpha beta", "gamma", "word3 alpha", "nothing"]
+    monkeypatch.setattr(store_keyword, "SPLIT_MIN_CHUNKS", 10**9)
+    whole = {query: store.keyword_search(query, 5) for query in queries}
+    assert not ran_on and store._side is None
+    monkeypatch.setattr(store_keyword, "SPLIT_MIN_CHUNKS", 1)
+    middle = store._split_at()
+    assert middle is not None
+    ids = [row[0] for row in store._conn.execute("SELECT id FROM chunks ORDER BY id")]
+    assert ids[0] <= middle < ids[-1]
+    for query in queries:
+        assert store.keyword_search(query, 5) == whole[query], query
+    assert len(ran_on) == len(queries)
+    assert all(name.startswith("anekit-keyword-half") for name in ran_on)
+    assert {i for i, _ in whole["alpha"]} & {i for i in ids if i > middle}  # both halves hit
+    assert {i for i, _ in whole["alpha"]} & {i for i in ids if i <= middle}
+    ran_on.clear()
+    store.keyword_search("alpha", 5, split=False)
+    store.keyword_search("alpha", 5, allowed=set(ids[:6]))
+    with store.write():
+        store.keyword_search("alpha", 5)
+    assert not ran_on
+
+
+def test_the_second_connection_keeps_the_budget_and_closes_with_the_store(
+    store: Store,
+) -> None:
+    slow = (
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000000) "
+        "SELECT count(*), 0.0 FROM n"
+    )
+    side = store._side_connection()
+    assert side.execute("PRAGMA cache_size").fetchone()[0] == -store_connection.PAGE_CACHE_KIB
+    with store.budget(0.05):
+        deadline = store._deadline
+        assert deadline is not None
+        with pytest.raises(sqlite3.OperationalError, match="interrupted"):
+            store_keyword._rows(side, deadline, slow, ())
+    assert store._deadline is None
+    assert store_keyword._rows(side, None, "SELECT 1, 0.5", ()) == [(1, 0.5)]  # handler gone
+    store._reopen()
+    assert store._side is None  # made again when next needed
+    side = store._side_connection()
+    store.close()
+    with pytest.raises(sqlite3.ProgrammingError):
+        side.execute("SELECT 1")
+
+
 def test_an_io_error_while_opening_is_an_error_not_a_retry_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

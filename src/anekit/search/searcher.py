@@ -231,7 +231,10 @@ class Searcher(IndexedRoot):
             # In a large store the vector half begins meanwhile (OVERLAP_MIN_VECTORS).
             if mode == "hybrid":
                 vector_half = self._vector_half_meanwhile(query, wanted, allowed)
-            keyword = [chunk_id for chunk_id, _ in store.keyword_search(query, wanted, allowed)]
+            # in two halves at once (store_keyword.SPLIT_MIN_CHUNKS) unless the vector half
+            # has the other core
+            found = store.keyword_search(query, wanted, allowed, split=vector_half is None)
+            keyword = [chunk_id for chunk_id, _ in found]
         vector = self._vector_ids(query, wanted, allowed, vector_half) if mode != "keyword" else []
         return self.rank(store, query, k, vector, keyword, allowed=allowed)
 

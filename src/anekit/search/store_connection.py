@@ -105,6 +105,11 @@ class StoreConnection:
             raise SearchError(f"{self.directory}: no search store here; index the root first")
         self._timeout = timeout
         self._opening = self._broken = False
+        #: A second connection, for reads run on another thread beside this one's (opened
+        #: when first needed: :meth:`_side_connection`), and the deadline of the
+        #: :meth:`budget` in force, which its statements keep too.
+        self._side: sqlite3.Connection | None = None
+        self._deadline: float | None = None
         self._connect(create)
 
     def _connect(self, create: bool) -> None:
@@ -152,8 +157,33 @@ class StoreConnection:
             return True
         return (st.st_dev, st.st_ino) != self._file
 
+    def _side_connection(self) -> sqlite3.Connection:
+        """The second connection, opened on first use: a reader of the same file with the
+        same busy timeout and page cache, used by one other thread at a time while this
+        connection's thread waits for it (:meth:`StoreKeyword.keyword_search`). Each of its
+        statements is a read of its own (autocommit), so it may see a later commit than a
+        read transaction of the main connection."""
+        if self._side is None:
+            try:
+                side = sqlite3.connect(
+                    self.path, isolation_level=None, timeout=self._timeout, check_same_thread=False
+                )
+                side.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+                side.execute(f"PRAGMA cache_size = {-PAGE_CACHE_KIB}")
+            except sqlite3.DatabaseError as exc:
+                raise self._open_error(exc) from exc
+            self._side = side
+        return self._side
+
+    def _close_side(self) -> None:
+        side, self._side = self._side, None
+        if side is not None:
+            with suppress(sqlite3.Error):
+                side.close()
+
     def _reopen(self) -> None:
         """A new connection to the store (the old one's files were taken from under it)."""
+        self._close_side()
         with suppress(sqlite3.Error):
             self._conn.close()
         self._cache_generation = -1
@@ -209,7 +239,8 @@ class StoreConnection:
         self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def close(self) -> None:
-        """Close the connection (idempotent)."""
+        """Close the connections (idempotent)."""
+        self._close_side()
         self._conn.close()
 
     def __enter__(self) -> Self:
@@ -390,6 +421,7 @@ class StoreConnection:
         a backstop so that no one request can hold a reader."""
         deadline = time.monotonic() + seconds
         self._conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+        self._deadline = deadline
         try:
             yield
         except sqlite3.OperationalError as exc:
@@ -400,6 +432,7 @@ class StoreConnection:
                 ) from exc
             raise
         finally:
+            self._deadline = None
             self._conn.set_progress_handler(None, 0)
 
     def check(self) -> str:
