@@ -54,7 +54,10 @@ blocks alternated, 2 cores: the keyword half alone p50 7.5 -> 7.0 ms, p95 35.9 -
 keyword-mode searches p50 11.6 -> 11.5 ms, p95 38.7 -> 30.6 ms (another run: 10.6 ->
 11.2, 29.4 -> 32.1: the median is a wash, the slow tail shorter).
 Not while the search's vector half runs on the other core (searcher.OVERLAP_MIN_VECTORS):
-three threads on two cores, hybrid p50 23.9 -> 26.1 ms, p95 47.1 -> 45.5 ms."""
+three threads on two cores, hybrid p50 23.9 -> 26.1 ms, p95 47.1 -> 45.5 ms. Nor with the
+upper half waiting for the vector half's core (the search's thread taking it if its own
+half ends first): hybrid p50 20.2 -> 21.1 ms, p95 41.0 -> 39.2 ms, per query the same
+within noise but for the heaviest (-7 ms) and a few light ones (+3 to +5 ms)."""
 
 _halves: ThreadPoolExecutor | None = None
 _halves_lock = threading.Lock()
