@@ -732,6 +732,24 @@ def test_a_store_over_the_size_searches_through_the_graph_and_a_save_is_found_at
     hits = reader.search("extract a zip archive", k=3, mode="vector")
     assert hits[0].path == "app/zipping.py"  # the change, scored exactly
     assert isinstance(reader._shared.vectors, ann.AnnIndex) and reader._shared.vectors.changed
+    # hybrid, the vector half aside: the graph asked on the other thread, the candidates'
+    # vectors read from the store on the search's own
+    import threading
+
+    from anekit.search import searcher
+
+    read_on: list[str] = []
+    real_vectors_of = type(reader.store).vectors_of
+
+    def vectors_of(self: Any, *args: Any) -> Any:
+        read_on.append(threading.current_thread().name)
+        return real_vectors_of(self, *args)
+
+    in_turn = reader.search("extract a zip archive", k=3)
+    monkeypatch.setattr(type(reader.store), "vectors_of", vectors_of)
+    monkeypatch.setattr(searcher, "OVERLAP_MIN_VECTORS", 1)
+    assert reader.search("extract a zip archive", k=3) == in_turn
+    assert read_on and set(read_on) == {threading.current_thread().name}
     assert copy.forget(copy.root / "app" / "zipping.py") == ["app/zipping.py"]
     hits = reader.search("extract a zip archive", k=3, mode="vector")
     assert "app/zipping.py" not in [hit.path for hit in hits]
@@ -739,7 +757,9 @@ def test_a_store_over_the_size_searches_through_the_graph_and_a_save_is_found_at
     copy.close()
 
 
-def test_a_store_indexed_with_a_model_folder_is_searched_with_that_model(tmp_path: Path) -> None:
+def test_a_store_indexed_with_a_model_folder_is_searched_with_that_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``anekit index --model PATH`` records the folder in the store; a later search or
     index run that names no model embeds with it, not the default model. A store without the
     record (made before it was kept) is refused with the reason, not searched with the
@@ -766,5 +786,17 @@ def test_a_store_indexed_with_a_model_folder_is_searched_with_that_model(tmp_pat
         reader.search("parse duration", k=1, mode="vector")
     assert "the index was made with the model 'tiny'" in str(refused.value)
     assert "embeds queries with 'all-MiniLM-L6-v2'" in str(refused.value)
+    from anekit.search import searcher
+    from anekit.search.ann import open_vectors
+
+    with Index(root, cache=False) as reader, monkeypatch.context() as patched:
+        patched.setattr(searcher, "OVERLAP_MIN_VECTORS", 1)  # hybrid: the vector half aside
+        with pytest.raises(SearchError, match="the index was made with the model 'tiny'"):
+            reader.search("parse duration", k=1)  # loads the query model on this thread
+        # the vector index already read (as when the store was re-indexed with another
+        # model under a running server): the vector half goes aside, and is refused first
+        reader._shared.vectors = open_vectors(reader.store)
+        with pytest.raises(SearchError, match="the index was made with the model 'tiny'"):
+            reader.search("parse duration", k=1)
     with Index(root, cache=False, model=str(folder)) as reader:  # named: searched with it
         assert reader.search("parse duration", k=1)[0].path == "a.py"

@@ -1035,10 +1035,12 @@ def test_a_large_stores_keyword_search_ranks_two_halves_at_once(
         words = ["alpha"] * (number % 4 + 1) + ["beta"] * (number % 3) + [f"word{number}"]
         put(store, f"f{number:02d}.py", [" ".join(words), f"gamma {number}"])
     ran_on: list[str] = []
+    deadlines: list[float | None] = []
     real_rows = store_keyword._rows
 
     def rows(*args: Any) -> Any:
         ran_on.append(threading.current_thread().name)
+        deadlines.append(args[1])
         return real_rows(*args)
 
     monkeypatch.setattr(store_keyword, "_rows", rows)
@@ -1055,6 +1057,11 @@ def test_a_large_stores_keyword_search_ranks_two_halves_at_once(
         assert store.keyword_search(query, 5) == whole[query], query
     assert len(ran_on) == len(queries)
     assert all(name.startswith("anekit-keyword-half") for name in ran_on)
+    assert deadlines == [None] * len(queries)
+    with store.budget(30):  # the second half keeps the search's budget
+        store.keyword_search("alpha", 5)
+        assert deadlines[-1] == store._deadline and store._deadline is not None
+    ran_on.clear()
     assert {i for i, _ in whole["alpha"]} & {i for i in ids if i > middle}  # both halves hit
     assert {i for i, _ in whole["alpha"]} & {i for i in ids if i <= middle}
     ran_on.clear()
@@ -1063,6 +1070,33 @@ def test_a_large_stores_keyword_search_ranks_two_halves_at_once(
     with store.write():
         store.keyword_search("alpha", 5)
     assert not ran_on
+
+
+def test_a_write_between_the_two_halves_is_not_half_seen(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The upper half reads on the second connection; when a write committed after the
+    search's read began, that read sees another state, and the upper half is ranked again
+    on the search's own connection: the hits are those of the search's one state."""
+    for number in range(8):
+        put(store, f"f{number}.py", [" ".join(["alpha"] * (number % 3 + 1)), f"beta {number}"])
+    before = store.keyword_search("alpha", 5)
+    monkeypatch.setattr(store_keyword, "SPLIT_MIN_CHUNKS", 1)
+    other = Store(store.directory, create=False)
+    real_rows = store_keyword._rows
+
+    def rows(*args: Any) -> Any:
+        if not other.chunk_count() > 16:  # once: a better match, above the middle id
+            put(other, "late.py", ["alpha " * 6])
+        return real_rows(*args)
+
+    monkeypatch.setattr(store_keyword, "_rows", rows)
+    with store.read():
+        assert store.keyword_search("alpha", 5) == before
+    after = store.keyword_search("alpha", 5)
+    late = store._conn.execute("SELECT max(id) FROM chunks").fetchone()[0]
+    assert after[0][0] == late  # the next search sees it
+    other.close()
 
 
 def test_the_second_connection_keeps_the_budget_and_closes_with_the_store(
@@ -1080,7 +1114,7 @@ def test_the_second_connection_keeps_the_budget_and_closes_with_the_store(
         with pytest.raises(sqlite3.OperationalError, match="interrupted"):
             store_keyword._rows(side, deadline, slow, ())
     assert store._deadline is None
-    assert store_keyword._rows(side, None, "SELECT 1, 0.5", ()) == [(1, 0.5)]  # handler gone
+    assert store_keyword._rows(side, None, "SELECT 1, 0.5", ())[1] == [(1, 0.5)]  # no handler
     store._reopen()
     assert store._side is None  # made again when next needed
     side = store._side_connection()

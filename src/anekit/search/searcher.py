@@ -362,6 +362,7 @@ class Searcher(IndexedRoot):
         held = self._query_model()
         if not held.warm:  # its first query loads it, on the search's own thread
             return None
+        self._check_query_model()  # another model's query vector: refused here, by name
         index = self._vectors()  # caught up here: the store is read on this thread only
 
         def first_pass() -> FirstPass:

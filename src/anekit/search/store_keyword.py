@@ -12,7 +12,9 @@ import time
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from itertools import islice
+from typing import Any
 
 from anekit.errors import SearchError
 from anekit.search.globs import compile_filter
@@ -98,17 +100,27 @@ def _ext(value: str) -> str:
     return "." + value.lower().lstrip(".")
 
 
+# The state a read sees: a split search's halves must come from one.
+_STATE = "SELECT value FROM meta WHERE key IN ('generation', 'store_id') ORDER BY key"
+
+
 def _rows(
     conn: sqlite3.Connection, deadline: float | None, sql: str, args: tuple[object, ...]
-) -> list[tuple[int, float]]:
-    """The rows of ``sql`` on ``conn`` (a store's second connection), stopped as the
-    store's :meth:`~anekit.search.store_connection.StoreConnection.budget` would stop it."""
+) -> tuple[list[Any], list[tuple[int, float]]]:
+    """The store state (:data:`_STATE`) and the rows of ``sql`` on ``conn`` (a store's
+    second connection), in one read, stopped as the store's
+    :meth:`~anekit.search.store_connection.StoreConnection.budget` would stop it."""
     if deadline is not None:
         conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
     try:
-        return [(int(i), float(score)) for i, score in conn.execute(sql, args)]
+        conn.execute("BEGIN")
+        state = [row[0] for row in conn.execute(_STATE)]
+        return state, [(int(i), float(score)) for i, score in conn.execute(sql, args)]
     finally:
         conn.set_progress_handler(None, 0)
+        if conn.in_transaction:
+            with suppress(sqlite3.Error):
+                conn.execute("COMMIT")
 
 
 class StoreKeyword(StoreQueries):
@@ -176,23 +188,32 @@ class StoreKeyword(StoreQueries):
         self, select: str, expression: str, k: int, middle: int
     ) -> list[tuple[int, float]]:
         """The best ``k`` matches, those up to ``middle`` ranked here and those above it on
-        the second connection at the same time (:data:`SPLIT_MIN_CHUNKS`)."""
+        the second connection at the same time (:data:`SPLIT_MIN_CHUNKS`); ranked here too
+        when that connection read another state of the store (a write committed between
+        the two reads) or cannot be opened."""
         order = " ORDER BY score, rowid LIMIT ?"
-        side = self._side_connection()
-        deadline = self._deadline
-        upper = _half_threads().submit(
-            _rows, side, deadline, select + "WHERE chunks_fts MATCH ? AND rowid > ?" + order,
-            (expression, middle, k),
+        upper_sql = select + "WHERE chunks_fts MATCH ? AND rowid > ?" + order
+        args = (expression, middle, k)
+        try:
+            side = self._side_connection()
+        except SearchError:
+            side = None
+        upper = None if side is None else _half_threads().submit(
+            _rows, side, self._deadline, upper_sql, args
         )  # fmt: skip
         try:
             lower = self._conn.execute(
-                select + "WHERE chunks_fts MATCH ? AND rowid <= ?" + order, (expression, middle, k)
+                select + "WHERE chunks_fts MATCH ? AND rowid <= ?" + order, args
             ).fetchall()
+            here = [row[0] for row in self._conn.execute(_STATE)]
         finally:
-            both = upper.exception() is None  # waits: the side connection is free again
-        if not both:
+            failed = upper is not None and upper.exception() is not None  # waits for it
+        if failed and upper is not None:
             upper.result()  # its error
-        return sorted([*lower, *upper.result()], key=lambda row: (row[1], row[0]))[:k]
+        state, above = upper.result() if upper is not None else (None, [])
+        if state != here:  # not this read's state: this connection's answer
+            above = self._conn.execute(upper_sql, args).fetchall()
+        return sorted([*lower, *above], key=lambda row: (row[1], row[0]))[:k]
 
     def _keyword_items(self, items: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
         """The query items worth ranking with, in query order (see :data:`MATCH_BUDGET`)."""
