@@ -1107,7 +1107,8 @@ def test_the_second_connection_keeps_the_budget_and_closes_with_the_store(
         "SELECT count(*), 0.0 FROM n"
     )
     side = store._side_connection()
-    assert side.execute("PRAGMA cache_size").fetchone()[0] == -store_connection.PAGE_CACHE_KIB
+    timeout_ms = side.execute("PRAGMA busy_timeout").fetchone()[0]
+    assert timeout_ms == store_connection.BUSY_TIMEOUT_S * 1000
     with store.budget(0.05):
         deadline = store._deadline
         assert deadline is not None

@@ -33,12 +33,14 @@ __all__ = ["BUSY_TIMEOUT_S", "PAGE_CACHE_KIB", "StoreConnection"]
 BUSY_TIMEOUT_S = 5.0
 """How long a write waits for another writer before :class:`SearchError` says it is locked."""
 
-PAGE_CACHE_KIB = 65_536
-"""SQLite's page cache of each connection, at most (its default: 2,000 KiB). A store's pages
-fill it only as far as they are read, so a small store's connection holds no more than the
-store. At 1M chunks (1.8 GB) the keyword half reads FTS5's posting lists and each match's
-size row: hybrid p50 22.5 -> 21.1 ms, p95 46.9 -> 43.4 ms (16 MB: 22.2 ms; 2 cores, one
-process, blocks alternated)."""
+PAGE_CACHE_KIB = 32_768
+"""SQLite's page cache of the store's connection, at most (its default: 2,000 KiB; the second
+connection keeps the default). A store's pages fill it only as far as they are read, so a
+small store's connection holds no more than the store; a large one's fills it in a few
+hundred searches, per reader (a server's READERS threads: 4 x 32 MB). At 1M chunks (1.8
+GB) the keyword half reads FTS5's posting lists and each match's size row: hybrid p50 /
+p95 12.4 / 26.3 ms with 2 MB, 11.6 / 23.6 with 32 MB, 11.3 / 23.8 with 64 MB (2 cores,
+one process, blocks alternated; 2026-12-07)."""
 
 
 def _statements(script: str) -> list[str]:
@@ -159,17 +161,15 @@ class StoreConnection:
 
     def _side_connection(self) -> sqlite3.Connection:
         """The second connection, opened on first use: a reader of the same file with the
-        same busy timeout and page cache, used by one other thread at a time while this
-        connection's thread waits for it (:meth:`StoreKeyword.keyword_search`). Each of its
-        statements is a read of its own (autocommit), so it may see a later commit than a
-        read transaction of the main connection."""
+        same busy timeout, used by one other thread at a time while this connection's
+        thread waits for it (:meth:`StoreKeyword.keyword_search`, which checks that its
+        read saw the same state as this connection's)."""
         if self._side is None:
             try:
                 side = sqlite3.connect(
                     self.path, isolation_level=None, timeout=self._timeout, check_same_thread=False
                 )
                 side.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
-                side.execute(f"PRAGMA cache_size = {-PAGE_CACHE_KIB}")
             except sqlite3.DatabaseError as exc:
                 raise self._open_error(exc) from exc
             self._side = side
