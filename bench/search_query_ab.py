@@ -91,7 +91,13 @@ def main() -> None:
     old_commit = subprocess.run(["git", "-C", str(args.old), "rev-parse", "--short", "HEAD"],
                                 capture_output=True, text=True).stdout.strip()  # fmt: skip
     record = {
-        "command": "python bench/search_query_ab.py " + " ".join(sys.argv[1:]),
+        # the folders by their names only: no path of this machine in the record
+        "command": (
+            f"python bench/search_query_ab.py ROOT STORE OLD_WORKTREE --rounds {args.rounds} "
+            f"--passes {args.passes}"
+        ),
+        "root": args.root.name,
+        "store": args.store.name,
         "date": datetime.date.today().isoformat(),
         "machine": machine(),
         "source": source_state(),
