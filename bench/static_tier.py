@@ -40,7 +40,7 @@ model2vec is a bench-only dependency (not in pyproject.toml)::
 
 (0.8.1 and later pin ``transformers<5.4`` for their distill extra.) Then::
 
-    ANEKIT_HOME=... .venv/bin/python bench/static_tier.py [--stores DIR] [--repos NAME ...]
+    ANEKIT_HOME=... .venv/bin/python bench/static_tier.py --stores DIR [--repos NAME ...]
         [--static DIR] [--distill-runs N] [--redistill] [--max-length 256]
         [--static-weight 1.0] [--repeats 3] [--sample 500] [--source CHECKOUT] [--json PATH]
 
@@ -472,7 +472,7 @@ def report(record: dict[str, Any], specs: dict[str, RepoSpec]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--stores", type=Path, default=Path("/work/stores"))
+    parser.add_argument("--stores", type=Path, required=True, help="semble_bench.py's stores")
     parser.add_argument("--cache", type=Path, help="default $ANEKIT_HOME/semble-bench")
     parser.add_argument("--repos", nargs="+", metavar="NAME", help="only these (dev) repositories")
     parser.add_argument("--static", type=Path, help=f"default $ANEKIT_HOME/static/{STATIC_NAME}")
