@@ -380,10 +380,8 @@ class Searcher(IndexedRoot):
     ) -> list[int]:
         if not query.strip():
             return []
-        if begun is not None:
-            finish = begun.result()
-            self._check_query_model()
-            return [chunk_id for chunk_id, _ in finish(self.store)]
+        if begun is not None:  # its query model was checked before it began
+            return [chunk_id for chunk_id, _ in begun.result()(self.store)]
         if self._shared.vectors is None:  # the first search: check the graph meanwhile
             from anekit.search.ann import check_in_background
 
